@@ -1,0 +1,535 @@
+/*
+ * main.c - the `moetune` command-line front end.
+ *
+ * Exit codes: 0 success, 1 a failure of moetune or a plugin, 2 bad input
+ * (contract, knob, value, illegal combination), 64 usage.
+ */
+#include "audit.h"
+#include "config.h"
+#include "contract.h"
+#include "evaluate.h"
+#include "memory.h"
+#include "registry.h"
+#include "render.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifndef MOETUNE_VERSION
+#define MOETUNE_VERSION "0.1.0"
+#endif
+#ifndef MOETUNE_SOURCE_DIR
+#define MOETUNE_SOURCE_DIR "."
+#endif
+
+#define EXIT_BAD_INPUT 2
+#define EXIT_USAGE 64
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: moetune <command> [options]\n"
+            "\n"
+            "  plugins [CONTRACT]            list loaded plugins, their knobs and load errors\n"
+            "  check CONTRACT                validate a contract; print meshes and memory\n"
+            "  render CONTRACT [--set knob=value]... [--dialect mlm|bridge]\n"
+            "                                the launch command for the base config (+ sets)\n"
+            "  candidates CONTRACT [--wall W] [--set knob=value]...\n"
+            "                                every plugin's candidates, with repairs and legality\n"
+            "  demo [CONTRACT]               check the example contract and list its candidates\n"
+            "\n"
+            "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated), then the\n"
+            "contract's launch.plugin_path.  Walls: memory, communication, host, compute.\n");
+}
+
+typedef struct session {
+    mt_contract *contract;
+    mt_registry *reg;
+    mt_kv *cfg;
+    mt_diag *load_diag; /* plugin load problems: warnings for most commands */
+} session;
+
+static void session_close(session *s)
+{
+    mt_kv_destroy(&s->cfg);
+    mt_registry_destroy(&s->reg);
+    mt_contract_destroy(&s->contract);
+    mt_diag_destroy(&s->load_diag);
+}
+
+/* Loads plugins, adding the contract's plugin_path resolved against the
+ * contract's directory. */
+static void load_plugins(session *s)
+{
+    char **extra = NULL;
+    size_t n = 0, i;
+    s->reg = mt_registry_new();
+    s->load_diag = mt_diag_new();
+    if (s->contract && s->contract->n_plugin_path) {
+        const char *slash = strrchr(s->contract->path, '/');
+        int dirlen = slash ? (int)(slash - s->contract->path) : 0;
+        extra = calloc(s->contract->n_plugin_path, sizeof *extra);
+        for (i = 0; extra && i < s->contract->n_plugin_path; i++) {
+            const char *p = s->contract->plugin_path[i];
+            char buf[PATH_MAX];
+            if (p[0] == '/' || !slash)
+                snprintf(buf, sizeof buf, "%s", p);
+            else
+                snprintf(buf, sizeof buf, "%.*s/%s", dirlen, s->contract->path, p);
+            extra[n++] = strdup(buf);
+        }
+    }
+    mt_registry_load_default(s->reg, (const char *const *)extra, n, s->load_diag);
+    mt_registry_finish(s->reg, s->load_diag);
+    for (i = 0; i < n; i++)
+        free(extra[i]);
+    free(extra);
+}
+
+static void warn_load(const session *s)
+{
+    size_t i;
+    for (i = 0; i < mt_diag_count(s->load_diag); i++) {
+        const mt_diag_item *it = mt_diag_at(s->load_diag, i);
+        fprintf(stderr, "moetune: warning: %s: %s\n", it->file ? it->file : "plugin", it->message);
+    }
+}
+
+/* Contract + plugins + base config; returns an exit code (0 = go on). */
+static int session_open(session *s, const char *path, int quiet_load)
+{
+    mt_diag *d = mt_diag_new();
+    memset(s, 0, sizeof *s);
+    s->contract = mt_contract_load(path, d);
+    if (!s->contract) {
+        mt_diag_print(d, stderr);
+        mt_diag_destroy(&d);
+        return EXIT_BAD_INPUT;
+    }
+    load_plugins(s);
+    if (!quiet_load)
+        warn_load(s);
+    mt_config_normalize_space(s->reg, s->contract, d);
+    s->cfg = mt_config_base(s->reg, s->contract, d);
+    if (!s->cfg || mt_diag_count(d)) {
+        mt_diag_print(d, stderr);
+        mt_diag_destroy(&d);
+        return EXIT_BAD_INPUT;
+    }
+    mt_diag_destroy(&d);
+    return 0;
+}
+
+static int apply_sets(session *s, char **sets, size_t n)
+{
+    mt_diag *d = mt_diag_new();
+    size_t i;
+    int bad = 0;
+    for (i = 0; i < n; i++) {
+        char *eq = strchr(sets[i], '=');
+        if (!eq) {
+            mt_diag_add(d, NULL, 0, "--set", "'%s' is not knob=value", sets[i]);
+            bad = 1;
+            continue;
+        }
+        *eq = '\0';
+        if (mt_registry_is_core(sets[i]) && strcmp(sets[i], "train_iters")) {
+            mt_diag_add(d, NULL, 0, "--set",
+                        "%s is fixed by the contract (model, batch, intervals or data); edit the "
+                        "contract instead",
+                        sets[i]);
+            bad = 1;
+        } else if (mt_config_set(s->reg, s->cfg, sets[i], eq + 1, NULL, 0, "--set", d)) {
+            bad = 1;
+        }
+        *eq = '=';
+    }
+    mt_diag_print(d, stderr);
+    mt_diag_destroy(&d);
+    return bad ? EXIT_BAD_INPUT : 0;
+}
+
+static void print_violations(const mt_violations *vs, FILE *out, const char *indent)
+{
+    size_t i;
+    for (i = 0; i < vs->n; i++)
+        fprintf(out, "%s[%s] %s (plugin %s)\n", indent, vs->v[i].rule, vs->v[i].message,
+                vs->v[i].plugin);
+}
+
+static int cmd_plugins(int argc, char **argv)
+{
+    session s;
+    size_t i;
+    int failed;
+    memset(&s, 0, sizeof s);
+    if (argc > 2) {
+        mt_diag *d = mt_diag_new();
+        s.contract = mt_contract_load(argv[2], d);
+        if (!s.contract) {
+            mt_diag_print(d, stderr);
+            mt_diag_destroy(&d);
+            return EXIT_BAD_INPUT;
+        }
+        mt_diag_destroy(&d);
+    }
+    load_plugins(&s);
+    for (i = 0; i < mt_registry_count(s.reg); i++) {
+        const mt_plugin *p = mt_registry_at(s.reg, i);
+        uint32_t k;
+        printf("%s %s (ABI %u)%s\n", p->desc->name, p->desc->version ? p->desc->version : "?",
+               p->desc->abi_version, p->enabled ? "" : "  DISABLED");
+        printf("  path:     %s\n", p->path);
+        if (p->desc->description)
+            printf("  about:    %s\n", p->desc->description);
+        if (!p->enabled)
+            printf("  disabled: %s\n", p->why_disabled);
+        printf("  owns:    ");
+        for (k = 0; k < p->desc->n_knobs; k++)
+            printf(" %s", p->desc->knobs[k].name);
+        printf("\n");
+        if (p->desc->n_extends) {
+            printf("  extends: ");
+            for (k = 0; k < p->desc->n_extends; k++) {
+                const char *const *v;
+                printf(" %s +=", p->desc->extends[k].knob);
+                for (v = p->desc->extends[k].values; v && *v; v++)
+                    printf(" %s", *v);
+            }
+            printf("\n");
+        }
+        printf("  variables:");
+        for (k = 0; k < p->desc->n_variables; k++)
+            printf(" %s", p->desc->variables[k].name);
+        printf("\n");
+    }
+    failed = (int)mt_diag_count(s.load_diag);
+    if (failed) {
+        fprintf(stderr, "moetune: %d plugin problem%s:\n", failed, failed == 1 ? "" : "s");
+        mt_diag_print(s.load_diag, stderr);
+    }
+    session_close(&s);
+    return failed ? 1 : 0;
+}
+
+static void print_memory(const mt_kv *cfg, const mt_contract *c)
+{
+    mt_mem_estimate m;
+    const mt_mem_stage *h;
+    double cap;
+    if (mt_memory_estimate(cfg, c->hardware, &m)) {
+        printf("memory: cannot estimate (unusable parallel sizes)\n");
+        return;
+    }
+    h = m.hottest;
+    cap = m.hbm_gb * (1 - c->memory_headroom);
+    printf("model: %.2f B parameters\n", m.params_total);
+    printf("memory estimate per GPU, hottest rank (%s): %.1f GB of %.0f GB (%.0f GB usable at %.0f%% "
+           "headroom)%s\n",
+           m.hottest_name, h->total, m.hbm_gb, cap, c->memory_headroom * 100,
+           h->total > cap ? "  DOES NOT FIT" : "");
+    printf("  weights %.1f | grads %.1f | optimizer %.1f | activations %.1f | logits %.1f | "
+           "cuda graphs %.1f | buffers %.1f\n",
+           h->weights, h->grads, h->optimizer, h->activations, h->logits, h->graphs, h->buffers);
+}
+
+static void print_meshes(const mt_kv *cfg, const mt_contract *c, const char *indent)
+{
+    mt_mesh m;
+    char att[160], moe[160];
+    mt_config_mesh(cfg, c->hardware, &m);
+    mt_mesh_format(&m, att, sizeof att, moe, sizeof moe);
+    printf("%s%s\n%s%s\n", indent, att, indent, moe);
+}
+
+static int cmd_check(const char *path)
+{
+    session s;
+    mt_diag *d;
+    char id[17];
+    int rc = session_open(&s, path, 0);
+    if (rc) {
+        session_close(&s);
+        return rc;
+    }
+    d = mt_diag_new();
+    mt_audit_base(s.reg, s.contract, s.cfg, d);
+    mt_audit_windows(s.contract, s.cfg, d);
+    mt_audit_space(s.reg, s.contract, s.cfg, d);
+    if (mt_diag_count(d)) {
+        mt_diag_print(d, stderr);
+        fprintf(stderr, "moetune: %s: %zu problem%s; nothing was run\n", path, mt_diag_count(d),
+                mt_diag_count(d) == 1 ? "" : "s");
+        mt_diag_destroy(&d);
+        session_close(&s);
+        return EXIT_BAD_INPUT;
+    }
+    mt_diag_destroy(&d);
+    mt_config_id(s.cfg, id);
+    printf("contract %s: OK\n", s.contract->name);
+    printf("fingerprint: %s\n", s.contract->fingerprint);
+    printf("hardware: %s x %s (%s nodes x %s), NVLink domain %s\n",
+           mt_kv_get(s.contract->hardware, "world_size"), mt_kv_get(s.contract->hardware, "gpu"),
+           mt_kv_get(s.contract->hardware, "nodes"),
+           mt_kv_get(s.contract->hardware, "gpus_per_node"),
+           mt_kv_get(s.contract->hardware, "nvlink_domain"));
+    printf("base config %s\n", id);
+    print_meshes(s.cfg, s.contract, "  ");
+    print_memory(s.cfg, s.contract);
+    printf("windows: screen %d-%d of %d steps; validate %d-%d of %d steps\n",
+           s.contract->screen.first, s.contract->screen.last, s.contract->screen.steps,
+           s.contract->validate.first, s.contract->validate.last, s.contract->validate.steps);
+    printf("search space: %zu knobs\n", mt_kv_count(s.contract->space));
+    session_close(&s);
+    return 0;
+}
+
+static int parse_opts(int argc, char **argv, char ***sets, size_t *nsets, const char **dialect,
+                      const char **wall)
+{
+    int i;
+    *sets = calloc((size_t)argc, sizeof **sets);
+    *nsets = 0;
+    for (i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--set") && i + 1 < argc)
+            (*sets)[(*nsets)++] = argv[++i];
+        else if (!strncmp(argv[i], "--set=", 6))
+            (*sets)[(*nsets)++] = argv[i] + 6;
+        else if (dialect && !strcmp(argv[i], "--dialect") && i + 1 < argc)
+            *dialect = argv[++i];
+        else if (wall && !strcmp(argv[i], "--wall") && i + 1 < argc)
+            *wall = argv[++i];
+        else {
+            fprintf(stderr, "moetune: unknown or incomplete option '%s'\n", argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
+static int require_legal(session *s)
+{
+    mt_violations vs = {0};
+    mt_diag *d = mt_diag_new();
+    int rc = 0;
+    mt_legality(s->reg, s->contract, s->cfg, &vs, d);
+    mt_diag_print(d, stderr);
+    if (vs.n) {
+        fprintf(stderr, "moetune: the configuration is illegal:\n");
+        print_violations(&vs, stderr, "  ");
+        rc = EXIT_BAD_INPUT;
+    } else if (mt_diag_count(d)) {
+        rc = 1;
+    }
+    mt_violations_free(&vs);
+    mt_diag_destroy(&d);
+    return rc;
+}
+
+static int cmd_render(int argc, char **argv)
+{
+    session s;
+    char **sets = NULL;
+    size_t nsets = 0, i;
+    const char *dialect = NULL, *k, *v;
+    uint32_t dial;
+    mt_rendered out;
+    mt_diag *d;
+    int rc = parse_opts(argc, argv, &sets, &nsets, &dialect, NULL);
+    if (rc) {
+        free(sets);
+        return rc;
+    }
+    if (dialect && strcmp(dialect, "mlm") && strcmp(dialect, "bridge")) {
+        fprintf(stderr, "moetune: --dialect takes mlm or bridge, not '%s'\n", dialect);
+        free(sets);
+        return EXIT_USAGE;
+    }
+    rc = session_open(&s, argv[2], 0);
+    if (!rc)
+        rc = apply_sets(&s, sets, nsets);
+    if (!rc)
+        rc = require_legal(&s);
+    free(sets);
+    if (rc) {
+        session_close(&s);
+        return rc;
+    }
+    dial = dialect ? (!strcmp(dialect, "bridge") ? MT_DIALECT_BRIDGE : MT_DIALECT_MLM)
+                   : (uint32_t)s.contract->dialect;
+    mt_rendered_init(&out);
+    d = mt_diag_new();
+    rc = mt_render(s.reg, s.contract, s.cfg, dial, &out, d);
+    if (rc) {
+        mt_diag_print(d, stderr);
+        rc = 1;
+    } else {
+        for (i = 0; i < out.argv.n; i++)
+            printf("%s\n", out.argv.v[i]);
+        printf("# environment\n");
+        for (i = 0; mt_kv_entry(out.env, i, &k, &v) == 0; i++)
+            printf("%s=%s\n", k, v);
+        if (mt_kv_count(out.launch)) {
+            printf("# launcher\n");
+            for (i = 0; mt_kv_entry(out.launch, i, &k, &v) == 0; i++)
+                printf("%s=%s\n", k, v);
+        }
+    }
+    mt_diag_destroy(&d);
+    mt_rendered_free(&out);
+    session_close(&s);
+    return rc;
+}
+
+static void print_candidate(const mt_candidate *c, const mt_kv *base)
+{
+    char walls[96];
+    size_t i;
+    const char *k, *v;
+    mt_wall_format(c->walls, walls, sizeof walls);
+    printf("- [%s] %s: %s\n", c->plugin, c->variable, c->summary);
+    printf("    label: %s | wall: %s\n",
+           c->label == MT_LABEL_BENCHMARK_ONLY ? "benchmark-only" : "training-equivalent", walls);
+    printf("    change:");
+    for (i = 0; mt_kv_entry(c->sets, i, &k, &v) == 0; i++)
+        printf(" %s=%s%s%s%s", k, *v ? v : "\"\"", mt_kv_get(base, k) ? " (was " : "",
+               mt_kv_get(base, k) ? (*mt_kv_get(base, k) ? mt_kv_get(base, k) : "\"\"") : "",
+               mt_kv_get(base, k) ? ")" : "");
+    printf("\n");
+    for (i = 0; i < c->notes.n; i++)
+        printf("    why: %s\n", c->notes.v[i]);
+    if (c->reject) {
+        printf("    REFUSED by the host: %s\n", c->reject);
+        return;
+    }
+    if (mt_kv_count(c->repairs)) {
+        printf("    forced repairs:");
+        for (i = 0; mt_kv_entry(c->repairs, i, &k, &v) == 0; i++)
+            printf(" %s=%s", k, *v ? v : "\"\"");
+        printf("\n");
+        for (i = 0; i < c->repair_notes.n; i++)
+            printf("      %s\n", c->repair_notes.v[i]);
+    }
+    if (c->violations.n) {
+        printf("    legality: ILLEGAL\n");
+        print_violations(&c->violations, stdout, "      ");
+    } else {
+        char id[17];
+        mt_config_id(c->config, id);
+        printf("    legality: legal (config %s)\n", id);
+    }
+}
+
+static int list_candidates(session *s, uint32_t mask)
+{
+    mt_candidates cs = {0};
+    mt_diag *d = mt_diag_new();
+    size_t i, legal = 0;
+    int rc;
+    mt_candidates_for(s->reg, s->contract, s->cfg, NULL, mask, &cs, d);
+    for (i = 0; i < cs.n; i++) {
+        print_candidate(&cs.v[i], s->cfg);
+        legal += !cs.v[i].reject && !cs.v[i].violations.n;
+    }
+    printf("%zu candidates, %zu legal\n", cs.n, legal);
+    rc = mt_diag_count(d) ? 1 : 0;
+    mt_diag_print(d, stderr);
+    mt_candidates_free(&cs);
+    mt_diag_destroy(&d);
+    return rc;
+}
+
+static int cmd_candidates(int argc, char **argv)
+{
+    session s;
+    char **sets = NULL;
+    size_t nsets = 0;
+    const char *wall = NULL;
+    uint32_t mask = 0;
+    int rc = parse_opts(argc, argv, &sets, &nsets, NULL, &wall);
+    if (rc) {
+        free(sets);
+        return rc;
+    }
+    if (wall && !(mask = mt_wall_parse(wall))) {
+        fprintf(stderr, "moetune: --wall takes memory, communication, host or compute, not '%s'\n",
+                wall);
+        free(sets);
+        return EXIT_USAGE;
+    }
+    rc = session_open(&s, argv[2], 0);
+    if (!rc)
+        rc = apply_sets(&s, sets, nsets);
+    if (!rc)
+        rc = require_legal(&s);
+    free(sets);
+    if (!rc) {
+        printf("candidates for %s%s%s:\n", s.contract->name, wall ? ", wall " : "",
+               wall ? wall : "");
+        print_meshes(s.cfg, s.contract, "  current: ");
+        rc = list_candidates(&s, mask);
+    }
+    session_close(&s);
+    return rc;
+}
+
+static int cmd_demo(int argc, char **argv)
+{
+    char path[PATH_MAX];
+    char *args[4];
+    int rc;
+    if (argc > 2)
+        snprintf(path, sizeof path, "%s", argv[2]);
+    else
+        snprintf(path, sizeof path, "%s/examples/contracts/qwen3-30b-a3b-h100x16.cfg",
+                 MOETUNE_SOURCE_DIR);
+    printf("== moetune check %s\n", path);
+    rc = cmd_check(path);
+    if (rc)
+        return rc;
+    printf("\n== moetune candidates %s\n", path);
+    args[0] = argv[0];
+    args[1] = "candidates";
+    args[2] = path;
+    args[3] = NULL;
+    return cmd_candidates(3, args);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
+        !strcmp(argv[1], "help")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_USAGE : 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("moetune %s (plugin ABI %d)\n", MOETUNE_VERSION, MT_PLUGIN_ABI_VERSION);
+        return 0;
+    }
+    if (!strcmp(argv[1], "plugins"))
+        return cmd_plugins(argc, argv);
+    if (!strcmp(argv[1], "demo"))
+        return cmd_demo(argc, argv);
+    if (argc < 3 && (!strcmp(argv[1], "check") || !strcmp(argv[1], "render") ||
+                     !strcmp(argv[1], "candidates"))) {
+        fprintf(stderr, "moetune %s: missing CONTRACT\n", argv[1]);
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "check")) {
+        if (argc > 3) {
+            fprintf(stderr, "moetune check: unexpected argument '%s'\n", argv[3]);
+            return EXIT_USAGE;
+        }
+        return cmd_check(argv[2]);
+    }
+    if (!strcmp(argv[1], "render"))
+        return cmd_render(argc, argv);
+    if (!strcmp(argv[1], "candidates"))
+        return cmd_candidates(argc, argv);
+    fprintf(stderr, "moetune: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return EXIT_USAGE;
+}

@@ -1,0 +1,124 @@
+#include "render.h"
+
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct core_flag {
+    const char *knob;
+    const char *bridge; /* Bridge override path */
+    int when;           /* ALWAYS, NONZERO, TRUE */
+} core_flag;
+
+enum { ALWAYS, NONZERO, IS_TRUE, NONEMPTY };
+
+/* Order follows Megatron's own argument groups: model, MoE, MLA, data,
+ * training, logging. */
+static const core_flag core_flags[] = {
+    {"num_layers", "model.num_layers", ALWAYS},
+    {"hidden_size", "model.hidden_size", ALWAYS},
+    {"ffn_hidden_size", "model.ffn_hidden_size", ALWAYS},
+    {"num_attention_heads", "model.num_attention_heads", ALWAYS},
+    {"num_query_groups", "model.num_query_groups", NONZERO},
+    {"kv_channels", "model.kv_channels", NONZERO},
+    {"num_experts", "model.num_moe_experts", NONZERO},
+    {"moe_router_topk", "model.moe_router_topk", ALWAYS},
+    {"moe_ffn_hidden_size", "model.moe_ffn_hidden_size", NONZERO},
+    {"moe_shared_expert_intermediate_size", "model.moe_shared_expert_intermediate_size", NONZERO},
+    {"moe_layer_freq", "model.moe_layer_freq", NONEMPTY},
+    {"multi_latent_attention", "model.multi_latent_attention", IS_TRUE},
+    {"q_lora_rank", "model.q_lora_rank", NONZERO},
+    {"kv_lora_rank", "model.kv_lora_rank", NONZERO},
+    {"qk_head_dim", "model.qk_head_dim", NONZERO},
+    {"qk_pos_emb_head_dim", "model.qk_pos_emb_head_dim", NONZERO},
+    {"v_head_dim", "model.v_head_dim", NONZERO},
+    {"mtp_num_layers", "model.mtp_num_layers", NONZERO},
+    {"vocab_size", "model.vocab_size", NONZERO},
+    {"seq_length", "model.seq_length", ALWAYS},
+    {"moe_expert_capacity_factor", "model.moe_expert_capacity_factor", NONEMPTY},
+    {"moe_pad_expert_input_to_capacity", "model.moe_pad_expert_input_to_capacity", IS_TRUE},
+    {"global_batch_size", "train.global_batch_size", ALWAYS},
+    {"train_iters", "train.train_iters", NONZERO},
+    {"eval_interval", "train.eval_interval", NONZERO},
+    {"save_interval", "checkpoint.save_interval", NONZERO},
+    {"seed", "rng.seed", ALWAYS},
+    {"log_interval", "logger.log_interval", ALWAYS},
+    {"log_throughput", "logger.log_throughput", IS_TRUE},
+};
+
+static void flag_name(const char *knob, char *buf, size_t n)
+{
+    size_t i;
+    snprintf(buf, n, "--%s", knob);
+    for (i = 2; buf[i]; i++)
+        if (buf[i] == '_')
+            buf[i] = '-';
+}
+
+static void render_core(const mt_contract *c, const mt_kv *cfg, uint32_t dialect,
+                        mt_rendered *out)
+{
+    size_t i;
+    char buf[1024];
+    const char *heads = mt_kv_get(cfg, "num_attention_heads");
+    for (i = 0; i < sizeof core_flags / sizeof core_flags[0]; i++) {
+        const core_flag *f = &core_flags[i];
+        const char *v = mt_kv_get(cfg, f->knob);
+        int on;
+        if (!v)
+            continue;
+        on = f->when == ALWAYS || (f->when == NONZERO && *v && strcmp(v, "0")) ||
+             (f->when == IS_TRUE && !strcmp(v, "true")) || (f->when == NONEMPTY && *v);
+        /* The default pattern "1" (every layer MoE) needs no flag. */
+        if (!strcmp(f->knob, "moe_layer_freq") && !strcmp(v, "1"))
+            on = 0;
+        if (!on)
+            continue;
+        if (dialect == MT_DIALECT_BRIDGE) {
+            snprintf(buf, sizeof buf, "%s=%s", f->bridge,
+                     f->when == IS_TRUE ? "True" : v);
+            mt_strlist_push(&out->argv, buf);
+            continue;
+        }
+        /* Megatron needs GQA switched on explicitly before it reads the group count. */
+        if (!strcmp(f->knob, "num_query_groups") && heads && !strcmp(v, heads))
+            continue;
+        if (!strcmp(f->knob, "num_query_groups"))
+            mt_strlist_push(&out->argv, "--group-query-attention");
+        flag_name(f->knob, buf, sizeof buf);
+        mt_strlist_push(&out->argv, buf);
+        if (f->when != IS_TRUE)
+            mt_strlist_push(&out->argv, v);
+        if (!strcmp(f->knob, "seq_length")) {
+            mt_strlist_push(&out->argv, "--max-position-embeddings");
+            mt_strlist_push(&out->argv, v);
+        }
+    }
+    /* Without an eval interval the run must not evaluate at all. */
+    if (!strcmp(mt_kv_get(cfg, "eval_interval") ? mt_kv_get(cfg, "eval_interval") : "0", "0")) {
+        if (dialect == MT_DIALECT_BRIDGE)
+            mt_strlist_push(&out->argv, "train.eval_iters=0");
+        else
+            mt_strlist_push(&out->argv, "--eval-iters"), mt_strlist_push(&out->argv, "0");
+    }
+    if (mt_kv_get(c->data, "dataset") && !strcmp(mt_kv_get(c->data, "dataset"), "mock")) {
+        if (dialect == MT_DIALECT_BRIDGE)
+            mt_strlist_push(&out->argv, "dataset.mock=True");
+        else
+            mt_strlist_push(&out->argv, "--mock-data");
+    }
+}
+
+int mt_render(mt_registry *r, const mt_contract *c, const mt_kv *cfg, uint32_t dialect,
+              mt_rendered *out, mt_diag *d)
+{
+    mt_ctx_v1 ctx = mt_ctx_make(c, cfg, NULL, NULL);
+    size_t i;
+    const char *k, *v;
+    for (i = 0; mt_kv_entry(c->launch_env, i, &k, &v) == 0; i++)
+        mt_kv_set(out->env, k, v);
+    render_core(c, cfg, dialect, out);
+    return mt_registry_render(r, &ctx, dialect, out, d);
+}

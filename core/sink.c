@@ -1,0 +1,291 @@
+#include "sink.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GROW(arr, n, cap)                                                                     \
+    do {                                                                                      \
+        if ((n) == (cap)) {                                                                   \
+            size_t nc_ = (cap) ? (cap) * 2 : 8;                                               \
+            void *np_ = realloc((arr), nc_ * sizeof *(arr));                                  \
+            if (!np_)                                                                         \
+                return -ENOMEM;                                                               \
+            (arr) = np_;                                                                      \
+            (cap) = nc_;                                                                      \
+        }                                                                                     \
+    } while (0)
+
+static char *dupstr(const char *s) { return strdup(s ? s : ""); }
+
+int mt_strlist_push(mt_strlist *l, const char *s)
+{
+    GROW(l->v, l->n, l->cap);
+    l->v[l->n] = dupstr(s);
+    if (!l->v[l->n])
+        return -ENOMEM;
+    l->n++;
+    return 0;
+}
+
+void mt_strlist_free(mt_strlist *l)
+{
+    size_t i;
+    for (i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+char *mt_strlist_join(const mt_strlist *l, const char *sep)
+{
+    size_t i, len = 1, off = 0, sl = strlen(sep);
+    char *out;
+    for (i = 0; i < l->n; i++)
+        len += strlen(l->v[i]) + sl;
+    out = malloc(len);
+    if (!out)
+        return NULL;
+    out[0] = '\0';
+    for (i = 0; i < l->n; i++) {
+        size_t k = strlen(l->v[i]);
+        if (i) {
+            memcpy(out + off, sep, sl);
+            off += sl;
+        }
+        memcpy(out + off, l->v[i], k);
+        off += k;
+    }
+    out[off] = '\0';
+    return out;
+}
+
+void mt_violations_free(mt_violations *vs)
+{
+    size_t i;
+    for (i = 0; i < vs->n; i++) {
+        free(vs->v[i].plugin);
+        free(vs->v[i].rule);
+        free(vs->v[i].knobs);
+        free(vs->v[i].message);
+    }
+    free(vs->v);
+    memset(vs, 0, sizeof *vs);
+}
+
+int mt_violations_has(const mt_violations *vs, const char *rule)
+{
+    size_t i;
+    for (i = 0; i < vs->n; i++)
+        if (!strcmp(vs->v[i].rule, rule))
+            return 1;
+    return 0;
+}
+
+void mt_verdicts_free(mt_verdicts *vs)
+{
+    size_t i;
+    for (i = 0; i < vs->n; i++) {
+        free(vs->v[i].plugin);
+        free(vs->v[i].knob);
+        free(vs->v[i].evidence);
+    }
+    free(vs->v);
+    memset(vs, 0, sizeof *vs);
+}
+
+static void candidate_free(mt_candidate *c)
+{
+    free(c->plugin);
+    free(c->variable);
+    free(c->summary);
+    mt_kv_destroy(&c->sets);
+    mt_strlist_free(&c->notes);
+    mt_kv_destroy(&c->repairs);
+    mt_strlist_free(&c->repair_notes);
+    mt_kv_destroy(&c->config);
+    mt_violations_free(&c->violations);
+    free(c->reject);
+}
+
+void mt_candidates_free(mt_candidates *cs)
+{
+    size_t i;
+    for (i = 0; i < cs->n; i++)
+        candidate_free(&cs->v[i]);
+    free(cs->v);
+    memset(cs, 0, sizeof *cs);
+}
+
+void mt_rendered_init(mt_rendered *r)
+{
+    memset(r, 0, sizeof *r);
+    r->env = mt_kv_new();
+    r->launch = mt_kv_new();
+}
+
+void mt_rendered_free(mt_rendered *r)
+{
+    mt_strlist_free(&r->argv);
+    mt_kv_destroy(&r->env);
+    mt_kv_destroy(&r->launch);
+}
+
+void mt_sink_init(mt_sink *s, int kind, const char *plugin)
+{
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->plugin = plugin;
+}
+
+void mt_sink_fini(mt_sink *s) { mt_strlist_free(&s->errors); }
+
+static int wrong(mt_sink *s, const char *builder)
+{
+    static const char *const calls[] = {"init", "propose", "repair", "check", "render", "verify"};
+    char msg[160];
+    if (!s)
+        return -EINVAL;
+    snprintf(msg, sizeof msg, "protocol error: %s() called %s, which that call does not accept",
+             calls[s->kind], builder);
+    mt_strlist_push(&s->errors, msg);
+    return -EINVAL;
+}
+
+/* ---- host table ---------------------------------------------------------- */
+
+static void h_log(int level, const char *plugin, const char *msg)
+{
+    static const char *const names[] = {"debug", "info", "warn", "error"};
+    const char *env = getenv("MOETUNE_LOG");
+    int min = env ? atoi(env) : MT_LOG_WARN;
+    if (level < min)
+        return;
+    fprintf(stderr, "moetune: plugin %s: %s: %s\n", plugin ? plugin : "?",
+            names[level >= 0 && level <= 3 ? level : 3], msg ? msg : "");
+}
+
+static const char *h_kv_get(const mt_kv *kv, const char *key) { return mt_kv_get(kv, key); }
+static size_t h_kv_count(const mt_kv *kv) { return mt_kv_count(kv); }
+static int h_kv_entry(const mt_kv *kv, size_t i, const char **k, const char **v)
+{
+    return mt_kv_entry(kv, i, k, v);
+}
+
+static int h_candidate(mt_sink *s, const char *variable, const char *summary, uint32_t walls,
+                       uint32_t label)
+{
+    mt_candidate *c;
+    if (!s || s->kind != MT_SINK_PROPOSE)
+        return wrong(s, "sink_candidate");
+    if (!variable || !*variable) {
+        mt_strlist_push(&s->errors, "protocol error: candidate without a variable");
+        return -EINVAL;
+    }
+    GROW(s->cands->v, s->cands->n, s->cands->cap);
+    c = &s->cands->v[s->cands->n];
+    memset(c, 0, sizeof *c);
+    c->plugin = dupstr(s->plugin);
+    c->variable = dupstr(variable);
+    c->summary = dupstr(summary);
+    c->walls = walls;
+    c->label = label;
+    c->sets = mt_kv_new();
+    c->repairs = mt_kv_new();
+    s->cands->n++;
+    return 0;
+}
+
+static int h_set(mt_sink *s, const char *knob, const char *value)
+{
+    if (!s || !knob)
+        return -EINVAL;
+    if (s->kind == MT_SINK_PROPOSE) {
+        if (!s->cands->n)
+            return wrong(s, "sink_set before sink_candidate");
+        return mt_kv_set(s->cands->v[s->cands->n - 1].sets, knob, value ? value : "");
+    }
+    if (s->kind == MT_SINK_REPAIR)
+        return mt_kv_set(s->sets, knob, value ? value : "");
+    return wrong(s, "sink_set");
+}
+
+static int h_note(mt_sink *s, const char *text)
+{
+    if (!s)
+        return -EINVAL;
+    if (s->kind == MT_SINK_PROPOSE) {
+        if (!s->cands->n)
+            return wrong(s, "sink_note before sink_candidate");
+        return mt_strlist_push(&s->cands->v[s->cands->n - 1].notes, text);
+    }
+    if (s->kind == MT_SINK_REPAIR)
+        return mt_strlist_push(s->notes, text);
+    return wrong(s, "sink_note");
+}
+
+static int h_violation(mt_sink *s, const char *rule, const char *knobs, const char *message)
+{
+    mt_violation *v;
+    if (!s || s->kind != MT_SINK_CHECK)
+        return wrong(s, "sink_violation");
+    GROW(s->viol->v, s->viol->n, s->viol->cap);
+    v = &s->viol->v[s->viol->n++];
+    v->plugin = dupstr(s->plugin);
+    v->rule = dupstr(rule);
+    v->knobs = dupstr(knobs);
+    v->message = dupstr(message);
+    return 0;
+}
+
+static int h_arg(mt_sink *s, const char *token)
+{
+    if (!s || s->kind != MT_SINK_RENDER)
+        return wrong(s, "sink_arg");
+    return mt_strlist_push(&s->rendered->argv, token);
+}
+
+static int h_env(mt_sink *s, const char *name, const char *value)
+{
+    if (!s || s->kind != MT_SINK_RENDER)
+        return wrong(s, "sink_env");
+    return mt_kv_set(s->rendered->env, name, value);
+}
+
+static int h_launch(mt_sink *s, const char *key, const char *value)
+{
+    if (!s || s->kind != MT_SINK_RENDER)
+        return wrong(s, "sink_launch");
+    return mt_kv_set(s->rendered->launch, key, value);
+}
+
+static int h_verdict(mt_sink *s, const char *knob, uint32_t verdict, const char *evidence)
+{
+    mt_knob_verdict *v;
+    if (!s || s->kind != MT_SINK_VERIFY)
+        return wrong(s, "sink_verdict");
+    if (verdict > MT_VERDICT_NOT_APPLIED)
+        verdict = MT_VERDICT_UNKNOWN;
+    GROW(s->verdicts->v, s->verdicts->n, s->verdicts->cap);
+    v = &s->verdicts->v[s->verdicts->n++];
+    v->plugin = dupstr(s->plugin);
+    v->knob = dupstr(knob);
+    v->verdict = verdict;
+    v->evidence = dupstr(evidence);
+    return 0;
+}
+
+static int h_error(mt_sink *s, const char *message)
+{
+    if (!s)
+        return -EINVAL;
+    return mt_strlist_push(&s->errors, message);
+}
+
+static const mt_host_v1 host_table = {
+    sizeof(mt_host_v1), MT_PLUGIN_ABI_VERSION, h_log,   h_kv_get,  h_kv_count, h_kv_entry,
+    h_candidate,        h_set,                 h_note,  h_violation, h_arg,    h_env,
+    h_launch,           h_verdict,             h_error};
+
+const mt_host_v1 *mt_host_table(void) { return &host_table; }

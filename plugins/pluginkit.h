@@ -1,0 +1,245 @@
+/*
+ * pluginkit.h - small static helpers shared by the built-in plugins.
+ *
+ * Header-only on purpose: every built-in plugin is its own shared object that
+ * links nothing from the host, exactly like a third-party plugin, so the
+ * helpers are compiled into each one.  Everything here goes through the host
+ * table handed to init; nothing allocates.
+ *
+ * Evidence keys read by verify() (written by the log parser and the trace
+ * analyser of the host; absent when unknown):
+ *   args.<name>              value from the Megatron arguments dump
+ *   log.dispatcher_fallback  the "... Falling back to alltoall." line
+ *   log.import_error         an ImportError line naming DeepEP / HybridEP
+ *   log.cuda_graph_capture   a capture line (TE, local or full iteration)
+ *   log.world                the "using world size: ..." line
+ *   trace.available          "true" when a profiled run was analysed
+ *   trace.fp8_gemm           count of FP8 GEMM kernels
+ *   trace.mxfp8_gemm         count of MXFP8 (block-scaled) GEMM kernels
+ *   trace.nvfp4_gemm         count of NVFP4 GEMM kernels
+ *   trace.deepep_kernels     count of DeepEP dispatch/combine kernels
+ *   trace.hybridep_kernels   count of HybridEP dispatch/combine kernels
+ *   trace.alltoall_kernels   count of NCCL all-to-all / send-recv kernels
+ *   trace.graph_launches     count of CUDA graph launches
+ */
+#ifndef MOETUNE_PLUGINKIT_H
+#define MOETUNE_PLUGINKIT_H
+
+#include <moetune/plugin.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Each plugin keeps the host table it got at init here. */
+static const mt_host_v1 *pk_host;
+
+static inline int pk_init(const mt_host_v1 *host, mt_sink *err, void **state)
+{
+    (void)state;
+    if (!host || host->struct_size < sizeof(mt_host_v1)) {
+        if (host && host->sink_error)
+            host->sink_error(err, "host table too old for this plugin");
+        return -1;
+    }
+    pk_host = host;
+    return 0;
+}
+
+static inline const char *pk_get(const mt_kv *kv, const char *key)
+{
+    return kv ? pk_host->kv_get(kv, key) : NULL;
+}
+
+/* String value or def when absent. */
+static inline const char *pk_str(const mt_kv *kv, const char *key, const char *def)
+{
+    const char *v = pk_get(kv, key);
+    return v ? v : def;
+}
+
+static inline long pk_int(const mt_kv *kv, const char *key, long def)
+{
+    const char *v = pk_get(kv, key);
+    char *end;
+    long n;
+    if (!v || !*v)
+        return def;
+    n = strtol(v, &end, 10);
+    return *end ? def : n;
+}
+
+static inline int pk_bool(const mt_kv *kv, const char *key)
+{
+    const char *v = pk_get(kv, key);
+    return v && (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1"));
+}
+
+static inline int pk_eq(const mt_kv *kv, const char *key, const char *want)
+{
+    const char *v = pk_get(kv, key);
+    return v && !strcmp(v, want);
+}
+
+/* True when the space-separated list in `list` contains `word`. */
+static inline int pk_word_in(const char *list, const char *word)
+{
+    size_t n = strlen(word);
+    const char *p = list;
+    if (!list || !n)
+        return 0;
+    while (*p) {
+        while (*p == ' ')
+            p++;
+        if (!strncmp(p, word, n) && (p[n] == ' ' || p[n] == '\0'))
+            return 1;
+        while (*p && *p != ' ')
+            p++;
+    }
+    return 0;
+}
+
+static inline int pk_has(const mt_kv *kv, const char *key, const char *word)
+{
+    return pk_word_in(pk_get(kv, key), word);
+}
+
+/* True when value v is in the NULL-terminated list. */
+static inline int pk_value_in(const char *const *values, const char *v)
+{
+    for (; values && *values; values++)
+        if (!strcmp(*values, v))
+            return 1;
+    return 0;
+}
+
+/* Whether the contract lets candidates use `value` for `knob`: true when the
+ * contract declares no space for the knob, or lists the value in it
+ * ("space.<knob>" = values separated by newlines). */
+static inline int pk_space_allows(const mt_ctx_v1 *ctx, const char *knob, const char *value)
+{
+    char key[160];
+    const char *list, *p;
+    size_t n = strlen(value);
+    snprintf(key, sizeof key, "space.%s", knob);
+    list = pk_get(ctx->contract, key);
+    if (!list)
+        return 1;
+    for (p = list;;) {
+        size_t len = strcspn(p, "\n");
+        if (len == n && !strncmp(p, value, n))
+            return 1;
+        if (!p[len])
+            return 0;
+        p += len + 1;
+    }
+}
+
+/* True when the contract declares a search space for `knob`. */
+static inline int pk_space_declared(const mt_ctx_v1 *ctx, const char *knob)
+{
+    char key[160];
+    snprintf(key, sizeof key, "space.%s", knob);
+    return pk_get(ctx->contract, key) != NULL;
+}
+
+static inline void pk_violation(mt_sink *s, const char *rule, const char *knobs,
+                         const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static inline void pk_violation(mt_sink *s, const char *rule, const char *knobs,
+                         const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pk_host->sink_violation(s, rule, knobs, msg);
+}
+
+static inline void pk_note(mt_sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline void pk_note(mt_sink *s, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pk_host->sink_note(s, msg);
+}
+
+static inline void pk_verdict(mt_sink *s, const char *knob, uint32_t verdict,
+                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static inline void pk_verdict(mt_sink *s, const char *knob, uint32_t verdict,
+                       const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pk_host->sink_verdict(s, knob, verdict, msg);
+}
+
+/* Render one knob as a flag (MLM) or override (Bridge).
+ *   knob    canonical name ("moe_token_dispatcher_type")
+ *   section Bridge section ("model", "comm_overlap", "ddp", "train", ...)
+ *   field   Bridge field name, or NULL for the knob name
+ *   value   NULL renders a bare MLM flag (boolean true) and "True" in Bridge;
+ *           a value with spaces (module lists) becomes several MLM tokens and
+ *           a Python list in Bridge: model.x=[a,b]. */
+static inline void pk_render(mt_sink *s, uint32_t dialect, const char *knob,
+                      const char *section, const char *field, const char *value)
+{
+    char buf[512];
+    size_t i, n;
+    if (dialect == MT_DIALECT_MLM) {
+        n = (size_t)snprintf(buf, sizeof buf, "--%s", knob);
+        for (i = 2; i < n && i < sizeof buf; i++)
+            if (buf[i] == '_')
+                buf[i] = '-';
+        pk_host->sink_arg(s, buf);
+        if (value) {
+            char word[128];
+            const char *p = value;
+            while (*p) {
+                size_t len = strcspn(p, " ");
+                if (len && len < sizeof word) {
+                    memcpy(word, p, len);
+                    word[len] = '\0';
+                    pk_host->sink_arg(s, word);
+                }
+                p += len;
+                while (*p == ' ')
+                    p++;
+            }
+        }
+        return;
+    }
+    if (!value) {
+        snprintf(buf, sizeof buf, "%s.%s=True", section, field ? field : knob);
+    } else if (strchr(value, ' ')) {
+        size_t off = (size_t)snprintf(buf, sizeof buf, "%s.%s=[", section,
+                                      field ? field : knob);
+        for (i = 0; value[i] && off + 2 < sizeof buf; i++)
+            buf[off++] = value[i] == ' ' ? ',' : value[i];
+        buf[off++] = ']';
+        buf[off] = '\0';
+    } else {
+        snprintf(buf, sizeof buf, "%s.%s=%s", section, field ? field : knob, value);
+    }
+    pk_host->sink_arg(s, buf);
+}
+
+/* Bridge spells booleans the Python way. */
+static inline void pk_render_bool(mt_sink *s, uint32_t dialect, const char *knob,
+                           const char *section, const char *field, int on)
+{
+    if (dialect == MT_DIALECT_MLM) {
+        if (on)
+            pk_render(s, dialect, knob, section, field, NULL);
+        return;
+    }
+    pk_render(s, dialect, knob, section, field, on ? "True" : "False");
+}
+
+#endif /* MOETUNE_PLUGINKIT_H */

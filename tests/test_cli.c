@@ -1,0 +1,188 @@
+/*
+ * test_cli.c - the `moetune` front end as a user runs it: a real child
+ * process per command, its exit code and output.
+ */
+#include "testkit.h"
+
+#include <check.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+typedef struct run {
+    int status;
+    char *out, *err;
+} run;
+
+/* Runs moetune with args (NULL-terminated), capturing both streams in files. */
+static run moetune(const char *const *args)
+{
+    char outp[] = "/tmp/moetune-cli-out-XXXXXX", errp[] = "/tmp/moetune-cli-err-XXXXXX";
+    int fo = mkstemp(outp), fe = mkstemp(errp), st = 0;
+    posix_spawn_file_actions_t fa;
+    char *argv[32];
+    pid_t pid;
+    size_t i;
+    run r;
+    argv[0] = (char *)MT_MOETUNE_BIN;
+    for (i = 0; args[i] && i < 30; i++)
+        argv[i + 1] = (char *)args[i];
+    argv[i + 1] = NULL;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    posix_spawn_file_actions_adddup2(&fa, fe, 2);
+    ck_assert_int_eq(posix_spawn(&pid, MT_MOETUNE_BIN, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    close(fo), close(fe);
+    ck_assert(WIFEXITED(st));
+    r.status = WEXITSTATUS(st);
+    r.out = tk_slurp(outp);
+    r.err = tk_slurp(errp);
+    unlink(outp), unlink(errp);
+    return r;
+}
+
+static void done(run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+START_TEST(check_every_example)
+{
+    static const char *const names[] = {
+        "qwen3-30b-a3b-h100x16.cfg", "qwen3-30b-a3b-h100x16-bridge.cfg",
+        "deepseek-v3-gb200x256.cfg", "deepseek-v3-gb200x256-bridge.cfg",
+        "qwen3-30b-a3b-gb300x8.cfg", "qwen3-30b-a3b-gb300x8-bridge.cfg"};
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char *path = tk_example(names[i]);
+        const char *args[] = {"check", path, NULL};
+        run r = moetune(args);
+        ck_assert_msg(r.status == 0, "%s: exit %d\n%s", names[i], r.status, r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, ": OK"));
+        ck_assert_ptr_nonnull(strstr(r.out, "Attention: TP"));
+        ck_assert_ptr_nonnull(strstr(r.out, "MoE: ETP"));
+        ck_assert_ptr_nonnull(strstr(r.out, "memory estimate per GPU"));
+        done(&r);
+        free(path);
+    }
+}
+END_TEST
+
+START_TEST(check_bad_contract_exits_2)
+{
+    char *path = tk_write_temp("cli", "version = 1;\nname = \"x\";\nmodel = { num_layers = \"a\"; };\n");
+    const char *args[] = {"check", path, NULL};
+    run r = moetune(args);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, ":3: model.num_layers: 'model.num_layers' must be an integer"));
+    ck_assert_ptr_nonnull(strstr(r.err, "missing group 'launch'"));
+    done(&r);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+START_TEST(render_sets_and_errors)
+{
+    char *path = tk_example("qwen3-30b-a3b-h100x16.cfg");
+    const char *ok[] = {"render", path, "--set", "moe_token_dispatcher_type=flex", "--set",
+                        "moe_flex_dispatcher_backend=hybridep", NULL};
+    const char *typo[] = {"render", path, "--set", "moe_dispatcher_type=flex", NULL};
+    const char *illegal[] = {"render", path, "--set", "moe_flex_dispatcher_backend=deepep", NULL};
+    const char *core[] = {"render", path, "--set", "global_batch_size=8", NULL};
+    const char *bridge[] = {"render", path, "--dialect", "bridge", NULL};
+    run r = moetune(ok);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "--moe-token-dispatcher-type\nflex\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "--moe-flex-dispatcher-backend\nhybridep\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "--log-interval\n1\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "# environment\n"));
+    done(&r);
+    r = moetune(typo);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "did you mean 'moe_token_dispatcher_type'?"));
+    done(&r);
+    r = moetune(illegal);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "the configuration is illegal"));
+    done(&r);
+    r = moetune(core);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "fixed by the contract"));
+    done(&r);
+    r = moetune(bridge);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "model.moe_token_dispatcher_type=alltoall\n"));
+    done(&r);
+    free(path);
+}
+END_TEST
+
+START_TEST(candidates_by_wall)
+{
+    char *path = tk_example("qwen3-30b-a3b-h100x16.cfg");
+    const char *all[] = {"candidates", path, NULL};
+    const char *mem[] = {"candidates", path, "--wall", "memory", NULL};
+    const char *bad[] = {"candidates", path, "--wall", "disk", NULL};
+    run r = moetune(all);
+    const char *p;
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "[dispatcher] dispatcher:"));
+    ck_assert_ptr_nonnull(strstr(r.out, "legality: legal"));
+    ck_assert_ptr_nonnull(strstr(r.out, "label: training-equivalent"));
+    done(&r);
+    r = moetune(mem);
+    ck_assert_int_eq(r.status, 0);
+    for (p = r.out; (p = strstr(p, "| wall: ")); p++) {
+        const char *nl = strchr(p, '\n'), *m = strstr(p, "memory");
+        ck_assert_msg(m && (!nl || m < nl), "non-memory candidate under --wall memory: %.60s", p);
+    }
+    ck_assert_ptr_null(strstr(r.out, "[dispatcher] dispatcher:"));
+    done(&r);
+    r = moetune(bad);
+    ck_assert_int_eq(r.status, 64);
+    done(&r);
+    free(path);
+}
+END_TEST
+
+START_TEST(plugins_listing)
+{
+    const char *args[] = {"plugins", NULL};
+    run r = moetune(args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "dispatcher 1.0.0 (ABI 1)"));
+    ck_assert_ptr_nonnull(strstr(r.out, "moe_flex_dispatcher_backend"));
+    ck_assert_ptr_nonnull(strstr(r.out, "path:"));
+    done(&r);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("cli");
+    TCase *tc = tcase_create("commands");
+    SRunner *sr;
+    int failed;
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, check_every_example);
+    tcase_add_test(tc, check_bad_contract_exits_2);
+    tcase_add_test(tc, render_sets_and_errors);
+    tcase_add_test(tc, candidates_by_wall);
+    tcase_add_test(tc, plugins_listing);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,233 @@
+/*
+ * test_loader.c - every plugin loader error, each naming the file: not a
+ * shared object, missing symbol, ABI mismatch, descriptor too small, a file
+ * writable by other users, two plugins owning one knob, a plugin claiming a
+ * core knob, an extension of a knob nobody owns, init failure (that plugin
+ * disabled, the rest go on), a name loaded twice.
+ */
+#include "testkit.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FIX(name) MT_BUILD_DIR "/tests/fixtures/" name ".so"
+
+/* Loads path beside the built-ins; returns the diag (caller frees). */
+static mt_diag *load_with_builtins(const char *path, mt_registry **out)
+{
+    mt_diag *d = mt_diag_new();
+    mt_registry *r = mt_registry_new();
+    mt_registry_load_path(r, MT_BUILD_DIR "/plugins", d);
+    ck_assert_uint_eq(mt_diag_count(d), 0);
+    mt_registry_load_file(r, path, d);
+    mt_registry_finish(r, d);
+    if (out)
+        *out = r;
+    else
+        mt_registry_destroy(&r);
+    return d;
+}
+
+static void expect(mt_diag *d, const char *file, const char *needle)
+{
+    size_t i;
+    int hit = 0;
+    for (i = 0; i < mt_diag_count(d); i++) {
+        const mt_diag_item *it = mt_diag_at(d, i);
+        if (strstr(it->message, needle)) {
+            ck_assert_msg(it->file && strstr(it->file, file), "error does not name %s: %s", file,
+                          it->file ? it->file : "(none)");
+            hit = 1;
+        }
+    }
+    ck_assert_msg(hit, "no error containing \"%s\" (got %zu: %s)", needle, mt_diag_count(d),
+                  mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
+}
+
+START_TEST(builtins_load_clean)
+{
+    mt_registry *r;
+    mt_diag *d = mt_diag_new();
+    size_t i;
+    static const char *const names[] = {"cudagraph", "dispatcher", "folding", "host",
+                                        "overlap",   "precision",  "recompute"};
+    r = tk_registry(d);
+    ck_assert_uint_eq(mt_diag_count(d), 0);
+    ck_assert_uint_eq(mt_registry_count(r), 7);
+    for (i = 0; i < 7; i++) {
+        const mt_plugin *p = mt_registry_at(r, i);
+        ck_assert_str_eq(p->desc->name, names[i]); /* sorted by name */
+        ck_assert(p->enabled);
+        ck_assert_uint_gt(p->desc->n_knobs, 0);
+        ck_assert_uint_gt(p->desc->n_variables, 0);
+    }
+    ck_assert_ptr_nonnull(mt_registry_knob(r, "moe_token_dispatcher_type", NULL));
+    ck_assert_ptr_nonnull(mt_registry_knob(r, "env.CUDA_DEVICE_MAX_CONNECTIONS", NULL));
+    ck_assert_ptr_nonnull(mt_registry_knob(r, "num_layers", NULL));
+    mt_registry_destroy(&r);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(not_a_shared_object)
+{
+    char *path = tk_write_temp("notso", "this is not an ELF file\n");
+    mt_diag *d;
+    chmod(path, 0644);
+    d = load_with_builtins(path, NULL);
+    expect(d, path, "not a shared object: no ELF header");
+    mt_diag_destroy(&d);
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+START_TEST(missing_symbol)
+{
+    mt_diag *d = load_with_builtins(FIX("no_symbol"), NULL);
+    expect(d, "no_symbol.so", "missing symbol moetune_plugin_v1");
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(abi_mismatch)
+{
+    mt_diag *d = load_with_builtins(FIX("bad_abi"), NULL);
+    expect(d, "bad_abi.so", "ABI version mismatch: expected 1, found 99");
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(descriptor_too_small)
+{
+    mt_diag *d = load_with_builtins(FIX("small"), NULL);
+    expect(d, "small.so", "descriptor too small: struct_size 16");
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(writable_by_others)
+{
+    char path[] = "/tmp/moetune-test-ww-XXXXXX";
+    char *src = tk_slurp(FIX("init_fail"));
+    int fd = mkstemp(path);
+    FILE *f;
+    struct stat st;
+    mt_diag *d;
+    ck_assert_ptr_nonnull(src);
+    stat(FIX("init_fail"), &st);
+    f = fdopen(fd, "wb");
+    fwrite(src, 1, (size_t)st.st_size, f);
+    fclose(f);
+    chmod(path, 0666);
+    d = load_with_builtins(path, NULL);
+    expect(d, path, "writable by other users (mode 0666)");
+    mt_diag_destroy(&d);
+    unlink(path);
+    free(src);
+}
+END_TEST
+
+START_TEST(two_owners)
+{
+    mt_registry *r;
+    mt_diag *d = load_with_builtins(FIX("dup_knob"), &r);
+    expect(d, "dup_knob.so", "two plugins own knob moe_token_dispatcher_type: dispatcher");
+    ck_assert_ptr_null(mt_registry_find(r, "dupknob"));
+    ck_assert_ptr_nonnull(mt_registry_find(r, "dispatcher"));
+    mt_registry_destroy(&r);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(claims_core_knob)
+{
+    mt_diag *d = load_with_builtins(FIX("core_knob"), NULL);
+    expect(d, "core_knob.so", "claims knob num_layers, which the core owns");
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(extension_of_unowned_knob)
+{
+    mt_registry *r;
+    mt_diag *d = load_with_builtins(FIX("ext_orphan"), &r);
+    const mt_plugin *p;
+    expect(d, "ext_orphan.so", "extends knob no_such_knob, which no plugin owns");
+    p = mt_registry_find(r, "fixture-ext_orphan");
+    ck_assert_ptr_nonnull(p);
+    ck_assert(!p->enabled);
+    /* its own knob is gone with it */
+    ck_assert_ptr_null(mt_registry_knob(r, "fixture_knob_ext_orphan", NULL));
+    mt_registry_destroy(&r);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(init_failure_disables_only_that_plugin)
+{
+    mt_registry *r;
+    mt_diag *d = load_with_builtins(FIX("init_fail"), &r);
+    size_t i, enabled = 0;
+    expect(d, "init_fail.so", "init failed: license server unreachable");
+    for (i = 0; i < mt_registry_count(r); i++)
+        enabled += mt_registry_at(r, i)->enabled;
+    ck_assert_uint_eq(enabled, 7);
+    ck_assert(!mt_registry_find(r, "fixture-init_fail")->enabled);
+    mt_registry_destroy(&r);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(loaded_twice)
+{
+    mt_diag *d = mt_diag_new();
+    mt_registry *r = mt_registry_new();
+    ck_assert_int_eq(mt_registry_load_file(r, MT_BUILD_DIR "/plugins/host.so", d), 0);
+    ck_assert_int_lt(mt_registry_load_file(r, MT_BUILD_DIR "/plugins/host.so", d), 0);
+    expect(d, "host.so", "plugin host is already loaded from");
+    mt_registry_destroy(&r);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(missing_file)
+{
+    mt_diag *d = mt_diag_new();
+    mt_registry *r = mt_registry_new();
+    ck_assert_int_ne(mt_registry_load_path(r, "/nonexistent/plugins", d), 0);
+    expect(d, "/nonexistent/plugins", "does not exist");
+    mt_registry_destroy(&r);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("loader");
+    TCase *tc = tcase_create("errors");
+    SRunner *sr;
+    int failed;
+    tcase_add_test(tc, builtins_load_clean);
+    tcase_add_test(tc, not_a_shared_object);
+    tcase_add_test(tc, missing_symbol);
+    tcase_add_test(tc, abi_mismatch);
+    tcase_add_test(tc, descriptor_too_small);
+    tcase_add_test(tc, writable_by_others);
+    tcase_add_test(tc, two_owners);
+    tcase_add_test(tc, claims_core_knob);
+    tcase_add_test(tc, extension_of_unowned_knob);
+    tcase_add_test(tc, init_failure_disables_only_that_plugin);
+    tcase_add_test(tc, loaded_twice);
+    tcase_add_test(tc, missing_file);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -1,0 +1,194 @@
+/*
+ * test_render.c - golden renderings of the canonical Qwen3-30B-A3B 16 x H100
+ * recipe (calibration point A) in both dialects, and the core's forced
+ * logging flags.
+ */
+#include "testkit.h"
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const recipe[] = {
+    "moe_token_dispatcher_type=flex",
+    "moe_flex_dispatcher_backend=hybridep",
+    "moe_flex_dispatcher_num_sms=32",
+    "moe_permute_fusion=true",
+    "overlap_moe_expert_parallel_comm=true",
+    "cuda_graph_impl=transformer_engine",
+    "cuda_graph_modules=moe_router,moe_preprocess",
+};
+
+static mt_rendered render_recipe(tk *t, uint32_t dialect)
+{
+    mt_rendered out;
+    mt_violations vs = {0};
+    size_t i;
+    for (i = 0; i < sizeof recipe / sizeof recipe[0]; i++)
+        tk_set(t, recipe[i]);
+    mt_legality(t->reg, t->contract, t->cfg, &vs, t->diag);
+    ck_assert_msg(vs.n == 0, "canonical recipe illegal: [%s] %s", vs.n ? vs.v[0].rule : "",
+                  vs.n ? vs.v[0].message : "");
+    mt_violations_free(&vs);
+    mt_rendered_init(&out);
+    ck_assert_int_eq(mt_render(t->reg, t->contract, t->cfg, dialect, &out, t->diag), 0);
+    return out;
+}
+
+/* Index of token in argv, or -1. */
+static long find(const mt_strlist *a, const char *tok)
+{
+    size_t i;
+    for (i = 0; i < a->n; i++)
+        if (!strcmp(a->v[i], tok))
+            return (long)i;
+    return -1;
+}
+
+/* flag followed by exactly the given value tokens (NULL-terminated). */
+static void expect_flag(const mt_strlist *a, const char *flag, const char *v1, const char *v2)
+{
+    long at = find(a, flag);
+    ck_assert_msg(at >= 0, "missing %s", flag);
+    if (v1) {
+        ck_assert_msg((size_t)at + 1 < a->n && !strcmp(a->v[at + 1], v1), "%s: expected %s, got %s",
+                      flag, v1, (size_t)at + 1 < a->n ? a->v[at + 1] : "(end)");
+    }
+    if (v2) {
+        ck_assert_msg((size_t)at + 2 < a->n && !strcmp(a->v[at + 2], v2), "%s: expected %s %s", flag,
+                      v1, v2);
+    }
+    if (!v1 && (size_t)at + 1 < a->n)
+        ck_assert_msg(!strncmp(a->v[at + 1], "--", 2), "%s takes no value, followed by %s", flag,
+                      a->v[at + 1]);
+    ck_assert_msg(find(a, flag) == at, "dup");
+}
+
+START_TEST(golden_mlm)
+{
+    tk *t = tk_open("qwen3-30b-a3b-h100x16.cfg");
+    mt_rendered out = render_recipe(t, MT_DIALECT_MLM);
+    const mt_strlist *a = &out.argv;
+    /* knob flags the issue names, and the only other knob flags allowed */
+    static const char *const allowed[] = {
+        "--tensor-model-parallel-size", "--pipeline-model-parallel-size",
+        "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--micro-batch-size",
+        "--bf16", "--moe-router-dtype", "--moe-token-dispatcher-type",
+        "--moe-flex-dispatcher-backend", "--moe-flex-dispatcher-num-sms",
+        "--overlap-moe-expert-parallel-comm", "--cuda-graph-impl", "--cuda-graph-modules",
+        "--moe-grouped-gemm", "--moe-router-force-load-balancing",
+        /* the recipe fuses permute into the HybridEP dispatch */
+        "--moe-permute-fusion",
+        /* the contract's base: distributed optimizer with overlapped DP traffic */
+        "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+        /* core base flags */
+        "--num-layers", "--hidden-size", "--ffn-hidden-size", "--num-attention-heads",
+        "--group-query-attention", "--num-query-groups", "--kv-channels", "--num-experts",
+        "--moe-router-topk", "--moe-ffn-hidden-size", "--vocab-size", "--seq-length",
+        "--max-position-embeddings", "--global-batch-size", "--train-iters", "--seed",
+        "--log-interval", "--log-throughput", "--eval-iters", "--mock-data"};
+    size_t i, j;
+
+    expect_flag(a, "--tensor-model-parallel-size", "1", NULL);
+    expect_flag(a, "--pipeline-model-parallel-size", "1", NULL);
+    expect_flag(a, "--expert-model-parallel-size", "16", NULL);
+    expect_flag(a, "--expert-tensor-parallel-size", "1", NULL);
+    expect_flag(a, "--micro-batch-size", "1", NULL);
+    expect_flag(a, "--global-batch-size", "1024", NULL);
+    expect_flag(a, "--seq-length", "4096", NULL);
+    expect_flag(a, "--bf16", NULL, NULL);
+    expect_flag(a, "--moe-router-dtype", "fp32", NULL);
+    expect_flag(a, "--moe-token-dispatcher-type", "flex", NULL);
+    expect_flag(a, "--moe-flex-dispatcher-backend", "hybridep", NULL);
+    expect_flag(a, "--moe-flex-dispatcher-num-sms", "32", NULL);
+    expect_flag(a, "--overlap-moe-expert-parallel-comm", NULL, NULL);
+    expect_flag(a, "--cuda-graph-impl", "transformer_engine", NULL);
+    expect_flag(a, "--cuda-graph-modules", "moe_router", "moe_preprocess");
+    expect_flag(a, "--moe-grouped-gemm", NULL, NULL);
+    expect_flag(a, "--moe-router-force-load-balancing", NULL, NULL);
+    expect_flag(a, "--log-interval", "1", NULL);
+    expect_flag(a, "--log-throughput", NULL, NULL);
+    ck_assert_int_eq(find(a, "--delay-wgrad-compute"), -1);
+    ck_assert_int_eq(find(a, "--recompute-granularity"), -1);
+    ck_assert_int_eq(find(a, "--sequence-parallel"), -1);
+    for (i = 0; i < a->n; i++) {
+        int ok = 0;
+        if (strncmp(a->v[i], "--", 2))
+            continue;
+        for (j = 0; j < sizeof allowed / sizeof allowed[0]; j++)
+            ok |= !strcmp(a->v[i], allowed[j]);
+        ck_assert_msg(ok, "unexpected flag %s in the canonical recipe", a->v[i]);
+    }
+    ck_assert_int_eq(mt_kv_count(out.env), 0);
+    mt_rendered_free(&out);
+    tk_close(&t);
+}
+END_TEST
+
+START_TEST(golden_bridge)
+{
+    tk *t = tk_open("qwen3-30b-a3b-h100x16-bridge.cfg");
+    mt_rendered out = render_recipe(t, MT_DIALECT_BRIDGE);
+    const mt_strlist *a = &out.argv;
+    static const char *const want[] = {
+        "model.tensor_model_parallel_size=1", "model.pipeline_model_parallel_size=1",
+        "model.expert_model_parallel_size=16", "model.expert_tensor_parallel_size=1",
+        "train.micro_batch_size=1", "train.global_batch_size=1024", "model.seq_length=4096",
+        "mixed_precision.bf16=True", "model.moe_router_dtype=fp32",
+        "model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=hybridep",
+        "model.moe_flex_dispatcher_num_sms=32", "comm_overlap.overlap_moe_expert_parallel_comm=True",
+        "model.cuda_graph_impl=transformer_engine",
+        "model.cuda_graph_scope=[moe_router,moe_preprocess]", "model.moe_grouped_gemm=True",
+        "model.moe_router_force_load_balancing=True", "model.moe_permute_fusion=True",
+        "logger.log_interval=1", "logger.log_throughput=True"};
+    size_t i;
+    for (i = 0; i < sizeof want / sizeof want[0]; i++)
+        ck_assert_msg(find(a, want[i]) >= 0, "missing %s", want[i]);
+    for (i = 0; i < a->n; i++) {
+        ck_assert_msg(strncmp(a->v[i], "--", 2), "MLM flag %s in a Bridge rendering", a->v[i]);
+        ck_assert_msg(strchr(a->v[i], '=') != NULL, "%s is not an override", a->v[i]);
+        ck_assert_msg(!strstr(a->v[i], "delay_wgrad") && !strstr(a->v[i], "recompute_granularity") &&
+                          !strstr(a->v[i], "sequence_parallel"),
+                      "unexpected %s", a->v[i]);
+    }
+    mt_rendered_free(&out);
+    tk_close(&t);
+}
+END_TEST
+
+/* The core always forces per-step logging with throughput, whatever the
+ * contract says, because every parser downstream relies on it. */
+START_TEST(forced_logging)
+{
+    tk *t = tk_open("deepseek-v3-gb200x256.cfg");
+    mt_rendered out;
+    mt_rendered_init(&out);
+    ck_assert_int_eq(mt_render(t->reg, t->contract, t->cfg, MT_DIALECT_MLM, &out, t->diag), 0);
+    expect_flag(&out.argv, "--log-interval", "1", NULL);
+    expect_flag(&out.argv, "--log-throughput", NULL, NULL);
+    expect_flag(&out.argv, "--pipeline-model-parallel-layout", "Et|(tt|)*30mL", NULL);
+    expect_flag(&out.argv, "--moe-layer-freq", "([0]*3+[1]*58)", NULL);
+    expect_flag(&out.argv, "--multi-latent-attention", NULL, NULL);
+    expect_flag(&out.argv, "--fp8-recipe", "mxfp8", NULL);
+    expect_flag(&out.argv, "--recompute-modules", "mla_up_proj", "mlp");
+    mt_rendered_free(&out);
+    tk_close(&t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("render");
+    TCase *tc = tcase_create("golden");
+    SRunner *sr;
+    int failed;
+    tcase_add_test(tc, golden_mlm);
+    tcase_add_test(tc, golden_bridge);
+    tcase_add_test(tc, forced_logging);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

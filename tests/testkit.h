@@ -1,0 +1,44 @@
+/*
+ * testkit.h - shared set-up for the Check suites: a contract from
+ * examples/contracts (or text), the built-in plugins of this build, and the
+ * base config, all real.
+ */
+#ifndef MT_TESTKIT_H
+#define MT_TESTKIT_H
+
+#include "config.h"
+#include "contract.h"
+#include "diag.h"
+#include "evaluate.h"
+#include "registry.h"
+#include "render.h"
+
+typedef struct tk {
+    mt_contract *contract;
+    mt_registry *reg;
+    mt_kv *cfg;
+    mt_diag *diag;
+} tk;
+
+/* Opens examples/contracts/<name>; aborts the test on any problem. */
+tk *tk_open(const char *name);
+/* Same from a path; returns NULL (diag kept in *d) on contract problems. */
+tk *tk_open_path(const char *path, mt_diag *d);
+void tk_close(tk **t);
+
+/* Applies "knob=value" sets (commas in a value stand for spaces); aborts on a
+ * bad knob or value. */
+void tk_set(tk *t, const char *assignment);
+
+/* The built-in plugins of this build (MT_BUILD_DIR/plugins), finished. */
+mt_registry *tk_registry(mt_diag *d);
+
+/* Path helpers: caller frees. */
+char *tk_example(const char *name);
+
+/* Reads a whole file; caller frees. NULL when unreadable. */
+char *tk_slurp(const char *path);
+/* Writes text to a new temporary file named after tag; caller frees path. */
+char *tk_write_temp(const char *tag, const char *text);
+
+#endif
