@@ -109,6 +109,18 @@ mt_kv *mt_config_base(const mt_registry *r, const mt_contract *c, mt_diag *d)
         }
         mt_config_set(r, cfg, k, v, c->path, mt_contract_line(c, field), field, d);
     }
+    /* An environment variable that is a knob must be set as one, or the
+     * plugin that owns it would never see it. */
+    for (i = 0; mt_kv_entry(c->launch_env, i, &k, &v) == 0; i++) {
+        char knob[300], field[300];
+        snprintf(knob, sizeof knob, "env.%s", k);
+        snprintf(field, sizeof field, "launch.env.%s", k);
+        if (mt_registry_knob(r, knob, NULL))
+            mt_diag_add(d, c->path, mt_contract_line(c, field), field,
+                        "%s is a knob; set it in base (env = { %s = \"%s\"; }) so its owner checks "
+                        "and records it",
+                        k, k, v);
+    }
     if (mt_diag_count(d) > nerr)
         mt_kv_destroy(&cfg);
     return cfg;

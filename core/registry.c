@@ -750,21 +750,34 @@ static void report_errors(mt_sink *s, const mt_plugin *p, const char *call, int 
                     p->desc->name, call, rc);
 }
 
-int mt_registry_check(mt_registry *r, const mt_ctx_v1 *ctx, mt_violations *out, mt_diag *d)
+/* Calls one entry point of every enabled plugin with a sink of the given
+ * kind; a plugin's failure is reported and the others still run. */
+static int call_all(mt_registry *r, int kind, const mt_ctx_v1 *ctx, uint32_t dialect,
+                    mt_sink *proto, mt_diag *d)
 {
+    static const char *const names[] = {"init", "propose", "repair", "check", "render", "verify"};
     size_t i;
     int failed = 0;
     for (i = 0; i < r->n; i++) {
         mt_plugin *p = r->plugins[i];
-        mt_sink s;
+        mt_sink s = *proto;
         int rc;
         if (!p->enabled)
             continue;
-        mt_sink_init(&s, MT_SINK_CHECK, p->desc->name);
-        s.viol = out;
-        rc = p->desc->check(p->state, ctx, &s);
+        mt_sink_init(&s, kind, p->desc->name);
+        s.viol = proto->viol;
+        s.rendered = proto->rendered;
+        s.verdicts = proto->verdicts;
+        if (kind == MT_SINK_CHECK)
+            rc = p->desc->check(p->state, ctx, &s);
+        else if (kind == MT_SINK_RENDER)
+            rc = p->desc->render(p->state, ctx, dialect, &s);
+        else if (p->desc->verify)
+            rc = p->desc->verify(p->state, ctx, &s);
+        else
+            rc = 0;
         if (rc < 0 || s.errors.n) {
-            report_errors(&s, p, "check", rc, d);
+            report_errors(&s, p, names[kind], rc, d);
             failed++;
         }
         mt_sink_fini(&s);
@@ -772,27 +785,21 @@ int mt_registry_check(mt_registry *r, const mt_ctx_v1 *ctx, mt_violations *out, 
     return failed ? -EIO : 0;
 }
 
+int mt_registry_check(mt_registry *r, const mt_ctx_v1 *ctx, mt_violations *out, mt_diag *d)
+{
+    mt_sink proto;
+    mt_sink_init(&proto, MT_SINK_CHECK, NULL);
+    proto.viol = out;
+    return call_all(r, MT_SINK_CHECK, ctx, 0, &proto, d);
+}
+
 int mt_registry_render(mt_registry *r, const mt_ctx_v1 *ctx, uint32_t dialect,
                        mt_rendered *out, mt_diag *d)
 {
-    size_t i;
-    int failed = 0;
-    for (i = 0; i < r->n; i++) {
-        mt_plugin *p = r->plugins[i];
-        mt_sink s;
-        int rc;
-        if (!p->enabled)
-            continue;
-        mt_sink_init(&s, MT_SINK_RENDER, p->desc->name);
-        s.rendered = out;
-        rc = p->desc->render(p->state, ctx, dialect, &s);
-        if (rc < 0 || s.errors.n) {
-            report_errors(&s, p, "render", rc, d);
-            failed++;
-        }
-        mt_sink_fini(&s);
-    }
-    return failed ? -EIO : 0;
+    mt_sink proto;
+    mt_sink_init(&proto, MT_SINK_RENDER, NULL);
+    proto.rendered = out;
+    return call_all(r, MT_SINK_RENDER, ctx, dialect, &proto, d);
 }
 
 static const mt_variable_v1 *find_variable(const mt_plugin *p, const char *name)
@@ -932,22 +939,8 @@ int mt_registry_repair(mt_registry *r, const mt_plugin *p, const mt_ctx_v1 *ctx,
 
 int mt_registry_verify(mt_registry *r, const mt_ctx_v1 *ctx, mt_verdicts *out, mt_diag *d)
 {
-    size_t i;
-    int failed = 0;
-    for (i = 0; i < r->n; i++) {
-        mt_plugin *p = r->plugins[i];
-        mt_sink s;
-        int rc;
-        if (!p->enabled || !p->desc->verify)
-            continue;
-        mt_sink_init(&s, MT_SINK_VERIFY, p->desc->name);
-        s.verdicts = out;
-        rc = p->desc->verify(p->state, ctx, &s);
-        if (rc < 0 || s.errors.n) {
-            report_errors(&s, p, "verify", rc, d);
-            failed++;
-        }
-        mt_sink_fini(&s);
-    }
-    return failed ? -EIO : 0;
+    mt_sink proto;
+    mt_sink_init(&proto, MT_SINK_VERIFY, NULL);
+    proto.verdicts = out;
+    return call_all(r, MT_SINK_VERIFY, ctx, 0, &proto, d);
 }

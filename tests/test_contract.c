@@ -183,6 +183,9 @@ START_TEST(knob_errors)
                       "legal values: allgather, alltoall, flex");
     expect_open_error("  micro_batch_size = 1;", "  micro_batch_size = 1;\n  num_layers = 24;",
                       "base.num_layers", "move it there");
+    expect_open_error("  template = [\"{sim}\", \"{args}\"];",
+                      "  template = [\"{sim}\", \"{args}\"];\n  env = { CUDA_DEVICE_MAX_CONNECTIONS = \"1\"; };",
+                      "launch.env.CUDA_DEVICE_MAX_CONNECTIONS", "is a knob; set it in base");
     expect_open_error("  micro_batch_size = [1, 2];", "  micro_batch_size = [\"1\", \"x\"];",
                       "space.micro_batch_size", "needs a non-negative integer");
 }

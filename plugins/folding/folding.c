@@ -16,9 +16,11 @@
 #include "pluginkit.h"
 
 #include <ctype.h>
-#include <limits.h>
 
-#define LAYOUT_MAX 512          /* longest layout string taken as is      */
+/* Longest layout taken as is (with the terminator): short enough that the
+ * Bridge override "model.pipeline_model_parallel_layout=<layout>" fits
+ * pk_render's 512-byte buffer. */
+#define LAYOUT_MAX 400
 #define LAYOUT_MAX_ENTRIES 100000 /* unrolled E/t/m/L/| entries            */
 #define LAYOUT_MAX_REPEAT 100000
 #define SIZE_MAX_SANE (1L << 20) /* keeps products of sizes inside a long */
@@ -775,7 +777,8 @@ static void ep_values(const mt_ctx_v1 *ctx, const shape *sh, const fold *cur, va
     vals_add(vs, 1);
     if (sh->experts <= 0)
         return;
-    for (v = 2; v <= sh->experts && (sh->world <= 0 || v <= sh->world); v *= 2)
+    for (v = 2; v <= sh->experts && v <= SIZE_MAX_SANE && (sh->world <= 0 || v <= sh->world);
+         v *= 2)
         if (sh->experts % v == 0)
             vals_add(vs, v);
     vals_add(vs, cur->ep);
@@ -815,6 +818,8 @@ static int derive_layout(const shape *sh, long stages, char *buf, size_t n)
     long i, k = 1, size_i, size_first = base, size_last = base;
     size_t o;
     /* extra layers: middle stages, then the first, then the last */
+    if (stages < 1 || stages > LAYOUT_MAX_ENTRIES)
+        return -1;
     long mid = stages > 2 ? stages - 2 : 0, extra_mid = rem < mid ? rem : mid;
     rem -= extra_mid;
     if (rem > 0 && stages > 1) {
@@ -984,16 +989,14 @@ static void note_mesh(mt_sink *out, const shape *sh, const fold *c)
             c->tp, c->cp, dp, c->pp, etp, c->ep, edp, c->pp);
 }
 
-static void propose_layout(const mt_ctx_v1 *ctx, const shape *sh, const fold *cur,
-                           const fold *c, const char *pipe_why, mt_sink *out)
+static void propose_layout(const shape *sh, const fold *cur, const fold *c, const char *pipe_why,
+                           mt_sink *out)
 {
     char summary[256];
     long dp = sh->world > 0 ? sh->world / (c->tp * c->pp * c->cp) : 0;
     long vpp = fold_vpp(sh, c);
-    int n;
-    (void)ctx;
-    n = snprintf(summary, sizeof summary, "TP%ld PP%ld CP%ld EP%ld ETP%ld (DP %ld)", c->tp,
-                 c->pp, c->cp, c->ep, fold_etp(c), dp);
+    int n = snprintf(summary, sizeof summary, "TP%ld PP%ld CP%ld EP%ld ETP%ld (DP %ld)", c->tp,
+                     c->pp, c->cp, c->ep, fold_etp(c), dp);
     if (vpp > 1 && n > 0 && (size_t)n < sizeof summary)
         snprintf(summary + n, sizeof summary - (size_t)n, " VPP %ld", vpp);
     pk_host->sink_candidate(out, "layout", summary, MT_WALL_MEMORY | MT_WALL_COMM,
@@ -1111,7 +1114,7 @@ static int folding_propose(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
                         continue;
                     taken++;
                     emitted++;
-                    propose_layout(ctx, &sh, &cur, &c, why, out);
+                    propose_layout(&sh, &cur, &c, why, out);
                 }
             }
 headroom:
@@ -1200,8 +1203,14 @@ static int folding_render(void *state, const mt_ctx_v1 *ctx, uint32_t dialect, m
             render_long(out, dialect, "num_virtual_stages_per_pipeline_rank", "model",
                         "virtual_pipeline_model_parallel_size", vpp);
     }
-    if (layout[0])
+    /* pk_render drops MLM value words of 128 bytes or more, and a layout is
+     * one word however long it unrolls to */
+    if (layout[0] && dialect == MT_DIALECT_MLM) {
+        pk_host->sink_arg(out, "--pipeline-model-parallel-layout");
+        pk_host->sink_arg(out, layout);
+    } else if (layout[0]) {
         pk_render(out, dialect, "pipeline_model_parallel_layout", "model", NULL, layout);
+    }
     if (f.first > 0)
         render_long(out, dialect, "decoder_first_pipeline_num_layers", "model",
                     "num_layers_in_first_pipeline_stage", f.first);

@@ -362,19 +362,25 @@ static const selective_set selective_sets[] = {
 };
 
 /* Whether the model has dense (non-MoE) MLP layers for "mlp" to recompute:
- * a dense model, or a moe_layer_freq pattern with zeros in it. */
+ * a dense model, a moe_layer_freq above 1, or a pattern such as
+ * "([0]*3+[1]*58)" with a 0 entry in it. */
 static int has_dense_layers(const mt_ctx_v1 *ctx, const rc_env *e)
 {
     const char *freq = pk_get(ctx->config, "moe_layer_freq");
+    const char *p;
     if (!freq)
         freq = pk_get(ctx->model, "moe_layer_freq");
     if (e->experts <= 0)
         return 1;
     if (!freq || !*freq)
         return 0;
-    if (strchr(freq, '['))
-        return strchr(freq, '0') != NULL;
-    return strtol(freq, NULL, 10) != 1;
+    if (!strchr(freq, '['))
+        return strtol(freq, NULL, 10) != 1;
+    for (p = freq; *p; p++)
+        if (*p == '0' && (p == freq || !isdigit((unsigned char)p[-1])) &&
+            !isdigit((unsigned char)p[1]))
+            return 1;
+    return 0;
 }
 
 static int space_ok_str(const mt_ctx_v1 *ctx, const char *knob, const char *from, const char *to)
@@ -511,7 +517,7 @@ static void propose_offload(const mt_ctx_v1 *ctx, const rc_env *e, const rc *cur
         "attn_norm core_attn attn_proj mlp_norm expert_fc1 moe_act",
     };
     const char *recomputed = strcmp(cur->gran, "selective") ? "" : effective_modules(cur);
-    char drop[LIST_MAX], summary[LIST_MAX + 64], prev[LIST_MAX] = "";
+    char drop[LIST_MAX + 16], summary[LIST_MAX + 64], prev[LIST_MAX] = "";
     size_t i;
     snprintf(drop, sizeof drop, "%s%s", recomputed,
              pk_word_in(recomputed, "core_attn") ? " attn_proj" : "");
@@ -526,8 +532,8 @@ static void propose_offload(const mt_ctx_v1 *ctx, const rc_env *e, const rc *cur
             continue;
         snprintf(summary, sizeof summary, "offload activations of %s to host memory", c.offload);
         offer(ctx, e, cur, &c, "activation_offload", summary, MT_WALL_MEMORY,
-              "offload after recompute: the copies ride PCIe/C2C beside compute, so they cost "
-              "little until the host link saturates",
+              "offload after recompute: activations move to host memory over PCIe/C2C, "
+              "overlapped with compute while the host link keeps up",
               out);
     }
 }
