@@ -143,6 +143,50 @@ static inline int pk_space_declared(const mt_ctx_v1 *ctx, const char *knob)
     return pk_get(ctx->contract, key) != NULL;
 }
 
+/* Reduces a value to lowercase words separated by single spaces, so that a
+ * config value ("none", "a b", "true") and its Python repr in the arguments
+ * dump ("None", "['a', 'b']", "True") compare equal. */
+static inline void pk_normalize(const char *in, char *out, size_t n)
+{
+    size_t o = 0;
+    int gap = 0;
+    for (; *in && o + 2 < n; in++) {
+        if (strchr(" []'\",", *in)) {
+            gap = o > 0;
+            continue;
+        }
+        if (gap)
+            out[o++] = ' ';
+        gap = 0;
+        out[o++] = *in >= 'A' && *in <= 'Z' ? (char)(*in - 'A' + 'a') : *in;
+    }
+    out[o] = '\0';
+    if (!strcmp(out, "none"))
+        out[0] = '\0'; /* None, "none" and an empty list all mean unset */
+}
+
+/* True when a config value and a dumped argument say the same thing. */
+static inline int pk_same_value(const char *config_value, const char *dumped)
+{
+    char a[1024], b[1024];
+    pk_normalize(config_value ? config_value : "", a, sizeof a);
+    pk_normalize(dumped ? dumped : "", b, sizeof b);
+    return !strcmp(a, b);
+}
+
+/* The arguments dump entry "args.<arg>" against want: 1 same, 0 different,
+ * -1 absent.  *dumped receives the dumped text (or NULL). */
+static inline int pk_args_match(const mt_ctx_v1 *ctx, const char *arg, const char *want,
+                                const char **dumped)
+{
+    char key[160];
+    snprintf(key, sizeof key, "args.%s", arg);
+    *dumped = pk_get(ctx->evidence, key);
+    if (!*dumped)
+        return -1;
+    return pk_same_value(want, *dumped);
+}
+
 static inline void pk_violation(mt_sink *s, const char *rule, const char *knobs,
                          const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static inline void pk_violation(mt_sink *s, const char *rule, const char *knobs,
@@ -186,12 +230,16 @@ static inline void pk_verdict(mt_sink *s, const char *knob, uint32_t verdict,
  *   field   Bridge field name, or NULL for the knob name
  *   value   NULL renders a bare MLM flag (boolean true) and "True" in Bridge;
  *           a value with spaces (module lists) becomes several MLM tokens and
- *           a Python list in Bridge: model.x=[a,b]. */
+ *           a Python list in Bridge: model.x=[a,b].  A one-element Bridge list
+ *           must be passed bracketed ("[attn]") by the caller, who knows the
+ *           knob is a list.
+ * A value too long to render is reported through sink_error, never cut. */
 static inline void pk_render(mt_sink *s, uint32_t dialect, const char *knob,
-                      const char *section, const char *field, const char *value)
+                             const char *section, const char *field, const char *value)
 {
-    char buf[512];
+    char buf[2048];
     size_t i, n;
+    int w;
     if (dialect == MT_DIALECT_MLM) {
         n = (size_t)snprintf(buf, sizeof buf, "--%s", knob);
         for (i = 2; i < n && i < sizeof buf; i++)
@@ -199,14 +247,17 @@ static inline void pk_render(mt_sink *s, uint32_t dialect, const char *knob,
                 buf[i] = '-';
         pk_host->sink_arg(s, buf);
         if (value) {
-            char word[128];
             const char *p = value;
             while (*p) {
                 size_t len = strcspn(p, " ");
-                if (len && len < sizeof word) {
-                    memcpy(word, p, len);
-                    word[len] = '\0';
-                    pk_host->sink_arg(s, word);
+                if (len >= sizeof buf) {
+                    pk_host->sink_error(s, "a value word is too long to render");
+                    return;
+                }
+                if (len) {
+                    memcpy(buf, p, len);
+                    buf[len] = '\0';
+                    pk_host->sink_arg(s, buf);
                 }
                 p += len;
                 while (*p == ' ')
@@ -216,16 +267,24 @@ static inline void pk_render(mt_sink *s, uint32_t dialect, const char *knob,
         return;
     }
     if (!value) {
-        snprintf(buf, sizeof buf, "%s.%s=True", section, field ? field : knob);
+        w = snprintf(buf, sizeof buf, "%s.%s=True", section, field ? field : knob);
     } else if (strchr(value, ' ')) {
-        size_t off = (size_t)snprintf(buf, sizeof buf, "%s.%s=[", section,
-                                      field ? field : knob);
+        size_t off = (size_t)snprintf(buf, sizeof buf, "%s.%s=[", section, field ? field : knob);
         for (i = 0; value[i] && off + 2 < sizeof buf; i++)
             buf[off++] = value[i] == ' ' ? ',' : value[i];
+        if (value[i]) {
+            pk_host->sink_error(s, "a list value is too long to render");
+            return;
+        }
         buf[off++] = ']';
         buf[off] = '\0';
+        w = (int)off;
     } else {
-        snprintf(buf, sizeof buf, "%s.%s=%s", section, field ? field : knob, value);
+        w = snprintf(buf, sizeof buf, "%s.%s=%s", section, field ? field : knob, value);
+    }
+    if (w < 0 || (size_t)w >= sizeof buf) {
+        pk_host->sink_error(s, "a value is too long to render");
+        return;
     }
     pk_host->sink_arg(s, buf);
 }

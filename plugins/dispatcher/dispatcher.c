@@ -453,44 +453,11 @@ static int render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_sink *out)
     return 0;
 }
 
-/* Argument-dump values are Python reprs ("True", "None", "['a', 'b']");
- * knob values are "true", "none", "a b".  Both are reduced to lowercase words
- * separated by one space before comparing. */
-static void normalize(const char *in, char *out, size_t n)
-{
-    size_t o = 0;
-    int gap = 0;
-    for (; *in && o + 2 < n; in++) {
-        if (strchr(" []'\",", *in)) {
-            gap = o > 0;
-            continue;
-        }
-        if (gap)
-            out[o++] = ' ';
-        gap = 0;
-        out[o++] = *in >= 'A' && *in <= 'Z' ? (char)(*in - 'A' + 'a') : *in;
-    }
-    out[o] = '\0';
-}
-
-static int same_value(const char *knob_value, const char *dumped)
-{
-    char a[256], b[256];
-    normalize(knob_value, a, sizeof a);
-    normalize(dumped, b, sizeof b);
-    return !strcmp(a, b);
-}
-
 /* The arguments dump for `knob`: 1 matches `want`, 0 differs, -1 absent. */
 static int args_match(const mt_ctx_v1 *ctx, const char *knob, const char *want,
                       const char **dumped)
 {
-    char key[128];
-    snprintf(key, sizeof key, "args.%s", knob);
-    *dumped = pk_get(ctx->evidence, key);
-    if (!*dumped)
-        return -1;
-    return same_value(want, *dumped);
+    return pk_args_match(ctx, knob, want, dumped);
 }
 
 /* A verdict with its evidence, decided once and reported for several knobs. */

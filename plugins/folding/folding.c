@@ -21,12 +21,12 @@
  * Bridge override "model.pipeline_model_parallel_layout=<layout>" fits
  * pk_render's 512-byte buffer. */
 #define LAYOUT_MAX 400
-#define LAYOUT_MAX_ENTRIES 100000 /* unrolled E/t/m/L/| entries            */
+#define LAYOUT_MAX_ENTRIES 100000 /* unrolled E/t/m/L/| entries               */
 #define LAYOUT_MAX_REPEAT 100000
-#define SIZE_MAX_SANE (1L << 20) /* keeps products of sizes inside a long */
+#define SIZE_MAX_SANE (1L << 20)  /* keeps products of three sizes in a long   */
 #define MAX_VALUES 32
 #define MAX_LAYOUT_CANDIDATES 12
-#define EP_PER_GROUP 2 /* built-in EP values tried per (TP, PP, CP)     */
+#define EP_PER_GROUP 2            /* built-in EP values tried per (TP, PP, CP) */
 
 static const mt_knob_v1 folding_knobs[] = {
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_INT, "tensor_model_parallel_size", NULL, "1",
@@ -412,10 +412,10 @@ static void layout_rules(rules_out *ro, const shape *sh, const fold *f)
     if (li.stages % f->pp)
         fold_fail(ro, "folding.layout_stages",
                   "pipeline_model_parallel_layout pipeline_model_parallel_size",
-                  "pipeline_model_parallel_layout \"%.60s%s\" has %ld stages, not a multiple of "
-                  "pipeline_model_parallel_size %ld (the quotient is the VPP size); add or merge "
-                  "stages or change PP",
-                  f->layout, ellipsis(f->layout), li.stages, f->pp);
+                  "pipeline_model_parallel_layout \"%.60s%s\" has %ld stage%s, not a multiple "
+                  "of pipeline_model_parallel_size %ld (the quotient is the VPP size); add or "
+                  "merge stages or change PP",
+                  f->layout, ellipsis(f->layout), li.stages, li.stages == 1 ? "" : "s", f->pp);
     else if (f->pp == 1 && li.stages > 1)
         fold_fail(ro, "folding.vpp_needs_pp",
                   "pipeline_model_parallel_layout pipeline_model_parallel_size",
@@ -814,13 +814,15 @@ static size_t put_layers(char *buf, size_t n, size_t o, long t)
  * the loss. Returns 0, or -1 when it does not fit in n. */
 static int derive_layout(const shape *sh, long stages, char *buf, size_t n)
 {
-    long base = sh->layers / stages, rem = sh->layers % stages;
-    long i, k = 1, size_i, size_first = base, size_last = base;
+    long base, rem, mid, extra_mid, i, k = 1, size_i, size_first, size_last;
     size_t o;
-    /* extra layers: middle stages, then the first, then the last */
     if (stages < 1 || stages > LAYOUT_MAX_ENTRIES)
         return -1;
-    long mid = stages > 2 ? stages - 2 : 0, extra_mid = rem < mid ? rem : mid;
+    base = size_first = size_last = sh->layers / stages;
+    rem = sh->layers % stages;
+    /* extra layers: middle stages, then the first, then the last */
+    mid = stages > 2 ? stages - 2 : 0;
+    extra_mid = rem < mid ? rem : mid;
     rem -= extra_mid;
     if (rem > 0 && stages > 1) {
         size_first++;
@@ -1002,9 +1004,9 @@ static void propose_layout(const shape *sh, const fold *cur, const fold *c, cons
     pk_host->sink_candidate(out, "layout", summary, MT_WALL_MEMORY | MT_WALL_COMM,
                             MT_LABEL_TRAINING_EQUIVALENT);
     set_fold(out, cur, c);
-    note_mesh(out, sh, c);
     pk_note(out, "fit/scale order: lowest dense TP first, PP ascending (PP > 1 is for a model "
                  "that does not fit at PP 1), then the largest legal EP");
+    note_mesh(out, sh, c);
     if (c->tp > 1)
         pk_note(out, "sequence_parallel follows TP > 1 (Megatron requires it for MoE with TP)");
     if (pipe_why[0])

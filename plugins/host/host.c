@@ -524,16 +524,6 @@ static int host_render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_sink *o
 
 /* ---- verify ----------------------------------------------------------- */
 
-/* Python prints True/False; configs say true/false. */
-static int same_flag(const char *want, const char *got)
-{
-    if (!strcmp(want, "true"))
-        return !strcmp(got, "True") || !strcmp(got, "true");
-    if (!strcmp(want, "false"))
-        return !strcmp(got, "False") || !strcmp(got, "false");
-    return !strcmp(want, got);
-}
-
 /* Flags read once at start-up: the arguments dump is enough. */
 static void verify_arg(const mt_ctx_v1 *ctx, mt_sink *out, const char *knob, const char *want)
 {
@@ -545,7 +535,7 @@ static void verify_arg(const mt_ctx_v1 *ctx, mt_sink *out, const char *knob, con
         pk_verdict(out, knob, MT_VERDICT_UNKNOWN,
                    "no arguments dump in the evidence; cannot tell whether %s = %s was used",
                    knob, want);
-    else if (same_flag(want, got))
+    else if (pk_same_value(want, got))
         pk_verdict(out, knob, MT_VERDICT_APPLIED, "arguments dump: %s = %s", knob, got);
     else
         pk_verdict(out, knob, MT_VERDICT_NOT_APPLIED,

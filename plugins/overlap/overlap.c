@@ -492,37 +492,10 @@ static int render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_sink *out)
     return 0;
 }
 
-/* Argument-dump values are Python reprs ("True", "None"); knob values are
- * "true", "none".  Both are reduced to lowercase words separated by one
- * space before comparing. */
-static void normalize(const char *in, char *out, size_t n)
-{
-    size_t o = 0;
-    int gap = 0;
-    for (; *in && o + 2 < n; in++) {
-        if (strchr(" []'\",", *in)) {
-            gap = o > 0;
-            continue;
-        }
-        if (gap)
-            out[o++] = ' ';
-        gap = 0;
-        out[o++] = *in >= 'A' && *in <= 'Z' ? (char)(*in - 'A' + 'a') : *in;
-    }
-    out[o] = '\0';
-}
-
 /* The arguments dump for `knob`: 1 matches the config, 0 differs, -1 absent. */
 static int args_match(const mt_ctx_v1 *ctx, const char *knob, const char **dumped)
 {
-    char key[128], a[64], b[64];
-    snprintf(key, sizeof key, "args.%s", knob);
-    *dumped = pk_get(ctx->evidence, key);
-    if (!*dumped)
-        return -1;
-    normalize(pk_str(ctx->config, knob, ""), a, sizeof a);
-    normalize(*dumped, b, sizeof b);
-    return !strcmp(a, b);
+    return pk_args_match(ctx, knob, pk_str(ctx->config, knob, ""), dumped);
 }
 
 /* EP overlap is wired at model build, so the dump shows it was set up; only a

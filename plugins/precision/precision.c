@@ -303,17 +303,6 @@ static int precision_render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_si
     return 0;
 }
 
-/* Python prints True/False/None; configs say true/false/none. */
-static int same_value(const char *want, const char *got)
-{
-    if (!strcmp(want, "none") && (!*got || !strcmp(got, "None")))
-        return 1;
-    for (; *want && *got; want++, got++)
-        if (tolower((unsigned char)*want) != tolower((unsigned char)*got))
-            return 0;
-    return *want == *got;
-}
-
 /* The arguments dump names a flag by its argparse dest, which for the format
  * flags is "fp8" / "fp4", not the flag name. */
 static const char *args_value(const mt_ctx_v1 *ctx, const char *dest, const char *knob)
@@ -337,7 +326,7 @@ static void verify_by_args(const mt_ctx_v1 *ctx, mt_sink *out, const char *knob,
         pk_verdict(out, knob, MT_VERDICT_UNKNOWN,
                    "no arguments dump in the evidence; cannot tell whether %s = %s was used",
                    knob, want);
-    else if (same_value(want, got))
+    else if (pk_same_value(want, got))
         pk_verdict(out, knob, MT_VERDICT_APPLIED, "arguments dump: %s = %s", knob, got);
     else
         pk_verdict(out, knob, MT_VERDICT_NOT_APPLIED,
@@ -356,7 +345,7 @@ static void verify_lowp(const mt_ctx_v1 *ctx, mt_sink *out, const char *knob, co
     const char *got = args_value(ctx, dest, knob);
     long kernels = pk_int(ctx->evidence, trace_key, -1);
 
-    if (got && !same_value(want, got)) {
+    if (got && !pk_same_value(want, got)) {
         pk_verdict(out, knob, MT_VERDICT_NOT_APPLIED,
                    "arguments dump: %s = %s, but %s = %s was requested", dest, got, knob, want);
         return;

@@ -149,22 +149,28 @@ static const char *effective_modules(const rc *r)
 }
 
 /* optimizer_offload_fraction as Megatron's float argument takes it, limited
- * to plain decimals so the rendered flag reads the same in both dialects. */
+ * to plain decimals so the rendered flag reads the same in both dialects.
+ * Parsed by hand: strtod would follow the host's locale. */
 static int parse_fraction(const char *s, double *v)
 {
-    const char *p = s;
+    double x = 0, scale = 1;
     int digits = 0, dot = 0;
-    for (; *p; p++) {
-        if (isdigit((unsigned char)*p))
+    for (; *s; s++) {
+        if (isdigit((unsigned char)*s)) {
             digits++;
-        else if (*p == '.' && !dot)
+            if (dot)
+                x += (*s - '0') * (scale /= 10);
+            else if (x < 1e9)
+                x = x * 10 + (*s - '0');
+        } else if (*s == '.' && !dot) {
             dot = 1;
-        else
+        } else {
             return -1;
+        }
     }
     if (!digits)
         return -1;
-    *v = strtod(s, NULL);
+    *v = x;
     return 0;
 }
 
@@ -362,15 +368,15 @@ static const selective_set selective_sets[] = {
 };
 
 /* Whether the model has dense (non-MoE) MLP layers for "mlp" to recompute:
- * a dense model, a moe_layer_freq above 1, or a pattern such as
- * "([0]*3+[1]*58)" with a 0 entry in it. */
+ * a dense model, leading dense layers (first_k_dense), a moe_layer_freq
+ * above 1, or a pattern such as "([0]*3+[1]*58)" with a 0 entry in it. */
 static int has_dense_layers(const mt_ctx_v1 *ctx, const rc_env *e)
 {
     const char *freq = pk_get(ctx->config, "moe_layer_freq");
     const char *p;
     if (!freq)
         freq = pk_get(ctx->model, "moe_layer_freq");
-    if (e->experts <= 0)
+    if (e->experts <= 0 || core_int(ctx, "first_k_dense", 0) > 0)
         return 1;
     if (!freq || !*freq)
         return 0;
@@ -548,8 +554,9 @@ static void propose_optimizer(const mt_ctx_v1 *ctx, const rc_env *e, const rc *c
     int cur_ok = parse_fraction(cur->fraction, &have) == 0;
     for (i = 0; i < sizeof fractions / sizeof fractions[0]; i++) {
         rc c = *cur;
-        double want = strtod(fractions[i], NULL);
+        double want = 0;
         char summary[128];
+        parse_fraction(fractions[i], &want);
         if (cur->opt_offload && cur_ok && have == want)
             continue;
         c.opt_offload = 1;
@@ -745,8 +752,9 @@ static int args_match(int kind, const char *want, const char *arg)
     case V_LIST:
         return same_words(want, arg);
     case V_FLOAT: {
-        double a = strtod(want, NULL), b = strtod(arg, NULL);
-        return a - b < 1e-9 && b - a < 1e-9;
+        double a = 0, b = 0;
+        return parse_fraction(want, &a) == 0 && parse_fraction(arg, &b) == 0 && a - b < 1e-9 &&
+               b - a < 1e-9;
     }
     default:
         return !strcmp(want, arg) || (!strcmp(want, "none") && !strcmp(arg, "None"));
