@@ -261,6 +261,19 @@ int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
             dlclose(h);
             return -EEXIST;
         }
+    /* Tables are arrays: their element size is part of the ABI version. */
+    if ((desc->n_knobs && (!desc->knobs || desc->knobs[0].struct_size != sizeof(mt_knob_v1))) ||
+        (desc->n_extends &&
+         (!desc->extends || desc->extends[0].struct_size != sizeof(mt_extension_v1))) ||
+        (desc->n_variables &&
+         (!desc->variables || desc->variables[0].struct_size != sizeof(mt_variable_v1)))) {
+        mt_diag_add(d, path, 0, NULL,
+                    "plugin %s: a knob, extension or variable table entry has the wrong "
+                    "struct_size for ABI version 1; rebuild against this moetune/plugin.h",
+                    desc->name);
+        dlclose(h);
+        return -EPROTO;
+    }
     for (k = 0; k < desc->n_knobs; k++) {
         const mt_knob_v1 *kd = &desc->knobs[k];
         mt_plugin *other;

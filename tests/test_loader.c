@@ -1,6 +1,7 @@
 /*
  * test_loader.c - every plugin loader error, each naming the file: not a
- * shared object, missing symbol, ABI mismatch, descriptor too small, a file
+ * shared object, missing symbol, ABI mismatch, descriptor too small, table
+ * entries of another ABI's size, a file
  * writable by other users, two plugins owning one knob, a plugin claiming a
  * core knob, an extension of a knob nobody owns, init failure (that plugin
  * disabled, the rest go on), a name loaded twice.
@@ -106,6 +107,14 @@ START_TEST(descriptor_too_small)
 {
     mt_diag *d = load_with_builtins(FIX("small"), NULL);
     expect(d, "small.so", "descriptor too small: struct_size 16");
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(table_entry_size)
+{
+    mt_diag *d = load_with_builtins(FIX("bad_table"), NULL);
+    expect(d, "bad_table.so", "wrong struct_size for ABI version 1");
     mt_diag_destroy(&d);
 }
 END_TEST
@@ -217,6 +226,7 @@ int main(void)
     tcase_add_test(tc, missing_symbol);
     tcase_add_test(tc, abi_mismatch);
     tcase_add_test(tc, descriptor_too_small);
+    tcase_add_test(tc, table_entry_size);
     tcase_add_test(tc, writable_by_others);
     tcase_add_test(tc, two_owners);
     tcase_add_test(tc, claims_core_knob);

@@ -43,7 +43,10 @@
  *
  * Struct growth.  Every struct that crosses the boundary starts with its own
  * size.  A reader must only read the fields the writer's struct_size covers;
- * use MT_HAS_FIELD() for fields added after v1.
+ * use MT_HAS_FIELD() for fields added after v1.  The knob, extension and
+ * variable tables are arrays, so their element size is fixed per ABI
+ * version: the host refuses a v1 table whose entries are not exactly the v1
+ * size (a larger entry would need a new table in a v2 descriptor).
  */
 #ifndef MOETUNE_PLUGIN_H
 #define MOETUNE_PLUGIN_H
