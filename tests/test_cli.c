@@ -167,6 +167,36 @@ START_TEST(plugins_listing)
 }
 END_TEST
 
+/* The contract's launch.plugin_path is searched too; a plugin whose init
+ * fails is listed as disabled with its reason, and the others go on. */
+START_TEST(contract_plugin_path)
+{
+    char *example = tk_example("qwen3-30b-a3b-h100x16.cfg"), *text = tk_slurp(example);
+    char *edited = malloc(strlen(text) + 512), *at = strstr(text, "  backend = \"sim\";"), *path;
+    const char *plugins[] = {"plugins", NULL, NULL}, *check[] = {"check", NULL, NULL};
+    run r;
+    ck_assert_ptr_nonnull(at);
+    sprintf(edited, "%.*s  plugin_path = [\"%s\"];\n%s", (int)(at - text), text,
+            MT_BUILD_DIR "/tests/fixtures/init_fail.so", at);
+    path = tk_write_temp("pp", edited);
+    plugins[1] = path;
+    check[1] = path;
+    r = moetune(plugins);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_ptr_nonnull(strstr(r.out, "fixture-init_fail 0.0.1 (ABI 1)  DISABLED"));
+    ck_assert_ptr_nonnull(strstr(r.out, "recompute 1.0.0 (ABI 1)\n"));
+    ck_assert_ptr_nonnull(strstr(r.err, "init failed: license server unreachable"));
+    done(&r);
+    r = moetune(check);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "warning"));
+    ck_assert_ptr_nonnull(strstr(r.err, "init_fail.so"));
+    done(&r);
+    unlink(path);
+    free(path), free(edited), free(text), free(example);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -179,6 +209,7 @@ int main(void)
     tcase_add_test(tc, render_sets_and_errors);
     tcase_add_test(tc, candidates_by_wall);
     tcase_add_test(tc, plugins_listing);
+    tcase_add_test(tc, contract_plugin_path);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
