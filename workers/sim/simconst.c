@@ -1,0 +1,86 @@
+/*
+ * simconst.c - values of the cost model's constants and where each comes
+ * from.  "fit" = refit by `moetune-sim calibrate --fit` on the fitted points
+ * declared in simcalib.c (at most half of all points); the value here is
+ * the result of the last fit.
+ */
+#include "simconst.h"
+
+#include <stddef.h>
+
+sim_constants K = {
+    .gemm_eff = 0.849731,        /* fit; dense BF16 GEMM share of peak (Megatron reports 40-60% MFU on large GEMMs) */
+    .tp_penalty = 0.06,      /* smaller per-rank GEMMs under TP: a few % per doubling */
+    .mbs_gain = 0.04,        /* bigger microbatches make bigger GEMMs */
+    .lowp_eff = 0.7,        /* FP8 per-tensor recipes: scaling/cast overheads keep ~70% of the 2x */
+    .lowp_eff_block = 0.626436,  /* MXFP8/NVFP4 block scaling: more swizzle and scale work */
+    .ungrouped_eff = 0.55,   /* one GEMM per local expert instead of a grouped GEMM */
+    .attn_eff = 0.45,        /* flash attention fwd+bwd vs BF16 peak */
+    .mem_passes = 1.63518,       /* fit; bytes multiplier for memory-bound passes */
+    .permute_fused = 2.0,    /* passes over routed tokens with fused permute */
+    .permute_unfused = 4,  /* unfused permute/unpermute: several gather/scatter passes */
+    .norm_recompute = 399.257,  /* bytes per hidden element re-read by a layernorm recompute */
+    .a2a_intra = 120.0,      /* fit; NCCL all-to-all inside an H100 node, GB/s per GPU */
+    .a2a_inter = 24.6815,       /* fit; NCCL all-to-all across nodes, GB/s per GPU (50 GB/s link) */
+    .a2a_nvl72 = 220.0,      /* NCCL all-to-all inside NVL72 */
+    .deepep_nvl72 = 350.0,   /* DeepEP inside NVL72 (combine drops to ~207 GB/s at 24 ranks) */
+    .a2a_sync_us = 10.2167,     /* alltoall's host sync for token counts (blocks graph replay gains) */
+    .imbalance = 0.496642,       /* fit; natural routing: hot-rank excess per sqrt(EP / experts per rank) */
+    .overlap_cover = 0.5,    /* EP overlap can hide comm under at most this share of compute */
+    .overlap_max_hidden = 0.200013, /* fit; share of EP comm overlap hides (point A: 36.6%) */
+    .overlap_contention = 0.03, /* SM contention of overlapped comm kernels */
+    .launch_us = 11.9368,       /* fit; host cost per uncaptured kernel (Python + launch) on x86 */
+    .host_layer_us = 1834.7, /* fit; Python per transformer layer and microbatch, fwd+bwd, x86 */
+    .grace_factor = 9.76989,     /* fit; Grace hosts (GB200/GB300) vs x86: host-bound earlier */
+    .overlap_host = 1.3,     /* EP overlap: ~30% more host work per layer (split chunks, stream syncs);
+                              * what makes it a net loss on host-bound GB200 (point C) */
+    .gb300_attn = 1.5,       /* Blackwell Ultra: 2x softmax exponent rate, ~1.5x attention */
+    .cpu_bind_gain = 0.836217,   /* fit; CPU/NUMA binding cuts host launch cost (point C: +10%) */
+    .host_p = 7.99321,           /* fit; smooth-max exponent of host vs GPU streams */
+    .mla_up_bytes = 52.0475,     /* fit; passes over the MLA up-projection outputs when recomputed */
+    .p2p_us = 40.0,          /* pipeline send/recv per microbatch and chunk */
+    .dp_exposed_overlap = 0.15, /* last bucket of overlapped grad reduce / param gather */
+    .cpu_opt_s_per_param = 9.20716e-08, /* fit; CPU Adam per parameter (point F) */
+    .offload_gbps = 50.0,    /* host link for activation offload */
+};
+
+#define C(name, fitted, lo, hi, src) {#name, offsetof(sim_constants, name), fitted, lo, hi, src}
+
+static const sim_const_info table[] = {
+    C(gemm_eff, 1, 0.3, 0.85, "fit"),
+    C(tp_penalty, 0, 0, 0.2, "GEMM size under TP"),
+    C(mbs_gain, 0, 0, 0.1, "GEMM size with MBS"),
+    C(lowp_eff, 1, 0.5, 0.95, "fit"),
+    C(lowp_eff_block, 1, 0.4, 0.95, "fit"),
+    C(ungrouped_eff, 0, 0.3, 1, "grouped GEMM"),
+    C(attn_eff, 0, 0.3, 0.7, "flash attention"),
+    C(mem_passes, 1, 0.3, 4, "fit"),
+    C(permute_fused, 0, 1, 4, "fused permute"),
+    C(permute_unfused, 1, 4, 24, "fit"),
+    C(norm_recompute, 1, 4, 400, "fit"),
+    C(a2a_intra, 0, 60, 250, "NCCL intra-node"),
+    C(a2a_inter, 1, 10, 50, "fit"),
+    C(a2a_nvl72, 0, 150, 500, "NCCL NVL72"),
+    C(deepep_nvl72, 0, 200, 500, "DeepEP NVL72"),
+    C(a2a_sync_us, 1, 10, 300, "fit"),
+    C(imbalance, 1, 0.02, 1.0, "fit"),
+    C(overlap_cover, 0, 0.2, 1, "EP overlap"),
+    C(overlap_max_hidden, 1, 0.2, 0.8, "fit"),
+    C(overlap_contention, 0, 0, 0.1, "EP overlap"),
+    C(launch_us, 1, 1, 80, "fit"),
+    C(host_layer_us, 1, 0, 8000, "fit"),
+    C(grace_factor, 1, 1, 10, "fit"),
+    C(gb300_attn, 0, 1, 2, "Blackwell Ultra attention"),
+    C(overlap_host, 0, 1, 2, "EP overlap host work"),
+    C(cpu_bind_gain, 1, 0.5, 1, "fit"),
+    C(host_p, 1, 1.5, 8, "fit"),
+    C(mla_up_bytes, 1, 0, 100, "fit"),
+    C(p2p_us, 0, 5, 200, "pipeline p2p"),
+    C(dp_exposed_overlap, 0, 0, 0.5, "DP overlap"),
+    C(cpu_opt_s_per_param, 1, 1e-10, 1e-6, "fit"),
+    C(offload_gbps, 0, 10, 200, "host link"),
+    {NULL, 0, 0, 0, 0, NULL},
+};
+
+const sim_const_info *sim_constants_table(void) { return table; }
+double *sim_const_ref(const sim_const_info *ci) { return (double *)((char *)&K + ci->offset); }

@@ -1,0 +1,660 @@
+/*
+ * simmodel.c - the analytic cost model of one MoE training step.
+ *
+ * One model, not a table of the calibration points: a step is the sum over
+ * microbatches and pipeline stages of GPU work (GEMMs, attention, memory-bound
+ * passes), exposed communication (EP dispatch/combine, TP, CP, DP), the host's
+ * launch stream where it cannot keep up with the GPU, the pipeline bubble,
+ * and optimizer time.  Every constant below says where its value comes from:
+ * a hardware fact (shared/facts/calibration.md), a published measurement, or
+ * the fit (`moetune-sim calibrate --fit` over the points declared fitted in
+ * simcalib.c).
+ */
+#include "sim.h"
+
+#include "hardware.h"
+#include "simconst.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Model FLOPs of one token, Megatron's count (fwd+bwd factor 3, FMA 2,
+ * SwiGLU 3 matrices, causal attention core, logits once per output head).
+ * Split into GEMM, attention-core and expert parts for the throughput model. */
+typedef struct flops {
+    double dense_gemm;  /* attention projections, dense and shared MLPs   */
+    double expert_gemm; /* routed experts                                 */
+    double attn_core;   /* QK^T and AV                                    */
+    double logits;      /* output layer(s)                                */
+    double total;
+    /* forward-only pieces, per layer and token, for recompute */
+    double f_attn_proj, f_mla_up, f_core, f_dense_mlp, f_expert, f_shared;
+} flops;
+
+static void model_flops(const sim_cfg *c, flops *f)
+{
+    double h = c->hidden_size, s = c->seq_length, heads = c->num_attention_heads;
+    double groups = c->num_query_groups > 0 ? c->num_query_groups : heads;
+    double kvc = c->kv_channels > 0 ? c->kv_channels : h / heads;
+    double L = c->num_layers, dense = c->first_k_dense, moe = L - dense;
+    double mtp = c->mtp_num_layers, V = c->vocab_size;
+    double ffn = c->ffn_hidden_size > 0 ? c->ffn_hidden_size : 4 * h;
+    double attn_params, core;
+    memset(f, 0, sizeof *f);
+    if (c->multi_latent_attention) {
+        double ql = c->q_lora_rank, kl = c->kv_lora_rank, qk = c->qk_head_dim;
+        double rope = c->qk_pos_emb_head_dim, v = c->v_head_dim;
+        double q = ql > 0 ? h * ql + ql * heads * (qk + rope) : h * heads * (qk + rope);
+        double up = (ql > 0 ? ql * heads * (qk + rope) : 0) + kl * heads * (qk + v);
+        attn_params = q + h * (kl + rope) + kl * heads * (qk + v) + heads * v * h;
+        f->f_mla_up = 2 * up;
+        core = 2 * heads * (qk + rope + v) * s / 2;
+    } else {
+        attn_params = h * heads * kvc + 2 * h * groups * kvc + heads * kvc * h;
+        core = 2 * heads * kvc * s;
+    }
+    f->f_attn_proj = 2 * attn_params;
+    f->f_core = core;
+    f->f_dense_mlp = 2 * 3 * h * ffn;
+    f->f_expert = 2 * 3 * h * c->moe_ffn_hidden_size * c->moe_router_topk;
+    f->f_shared = 2 * 3 * h * c->moe_shared_expert_intermediate_size;
+    f->dense_gemm = 3 * ((L + mtp) * f->f_attn_proj + dense * f->f_dense_mlp +
+                         (moe + mtp) * f->f_shared + mtp * 2 * 2 * h * h);
+    f->expert_gemm = 3 * (moe + mtp) * f->f_expert;
+    f->attn_core = 3 * (L + mtp) * core;
+    f->logits = (1 + mtp) * 6 * h * V;
+    f->total = f->dense_gemm + f->expert_gemm + f->attn_core + f->logits;
+}
+
+/* Transformer (and MTP) layers on pipeline rank `stage` over all its virtual
+ * chunks, or on the busiest rank when stage < 0; *vpp gets the number of
+ * virtual chunks.  An explicit layout is counted stage by stage. */
+static double stage_layers(const sim_cfg *c, int stage, int *vpp)
+{
+    int pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;
+    double L = c->num_layers + c->mtp_num_layers, per_rank[256];
+    int i;
+    *vpp = 1;
+    if (pp > 256)
+        pp = 256;
+    memset(per_rank, 0, sizeof per_rank);
+    if (c->pipeline_model_parallel_layout[0]) {
+        /* count t/m per stage with one level of (...)*k and x*k */
+        double counts[2048], cur = 0;
+        int n = 0, start = -1;
+        const char *p;
+        for (p = c->pipeline_model_parallel_layout; *p && n < 2040; p++) {
+            if (*p == 't' || *p == 'm') {
+                double k = p[1] == '*' ? strtod(p + 2, NULL) : 1;
+                cur += k > 0 && k < 1e6 ? k : 1;
+            } else if (*p == '|') {
+                counts[n++] = cur;
+                cur = 0;
+            } else if (*p == '(') {
+                start = n;
+            } else if (*p == ')' && start >= 0) {
+                int k = p[1] == '*' ? (int)strtod(p + 2, NULL) : 1, len = n - start, r;
+                for (r = 1; r < k && n + len < 2040; r++)
+                    for (i = 0; i < len; i++)
+                        counts[n++] = counts[start + i];
+                start = -1;
+            }
+        }
+        counts[n++] = cur;
+        for (i = 0; i < n; i++)
+            per_rank[i % pp] += counts[i];
+        *vpp = n / pp > 0 ? n / pp : 1;
+    } else {
+        if (c->num_virtual_stages_per_pipeline_rank > 1)
+            *vpp = c->num_virtual_stages_per_pipeline_rank;
+        else if (c->num_layers_per_virtual_pipeline_stage > 0)
+            *vpp = (int)(L / pp / c->num_layers_per_virtual_pipeline_stage);
+        if (*vpp < 1)
+            *vpp = 1;
+        if (c->decoder_first_pipeline_num_layers > 0 || c->decoder_last_pipeline_num_layers > 0) {
+            double first = c->decoder_first_pipeline_num_layers;
+            double last = c->decoder_last_pipeline_num_layers;
+            double mid = pp - (first > 0) - (last > 0), rest = c->num_layers - first - last;
+            double even = mid > 0 ? rest / mid : 0;
+            for (i = 0; i < pp; i++)
+                per_rank[i] = even;
+            if (first > 0)
+                per_rank[0] = first;
+            if (last > 0)
+                per_rank[pp - 1] = last;
+            per_rank[pp - 1] += c->mtp_num_layers;
+        } else {
+            for (i = 0; i < pp; i++)
+                per_rank[i] = c->num_layers / (double)pp;
+            per_rank[pp - 1] += c->mtp_num_layers;
+        }
+    }
+    if (stage >= 0)
+        return per_rank[stage < pp ? stage : pp - 1];
+    {
+        double best = 0;
+        for (i = 0; i < pp; i++)
+            if (per_rank[i] > best)
+                best = per_rank[i];
+        return best;
+    }
+}
+
+static double busiest_stage_layers(const sim_cfg *c, int *vpp) { return stage_layers(c, -1, vpp); }
+
+/* Imbalance of the hottest expert rank under natural routing: the load of a
+ * rank is the sum over its E/EP experts; with a long-tailed expert popularity
+ * the max over EP ranks grows with EP and shrinks with experts per rank. */
+static double routing_imbalance(const sim_cfg *c)
+{
+    double ep = c->expert_model_parallel_size, e_local;
+    if (!c->routing_natural || c->moe_router_force_load_balancing || ep <= 1 ||
+        c->num_experts <= 0)
+        return 1.0;
+    if (c->moe_expert_capacity_factor > 0)
+        return fmin(1.0 + K.imbalance * sqrt(ep / c->num_experts * ep),
+                    c->moe_expert_capacity_factor); /* drop-and-pad caps the hot rank */
+    e_local = c->num_experts / ep;
+    return 1.0 + K.imbalance * sqrt(ep) / sqrt(e_local);
+}
+
+/* EP span: how many GPUs the expert group covers, and the share of its
+ * all-to-all bytes that leaves the NVLink domain. */
+static double inter_fraction(const sim_cfg *c, int domain)
+{
+    double span = (double)c->expert_model_parallel_size * sim_etp(c);
+    if (span <= domain || span <= 1)
+        return 0;
+    return 1.0 - domain / span;
+}
+
+/* Dispatcher bandwidths (GB/s per GPU) inside and across NVLink domains,
+ * from the published figures in shared/facts/calibration.md. */
+static void dispatcher_bw(const sim_cfg *c, const mt_gpu_spec *g, int backend, double *intra,
+                          double *inter, double *fixed_us)
+{
+    int nvl72 = g->nvlink_domain >= 72;
+    double sms = c->moe_flex_dispatcher_num_sms > 0 ? c->moe_flex_dispatcher_num_sms : 24;
+    /* flex kernels scale with the SMs they are given, saturating around 32 */
+    double sm_eff = fmin(1.0, 0.8 + 0.2 * sms / 32.0);
+    /* DeepEP's intranode figure was measured on H800, whose NVLink runs at
+     * 400 GB/s; H100/H200 have 900 GB/s */
+    double hopper_nvl = nvl72 ? 1.0 : fmin(2.25, g->nvlink_gbps / 400.0);
+    switch (backend) {
+    case SIM_BACKEND_DEEPEP:
+        *intra = (nvl72 ? K.deepep_nvl72 : 155.0 * hopper_nvl) * sm_eff; /* 153/158 GB/s, H800 node */
+        *inter = 50.0 * sm_eff;                             /* 43-58 GB/s over RDMA */
+        *fixed_us = 25;
+        break;
+    case SIM_BACKEND_HYBRIDEP:
+        *intra = (nvl72 ? 500.0 : 160.0 * hopper_nvl) * sm_eff; /* ~480-550 GB/s on NVL72, 32 SMs */
+        *inter = 77.0 * sm_eff;                    /* ~77 GB/s across H100 nodes, 16 ranks */
+        *fixed_us = 20;
+        break;
+    case SIM_BACKEND_NCCLEP:
+        *intra = nvl72 ? 350.0 : 130.0 * hopper_nvl;
+        *inter = 45.0;
+        *fixed_us = 30;
+        break;
+    default: /* NCCL all-to-all (alltoall / allgather dispatchers) */
+        *intra = nvl72 ? K.a2a_nvl72 : K.a2a_intra;
+        *inter = K.a2a_inter;
+        *fixed_us = 40;
+        break;
+    }
+}
+
+/* Which flex backend the hardware really runs (Bridge falls back silently). */
+static int effective_backend(const sim_cfg *c, const mt_gpu_spec *g, const char **why)
+{
+    *why = NULL;
+    if (c->moe_token_dispatcher_type != SIM_DISP_FLEX)
+        return SIM_BACKEND_NONE;
+    if (c->moe_flex_dispatcher_backend == SIM_BACKEND_HYBRIDEP && !strcmp(g->name, "B200")) {
+        *why = "HybridEP needs an NVLink domain with its NVSHMEM path (H100/H200 or NVL72); "
+               "not supported on B200";
+        return SIM_BACKEND_NONE;
+    }
+    if (c->moe_flex_dispatcher_backend == SIM_BACKEND_NCCLEP && sim_world(c) <= 1) {
+        *why = "NCCL EP needs more than one GPU";
+        return SIM_BACKEND_NONE;
+    }
+    return c->moe_flex_dispatcher_backend;
+}
+
+/* Kernel launches per layer and microbatch (fwd+bwd) by scope, used for the
+ * host's launch stream; CUDA graphs remove the launches of what they capture. */
+static double host_launches(const sim_cfg *c, int backend)
+{
+    unsigned m = c->cuda_graph_impl == SIM_CG_TE || c->cuda_graph_impl == SIM_CG_LOCAL
+                     ? c->cuda_graph_modules
+                     : 0;
+    int full = c->cuda_graph_impl == SIM_CG_FULL_ITERATION;
+    double attn = 36, router = c->moe_router_fusion ? 8 : 20;
+    double prep = c->moe_permute_fusion ? 10 : 24, experts = 18, disp = 8, shared = 14;
+    double launches;
+    if (c->moe_token_dispatcher_type == SIM_DISP_FLEX && backend != SIM_BACKEND_NONE)
+        disp = 4;
+    if (full)
+        return 0.5; /* one graph launch per microbatch, amortized */
+    /* alltoall/allgather read token counts back to the host every layer:
+     * the host never runs ahead, so replaying captured graphs saves launches
+     * the GPU was not waiting for (point B: no gain, 41.36 s vs 42.00 s) */
+    if (c->moe_token_dispatcher_type != SIM_DISP_FLEX || backend == SIM_BACKEND_NONE)
+        m = 0;
+    if (m & SIM_CG_ATTN)
+        attn = 1;
+    if (m & SIM_CG_MOE_ROUTER)
+        router = 1;
+    if (m & SIM_CG_MOE_PREPROCESS)
+        prep = 1;
+    if (m & SIM_CG_MOE)
+        router = prep = experts = 1;
+    if ((m & (SIM_CG_MOE_ROUTER | SIM_CG_MOE)) && (c->stack & SIM_STACK_GRAPH_SHARED_EXPERT))
+        shared = 1;
+    if (c->moe_shared_expert_intermediate_size <= 0)
+        shared = 0;
+    launches = attn + router + prep + experts + disp + shared;
+    if (c->recompute_granularity == SIM_GRAN_FULL)
+        launches *= 1.33;
+    if (c->overlap_moe_expert_parallel_comm)
+        launches *= K.overlap_host; /* the overlap schedule splits layers into more pieces */
+    return launches;
+}
+
+int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
+{
+    const mt_gpu_spec *g = sim_gpu(c);
+    flops f;
+    double world = sim_world(c), tp = c->tensor_model_parallel_size, cp = c->context_parallel_size;
+    double pp = c->pipeline_model_parallel_size, ep = c->expert_model_parallel_size;
+    double dp, tokens_step, micro, mb_tokens_gpu, layers_stage, bubble;
+    double peak_bf16, peak_gemm, hbm, eff, gemm_t, attn_t, mem_t, rc_t = 0;
+    double a2a_bytes, intra_bw, inter_bw, fixed_us, fin, ep_comm, imb, ep_hidden = 0;
+    double tp_comm = 0, cp_comm = 0, dp_t, host_t, gpu_t, busy, launch_us;
+    int vpp, backend, fp8, fp4;
+    const char *why;
+
+    memset(b, 0, sizeof *b);
+    if (!g || world < 1 || tp < 1 || pp < 1 || cp < 1 || ep < 1 || c->micro_batch_size < 1 ||
+        c->seq_length < 1 || c->hidden_size < 1)
+        return -1;
+    dp = floor(world / (tp * pp * cp));
+    if (dp < 1)
+        return -1;
+    model_flops(c, &f);
+    tokens_step = (double)(c->global_batch_size > 0 ? c->global_batch_size : c->micro_batch_size * dp) *
+                  c->seq_length;
+    b->model_tflop = f.total * tokens_step / 1e12;
+    micro = tokens_step / (c->micro_batch_size * (double)c->seq_length) / dp; /* per DP rank */
+    if (micro < 1)
+        micro = 1;
+    layers_stage = busiest_stage_layers(c, &vpp);
+    /* tokens one GPU works on per microbatch (attention side): TP shards
+     * them under sequence parallelism, CP splits the sequence */
+    mb_tokens_gpu = (double)c->micro_batch_size * c->seq_length / cp;
+
+    backend = effective_backend(c, g, &why);
+    b->fallback = why;
+    b->fallback_backend = backend;
+
+    /* ---- compute: the GPU's share of the step's model FLOPs -------------- */
+    fp8 = c->fp8_recipe != SIM_FP8R_NONE;
+    fp4 = c->fp4_recipe != 0;
+    peak_bf16 = g->bf16_tflops * 1e12;
+    peak_gemm = fp4 ? g->fp8_tflops * 2e12 : fp8 ? g->fp8_tflops * 1e12 : peak_bf16;
+    hbm = g->hbm_tbps * 1e12;
+    /* GEMM efficiency falls when TP shrinks the matrices and rises with MBS;
+     * low precision loses some of its peak to quantization and scaling */
+    eff = K.gemm_eff / (1 + K.tp_penalty * (tp - 1)) *
+          (1 + K.mbs_gain * log2((double)c->micro_batch_size));
+    if (fp8 || fp4)
+        eff *= c->fp8_recipe == SIM_FP8R_MXFP8 || fp4 ? K.lowp_eff_block : K.lowp_eff;
+    if (eff > 0.92)
+        eff = 0.92;
+    {
+        /* tokens of the whole step one GPU works on for its pipeline stage:
+         * its DP replica's tokens, shared over TP x CP, for the stage's share
+         * of the layers */
+        double stage_share = layers_stage / (c->num_layers + c->mtp_num_layers);
+        double replica_tok = tokens_step / (tp * cp * dp);
+        double per_gpu = stage_share * replica_tok;
+        double expert_eff = eff * (c->moe_grouped_gemm ? 1.0 : K.ungrouped_eff);
+        imb = routing_imbalance(c);
+        gemm_t = per_gpu * (f.dense_gemm / (peak_gemm * eff) +
+                            f.expert_gemm * imb / (peak_gemm * expert_eff));
+        /* the output layer sits on the last stage; uneven layouts give that
+         * stage fewer layers, so with PP > 1 half of it is on the critical path */
+        gemm_t += replica_tok * f.logits / (peak_bf16 * eff) * (pp > 1 ? 0.5 : 1.0);
+        /* Blackwell Ultra (GB300) doubles the exponent throughput that bounds
+         * softmax: attention runs faster at the same GEMM peak */
+        attn_t = per_gpu * f.attn_core / (peak_bf16 * K.attn_eff * (!strcmp(g->name, "GB300") ? K.gb300_attn : 1.0));
+        /* memory-bound passes per layer and token (bytes over HBM): norms and
+         * residuals, quantization, router, permute/unpermute, activation */
+        {
+            double h = c->hidden_size, k = c->moe_router_topk, L = c->num_layers + c->mtp_num_layers;
+            double act_bytes = k * c->moe_ffn_hidden_size * 2.0 * 3;
+            double permute = (c->moe_permute_fusion ? K.permute_fused : K.permute_unfused) * k * h * 2;
+            double norm = (c->stack & SIM_STACK_QUANT_IN_NORM ? 0.6 : 1.0) * 16 * h * 2;
+            double quant = (fp8 || fp4) ? 6 * h * 2 * (c->stack & SIM_STACK_QUANT_IN_NORM ? 0.3 : 1) : 0;
+            double router = (c->moe_router_fusion ? 0.4 : 1.0) * 8 * h * 2;
+            double per_tok_layer = (norm + quant + router + (permute + act_bytes) * imb) / tp;
+            mem_t = per_gpu * L * per_tok_layer * 3 * K.mem_passes / hbm;
+            /* recompute: the forward of what is recomputed, once more */
+            if (c->recompute_granularity == SIM_GRAN_FULL) {
+                rc_t = (gemm_t + attn_t + mem_t) / 3.0;
+            } else if (c->recompute_granularity == SIM_GRAN_SELECTIVE) {
+                unsigned m = c->recompute_modules;
+                double moe_frac = (c->num_layers - c->first_k_dense + c->mtp_num_layers) / L;
+                if (m & SIM_RC_CORE_ATTN)
+                    rc_t += attn_t / 3.0;
+                if (m & SIM_RC_MLA_UP_PROJ) {
+                    /* the up-projections are small GEMMs whose outputs (q, k, v
+                     * per head) are large: the recompute is mostly memory traffic */
+                    double qk = c->qk_head_dim + c->qk_pos_emb_head_dim;
+                    rc_t += per_gpu * L * f.f_mla_up / (peak_gemm * eff) +
+                            per_gpu * L * c->num_attention_heads * (2 * qk + c->v_head_dim) * 2 *
+                                K.mla_up_bytes / hbm / tp;
+                }
+                if (m & SIM_RC_MOE_ACT)
+                    rc_t += per_gpu * L * moe_frac * act_bytes * imb * K.mem_passes / hbm / tp;
+                if (m & SIM_RC_LAYERNORM)
+                    rc_t += per_gpu * L * h * 2 * K.norm_recompute / hbm / tp;
+                if (m & SIM_RC_MLP)
+                    rc_t += per_gpu * (f.f_dense_mlp * c->first_k_dense + f.f_shared * moe_frac * L) /
+                            (peak_gemm * eff);
+                if (m & SIM_RC_SHARED_EXPERTS)
+                    rc_t += per_gpu * L * moe_frac * f.f_shared / (peak_gemm * eff);
+                if (m & SIM_RC_MOE)
+                    rc_t += per_gpu * f.expert_gemm * imb / (peak_gemm * expert_eff) / 3.0;
+            }
+        }
+    }
+
+    /* ---- EP dispatch / combine ------------------------------------------- */
+    dispatcher_bw(c, g, backend, &intra_bw, &inter_bw, &fixed_us);
+    fin = inter_fraction(c, c->nvlink_domain > 0 ? c->nvlink_domain : g->nvlink_domain);
+    {
+        /* each routed token's hidden state goes out (dispatch) and back
+         * (combine), in forward and backward: 4 transfers per MoE layer */
+        double moe_layers = (c->num_layers - c->first_k_dense + c->mtp_num_layers) *
+                            layers_stage / (c->num_layers + c->mtp_num_layers);
+        double tok = mb_tokens_gpu / tp; /* SP shards tokens over TP before dispatch */
+        double leave = ep > 1 ? (ep - 1) / ep : 0;
+        double bytes_per = fp8 && backend != SIM_BACKEND_NONE ? 1.5 : 2.0;
+        a2a_bytes = 4 * moe_layers * tok * c->moe_router_topk * c->hidden_size * bytes_per * leave;
+        /* NVLink and the scale-out NICs move their shares at the same time;
+         * the published dispatcher figures count the bytes of the link that
+         * limits them */
+        ep_comm = ep > 1 ? fmax(a2a_bytes * (1 - fin) / (intra_bw * 1e9),
+                                a2a_bytes * fin / (inter_bw * 1e9)) +
+                               4 * moe_layers * fixed_us * 1e-6
+                         : 0;
+        if (backend == SIM_BACKEND_HYBRIDEP && !c->moe_permute_fusion)
+            ep_comm *= 1.10; /* HybridEP's extra copy: 10-20% of comm unless fused into permute */
+        if (c->moe_token_dispatcher_type == SIM_DISP_ALLGATHER)
+            ep_comm *= ep; /* every rank receives every token */
+        ep_comm *= imb;    /* the hot rank waits for its extra tokens */
+        ep_comm *= micro;
+    }
+
+    /* ---- EP overlap: hides comm under compute of the other microbatch ---- */
+    if (c->overlap_moe_expert_parallel_comm && ep > 1) {
+        double cover = K.overlap_cover * (gemm_t + attn_t);
+        ep_hidden = fmin(ep_comm * K.overlap_max_hidden, cover);
+        gemm_t *= 1 + K.overlap_contention; /* SM contention */
+        if (c->delay_wgrad_compute)
+            ep_hidden = fmin(ep_comm * fmin(0.95, K.overlap_max_hidden + 0.1), cover * 1.15);
+    }
+    b->ep_comm = ep_comm;
+    b->ep_exposed = ep_comm - ep_hidden;
+
+    /* ---- TP and CP communication on NVLink -------------------------------- */
+    if (tp > 1) {
+        double bytes = 4 * 2 * layers_stage * mb_tokens_gpu * c->hidden_size * 2 * (tp - 1) / tp;
+        tp_comm = micro * bytes / (g->nvlink_gbps * 0.6e9);
+        if (c->tp_comm_overlap)
+            tp_comm *= 0.3;
+    }
+    if (cp > 1) {
+        double kv = 2 * (c->num_query_groups > 0 ? c->num_query_groups : c->num_attention_heads) *
+                    (c->kv_channels > 0 ? c->kv_channels : c->hidden_size / c->num_attention_heads);
+        cp_comm = micro * 3 * layers_stage * mb_tokens_gpu * kv * 2 * (cp - 1) / cp /
+                  (g->nvlink_gbps * 0.6e9) * 0.3; /* ring exchange mostly overlapped */
+    }
+    b->tp_comm = tp_comm;
+    b->cp_comm = cp_comm;
+
+    /* ---- the host: Python per layer, plus one launch per uncaptured kernel */
+    {
+        double launches = host_launches(c, backend);
+        double per_layer = c->cuda_graph_impl == SIM_CG_FULL_ITERATION ? 0 : K.host_layer_us;
+        if (c->overlap_moe_expert_parallel_comm)
+            per_layer *= K.overlap_host; /* and adds stream syncs to every layer */
+        double factor = g->nvlink_domain >= 72 ? K.grace_factor : 1.0; /* Grace vs x86 cores */
+        if (c->cpu_bind)
+            factor *= K.cpu_bind_gain;
+        if (c->stack & SIM_STACK_CPU_WORK)
+            factor *= 0.95;
+        if (c->manual_gc)
+            factor *= 0.97; /* no Python GC pauses between launches */
+        launch_us = K.launch_us * (c->stack & SIM_STACK_PDL ? 0.8 : 1.0);
+        host_t = micro * layers_stage * (per_layer + launches * launch_us) * factor * 1e-6;
+        if (c->moe_token_dispatcher_type != SIM_DISP_FLEX || backend == SIM_BACKEND_NONE)
+            host_t += micro * layers_stage * 2 * K.a2a_sync_us * 1e-6; /* D2H token-count syncs */
+    }
+
+    /* ---- combine: GPU stream vs host stream (whole step) ----------------- */
+    gpu_t = gemm_t + attn_t + mem_t + rc_t + b->ep_exposed + tp_comm + cp_comm;
+    /* host and GPU run as a pipeline of kernels: the slower stream sets the
+     * pace, and where they are close the GPU still waits between kernels (a
+     * smooth maximum; host_p large = a hard maximum) */
+    busy = pow(pow(gpu_t, K.host_p) + pow(host_t, K.host_p), 1.0 / K.host_p);
+    b->compute = gemm_t + attn_t + mem_t + rc_t;
+    b->host = busy - gpu_t > 0 ? busy - gpu_t : 0;
+
+    /* ---- pipeline bubble: (PP-1)/(VPP x microbatches) of the busy time ---- */
+    bubble = pp > 1 ? busy * (pp - 1) / (vpp * micro) : 0;
+    if (pp > 1)
+        bubble += micro * 2 * vpp * K.p2p_us * 1e-6;
+    b->pp_bubble = bubble;
+
+    /* ---- DP gradient reduce / param gather, optimizer ---------------------- */
+    {
+        double params_gpu = f.total / 6.0 / (tp * pp) / 1; /* rough: params ~ flops/token/6 */
+        double bytes = params_gpu * 2 * 2;
+        double bw = (dp * tp * pp * cp > c->gpus_per_node ? g->scaleout_gbps : g->nvlink_gbps * 0.6) * 1e9;
+        dp_t = dp > 1 ? bytes / bw : 0;
+        dp_t *= c->overlap_grad_reduce ? (c->overlap_param_gather ? K.dp_exposed_overlap : 0.5)
+                                       : 1.0;
+        b->dp_exposed = dp_t;
+        b->optimizer = params_gpu * (c->use_distributed_optimizer ? 1.0 / dp : 1.0) * 16 / hbm +
+                       0.05;
+        if (c->optimizer_cpu_offload)
+            b->offload = c->optimizer_offload_fraction * params_gpu *
+                         (c->use_distributed_optimizer ? 1.0 / dp : 1.0) * K.cpu_opt_s_per_param;
+        if (c->fine_grained_activation_offloading)
+            b->offload += micro * layers_stage * mb_tokens_gpu * c->hidden_size * 2 * 2 /
+                          (K.offload_gbps * 1e9) * 0.3;
+    }
+
+    b->step_s = (busy + bubble + dp_t + b->optimizer + b->offload) *
+                (c->stack_slowdown > 0 ? c->stack_slowdown : 1.0);
+    b->tflops_per_gpu = b->model_tflop / b->step_s / world;
+    b->capture_s = c->cuda_graph_impl != SIM_CG_NONE ? 2.0 + 0.05 * layers_stage : 0;
+    b->first_iter_s = b->step_s * 1.8 + 4.0; /* allocator warm-up, NCCL communicator setup */
+    return 0;
+}
+
+/* ---- memory ------------------------------------------------------------- */
+
+#define GiB (1024.0 * 1024.0 * 1024.0)
+
+void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
+{
+    const mt_gpu_spec *g = sim_gpu(c);
+    double tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
+    double cp = c->context_parallel_size, ep = c->expert_model_parallel_size, etp = sim_etp(c);
+    double world = sim_world(c), dp, edp, h = c->hidden_size, heads = c->num_attention_heads;
+    double groups = c->num_query_groups > 0 ? c->num_query_groups : heads;
+    double kvc = c->kv_channels > 0 ? c->kv_channels : h / heads, V = c->vocab_size;
+    double s = c->seq_length, b = c->micro_batch_size, tokens, layers, moe_layers, dense_here;
+    double attn_p, nonexp, exp, sbh, a_norm, a_attn, a_mla = 0, a_moe, a_act, a_shared, a_mlp;
+    double micro_act, inflight, nmicro, imb = 1, stage_size;
+    int stage, vpp, pp_i = (int)pp, first, last;
+    int fp8 = c->fp8_recipe != SIM_FP8R_NONE, fp4 = c->fp4_recipe != 0;
+    double act_b = fp4 ? 1.2 : fp8 ? 1.5 : 2.0;
+    unsigned rcm = c->recompute_granularity == SIM_GRAN_SELECTIVE ? c->recompute_modules : 0;
+
+    memset(m, 0, sizeof *m);
+    if (!g || tp < 1 || pp < 1 || cp < 1 || ep < 1 || etp < 1 || world < 1)
+        return;
+    dp = fmax(1, floor(world / (tp * pp * cp)));
+    edp = fmax(1, floor(world / (etp * ep * pp)));
+    stage_size = world / pp;
+    stage = (int)(rank / stage_size);
+    if (stage >= pp_i)
+        stage = pp_i - 1;
+    first = stage == 0;
+    last = stage == pp_i - 1;
+    layers = stage_layers(c, stage, &vpp);
+    dense_here = first ? fmin(c->first_k_dense, layers) : 0;
+    moe_layers = layers - dense_here;
+    /* the hot expert rank (EP index 0 by convention) takes the routing excess */
+    if ((int)(fmod(rank, stage_size) / etp) % (int)ep == 0)
+        imb = routing_imbalance(c);
+
+    if (c->multi_latent_attention) {
+        double ql = c->q_lora_rank, kl = c->kv_lora_rank, qk = c->qk_head_dim;
+        double rope = c->qk_pos_emb_head_dim, v = c->v_head_dim;
+        attn_p = (ql > 0 ? h * ql + ql * heads * (qk + rope) : h * heads * (qk + rope)) +
+                 h * (kl + rope) + kl * heads * (qk + v) + heads * v * h;
+    } else {
+        attn_p = h * heads * kvc + 2 * h * groups * kvc + heads * kvc * h;
+    }
+    nonexp = layers * attn_p / tp + dense_here * 3 * h * c->ffn_hidden_size / tp +
+             moe_layers * (3 * h * c->moe_shared_expert_intermediate_size / tp + h * c->num_experts);
+    if (first)
+        nonexp += V * h / tp;
+    if (last)
+        nonexp += V * h / tp;
+    exp = moe_layers * c->num_experts * 3 * h * c->moe_ffn_hidden_size / (ep * etp);
+    m->weights = (nonexp + exp) * 2;
+    m->grads = (nonexp + exp) * 2;
+    m->optimizer = c->use_distributed_optimizer ? nonexp * 12 / dp + exp * 12 / edp
+                                                : (nonexp + exp) * 12;
+    if (c->optimizer_cpu_offload)
+        m->optimizer *= 1 - fmin(1, fmax(0, c->optimizer_offload_fraction));
+
+    tokens = s * b / cp;
+    sbh = tokens * h;
+    a_norm = 4 * sbh / tp;
+    a_attn = 2 * tokens * (heads * kvc * 2 + 2 * groups * kvc) / tp;
+    if (c->multi_latent_attention) {
+        double qk = c->qk_head_dim, rope = c->qk_pos_emb_head_dim, v = c->v_head_dim;
+        a_mla = 1.5 * tokens * heads * (2 * (qk + rope) + v) / tp; /* point D: 30.4 GB */
+        a_attn = 4 * tokens * heads * (qk + rope + v) / tp;
+    }
+    a_moe = tokens * c->moe_router_topk * imb * (act_b * h + 4 * c->moe_ffn_hidden_size) / etp / tp;
+    /* the SwiGLU output the expert fc2 needs (calibration D: 3.8 GB for all
+     * of DeepSeek-V3's in-flight MoE layers) */
+    a_act = 0.4 * tokens * c->moe_router_topk * imb * 2 * c->moe_ffn_hidden_size / etp / tp;
+    a_shared = c->moe_shared_expert_intermediate_size > 0
+                   ? tokens * (act_b * h + 6 * c->moe_shared_expert_intermediate_size) / tp
+                   : 0;
+    a_mlp = tokens * (act_b * h + 6 * c->ffn_hidden_size) / tp;
+    if (rcm & SIM_RC_LAYERNORM)
+        a_norm *= 0.25;
+    if (rcm & SIM_RC_CORE_ATTN)
+        a_attn *= 0.3;
+    if (rcm & SIM_RC_MLA_UP_PROJ)
+        a_mla = 0;
+    if (rcm & SIM_RC_MOE_ACT)
+        a_act = 0;
+    if (rcm & SIM_RC_MOE)
+        a_moe = a_act = 0;
+    if (rcm & SIM_RC_MLP)
+        a_mlp = 0, a_shared = 0, a_act *= 0.5;
+    if (rcm & SIM_RC_SHARED_EXPERTS)
+        a_shared = 0;
+    if (c->fine_grained_activation_offloading) {
+        unsigned o = c->offload_modules;
+        if (o & SIM_OFF_CORE_ATTN)
+            a_attn *= 0.3;
+        if (o & SIM_OFF_EXPERT_FC1)
+            a_moe *= 0.5;
+        if (o & SIM_OFF_MOE_ACT)
+            a_act = 0;
+        if (o & (SIM_OFF_ATTN_NORM | SIM_OFF_MLP_NORM))
+            a_norm *= 0.5;
+        if (o & SIM_OFF_QKV_LINEAR)
+            a_attn *= 0.8;
+    }
+    micro_act = layers * (a_norm + a_attn + a_mla) + moe_layers * (a_moe + a_act + a_shared) +
+                dense_here * a_mlp;
+    if (c->recompute_granularity == SIM_GRAN_FULL)
+        micro_act = layers * 2 * sbh / tp + a_norm + a_attn + a_mla + a_moe + a_act + a_shared;
+    nmicro = (c->global_batch_size > 0 ? c->global_batch_size : b * dp) / (b * dp);
+    inflight = fmin(pp - stage, nmicro);
+    if (vpp > 1)
+        inflight *= 1 + (pp - 1) / (pp * vpp);
+    if (inflight < 1)
+        inflight = 1;
+    m->activations = micro_act * inflight;
+    if (last)
+        m->logits = tokens * V / tp * 6;
+    if (c->cuda_graph_impl == SIM_CG_FULL_ITERATION)
+        m->graphs = 2.5e9 + 0.25 * m->activations;
+    else if (c->cuda_graph_impl != SIM_CG_NONE)
+        m->graphs = pp > 1 ? 10.5e9 + 0.05 * m->activations : 2.0e9 + 0.05 * m->activations;
+    m->buffers = 1.2e9;
+    if (c->moe_token_dispatcher_type == SIM_DISP_FLEX) {
+        if (c->moe_flex_dispatcher_backend == SIM_BACKEND_DEEPEP)
+            m->buffers += 2.0e9;
+        else if (c->moe_flex_dispatcher_backend == SIM_BACKEND_HYBRIDEP)
+            m->buffers += 1.5e9;
+        else
+            m->buffers += 1.0e9;
+    }
+    m->max_allocated = m->weights + m->grads + m->optimizer + m->activations + m->logits +
+                       m->graphs + m->buffers;
+    m->allocated = m->weights + m->grads + m->optimizer + m->buffers + m->graphs;
+    /* the caching allocator's fragmentation: a few percent plus a block */
+    m->frag = 0.04 * m->max_allocated + 0.3e9;
+    m->reserved = m->allocated + m->frag;
+    m->max_reserved = m->max_allocated + m->frag;
+}
+
+int sim_hottest_rank(const sim_cfg *c, double *max_reserved)
+{
+    int world = sim_world(c), pp = c->pipeline_model_parallel_size, best = 0, stage;
+    int stage_size = pp > 0 ? world / pp : world;
+    double top = -1;
+    /* ranks differ by pipeline stage and by hot expert rank: check the first
+     * (EP index 0) and a cold rank of every stage */
+    for (stage = 0; stage < (pp > 0 ? pp : 1); stage++) {
+        int cand[2] = {stage * stage_size, stage * stage_size + stage_size - 1}, i;
+        for (i = 0; i < 2; i++) {
+            sim_mem m;
+            if (cand[i] >= world)
+                continue;
+            sim_rank_memory(c, cand[i], &m);
+            if (m.max_reserved > top) {
+                top = m.max_reserved;
+                best = cand[i];
+            }
+        }
+    }
+    if (max_reserved)
+        *max_reserved = top;
+    return best;
+}
+
+void sim_theoretical_memory(const sim_cfg *c, double *weight_opt_mb, double *act_mb)
+{
+    sim_mem m;
+    sim_rank_memory(c, 0, &m);
+    *weight_opt_mb = (m.weights + m.grads + m.optimizer) / (1024.0 * 1024.0);
+    *act_mb = (m.activations + m.logits) / (1024.0 * 1024.0);
+}
