@@ -9,8 +9,10 @@
 #include "contract.h"
 #include "evaluate.h"
 #include "memory.h"
+#include "optimum.h"
 #include "registry.h"
 #include "render.h"
+#include "simcalib.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -39,6 +41,8 @@ static void usage(FILE *out)
             "  candidates CONTRACT [--wall W] [--set knob=value]...\n"
             "                                every plugin's candidates, with repairs and legality\n"
             "  demo [CONTRACT]               check the example contract and list its candidates\n"
+            "  calibration [--fit]           the simulator against the published numbers\n"
+            "  optimum CONTRACT              best config of the declared space (simulator, no noise)\n"
             "\n"
             "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated), then the\n"
             "contract's launch.plugin_path.  Walls: memory, communication, host, compute.\n");
@@ -475,6 +479,63 @@ static int cmd_candidates(int argc, char **argv)
     return rc;
 }
 
+static int cmd_calibration(int argc, char **argv)
+{
+    int bad;
+    if (argc > 2 && !strcmp(argv[2], "--fit")) {
+        printf("refitting the fitted constants (write them into workers/sim/simconst.c):\n");
+        sim_calibration_fit(stdout, 40);
+    } else if (argc > 2) {
+        fprintf(stderr, "moetune calibration: unknown option '%s'\n", argv[2]);
+        return EXIT_USAGE;
+    }
+    bad = sim_calibration_table(stdout);
+    printf("\nqualitative landscape:\n");
+    bad += sim_landscape_check(stdout);
+    return bad ? 1 : 0;
+}
+
+static int cmd_optimum(const char *path)
+{
+    session s;
+    mt_optimum o;
+    mt_diag *d;
+    int rc = session_open(&s, path, 0);
+    if (rc) {
+        session_close(&s);
+        return rc;
+    }
+    d = mt_diag_new();
+    rc = mt_optimum_find(s.reg, s.contract, s.cfg, 5000000, &o, d);
+    mt_diag_print(d, stderr);
+    if (rc == 0) {
+        printf("search space: %zu configs, %zu legal, %zu fit in memory (%.0f%% headroom)\n",
+               o.grid, o.legal, o.fitting, s.contract->memory_headroom * 100);
+        printf("evaluated in %.3f s (%.0f configs/s, legality by the plugins and the sim)\n",
+               o.seconds, o.seconds > 0 ? o.grid / o.seconds : 0.0);
+        printf("base: %.1f TFLOP/s/GPU\n", o.base_tflops);
+        if (o.best) {
+            mt_strlist diff = {0};
+            size_t i;
+            char id[17];
+            mt_config_id(o.best, id);
+            printf("optimum: %.1f TFLOP/s/GPU, %.3f s/step (config %s, %+.1f%% over the base)\n",
+                   o.best_tflops, o.best_step_s, id,
+                   o.base_tflops > 0 ? 100 * (o.best_tflops / o.base_tflops - 1) : 0.0);
+            mt_config_diff(s.cfg, o.best, &diff);
+            for (i = 0; i < diff.n; i++)
+                printf("  %s\n", diff.v[i]);
+            mt_strlist_free(&diff);
+            mt_kv_destroy(&o.best);
+        } else {
+            printf("optimum: no config of the space is legal and fits\n");
+        }
+    }
+    mt_diag_destroy(&d);
+    session_close(&s);
+    return rc ? EXIT_BAD_INPUT : 0;
+}
+
 static int cmd_demo(int argc, char **argv)
 {
     char path[PATH_MAX];
@@ -512,6 +573,15 @@ int main(int argc, char **argv)
         return cmd_plugins(argc, argv);
     if (!strcmp(argv[1], "demo"))
         return cmd_demo(argc, argv);
+    if (!strcmp(argv[1], "calibration"))
+        return cmd_calibration(argc, argv);
+    if (!strcmp(argv[1], "optimum")) {
+        if (argc < 3) {
+            fprintf(stderr, "moetune optimum: missing CONTRACT\n");
+            return EXIT_USAGE;
+        }
+        return cmd_optimum(argv[2]);
+    }
     if (argc < 3 && (!strcmp(argv[1], "check") || !strcmp(argv[1], "render") ||
                      !strcmp(argv[1], "candidates"))) {
         fprintf(stderr, "moetune %s: missing CONTRACT\n", argv[1]);

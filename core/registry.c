@@ -415,6 +415,10 @@ int mt_registry_load_default(mt_registry *r, const char *const *extra, size_t n_
         if (!dir[0])
             snprintf(dir, sizeof dir, "%s", MOETUNE_INSTALL_PLUGIN_DIR);
         failed += mt_registry_load_path(r, dir, d);
+        if (!r->n)
+            mt_diag_add(d, dir, 0, NULL,
+                        "no built-in plugins found here: every knob they own will be unknown; "
+                        "install moetune or set MOETUNE_BUILTIN_DIR to the build's plugins/");
     }
     env = getenv("MOETUNE_PLUGIN_PATH");
     if (env && *env) {

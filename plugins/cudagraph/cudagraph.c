@@ -77,19 +77,23 @@ static int check(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 {
     const char *im = impl(ctx), *mods = scope(ctx);
     long warmup = pk_int(ctx->config, "cuda_graph_warmup_steps", 3);
+    /* The module rules hold for per-layer graphs only: with graphs off
+     * Megatron never reads the list (modules_need_impl says so), and
+     * full_iteration takes none (full_iteration_takes_no_modules). */
+    int lg = layer_graphs(ctx);
     (void)state;
 
-    if (pk_word_in(mods, "moe") && pk_word_in(mods, "moe_router"))
+    if (lg && pk_word_in(mods, "moe") && pk_word_in(mods, "moe_router"))
         pk_violation(out, "cudagraph.moe_and_moe_router_exclusive", "cuda_graph_modules",
                      "cuda_graph_modules \"%s\" holds both moe and moe_router; moe already "
                      "captures the router, keep one",
                      mods);
-    if (pk_word_in(mods, "moe_preprocess") && !pk_word_in(mods, "moe_router"))
+    if (lg && pk_word_in(mods, "moe_preprocess") && !pk_word_in(mods, "moe_router"))
         pk_violation(out, "cudagraph.moe_preprocess_needs_moe_router", "cuda_graph_modules",
                      "cuda_graph_modules \"%s\" holds moe_preprocess without moe_router; add "
                      "moe_router",
                      mods);
-    if (captures_experts(ctx, im, mods) && !drop_and_pad(ctx))
+    if (lg && captures_experts(ctx, im, mods) && !drop_and_pad(ctx))
         pk_violation(out, "cudagraph.moe_scope_needs_drop_and_pad",
                      "cuda_graph_modules cuda_graph_impl moe_expert_capacity_factor "
                      "moe_pad_expert_input_to_capacity",

@@ -191,6 +191,19 @@ static int check(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
                      "moe_token_dispatcher_type moe_pad_expert_input_to_capacity",
                      "the flex dispatcher is dropless and rejects "
                      "moe_pad_expert_input_to_capacity = true; use alltoall for drop-and-pad");
+    /* Megatron pads expert inputs only up to a capacity (TransformerConfig). */
+    if (pk_bool(ctx->config, "moe_pad_expert_input_to_capacity") &&
+        !(strtod(cfg(ctx, "moe_expert_capacity_factor"), NULL) > 0))
+        pk_violation(out, "dispatcher.pad_needs_capacity_factor",
+                     "moe_pad_expert_input_to_capacity moe_expert_capacity_factor",
+                     "moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor (Megatron "
+                     "raises when it is unset); set a capacity factor or turn padding off");
+    /* The router picks moe_router_topk of num_experts experts per token. */
+    if (experts > 0 && pk_int(ctx->config, "moe_router_topk", 2) > experts)
+        pk_violation(out, "dispatcher.topk_exceeds_experts", "moe_router_topk num_experts",
+                     "moe_router_topk %ld exceeds num_experts %ld; the router cannot pick more "
+                     "experts than there are",
+                     pk_int(ctx->config, "moe_router_topk", 2), experts);
     if (flex && own_backend(backend) && backend_supported(ctx, backend) == 0)
         pk_violation(out, "dispatcher.backend_unsupported_gpu",
                      "moe_flex_dispatcher_backend moe_token_dispatcher_type",

@@ -602,7 +602,8 @@ static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
                   "tensor_model_parallel_size num_attention_heads",
                   "num_attention_heads %ld is not divisible by tensor_model_parallel_size %ld",
                   sh->heads, f->tp);
-    if (!sh->mla && sh->groups > 0 && sh->groups % f->tp)
+    /* MLA models too: Megatron's MLATransformerConfig runs this check. */
+    if (sh->groups > 0 && sh->groups % f->tp)
         fold_fail(&ro, "folding.tp_divides_query_groups",
                   "tensor_model_parallel_size num_query_groups",
                   "num_query_groups %ld (GQA) is not divisible by tensor_model_parallel_size %ld; "
@@ -640,7 +641,8 @@ static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
                   "num_virtual_stages_per_pipeline_rank (%ld) and "
                   "pipeline_model_parallel_layout (%s)",
                   f->vpp_layers, f->vpp_stages, has_layout ? "set" : "unset");
-    if (f->pp == 1 && (f->vpp_layers > 0 || f->vpp_stages > 0))
+    /* A virtual pipeline size of 1 is none: Megatron resets it to None. */
+    if (f->pp == 1 && (f->vpp_layers > 0 || f->vpp_stages > 0) && fold_vpp(sh, f) > 1)
         fold_fail(&ro, "folding.vpp_needs_pp",
                   f->vpp_layers > 0 ? "num_layers_per_virtual_pipeline_stage "
                                       "pipeline_model_parallel_size"

@@ -114,12 +114,17 @@ static long layout_stages(const mt_ctx_v1 *ctx)
 }
 
 /* Interleaved (virtual) pipelining is on: by either VPP flag, or by a layout
- * with more stages than pipeline ranks. */
+ * with more stages than pipeline ranks.  A virtual pipeline size of 1 (one
+ * virtual stage per rank, or chunks of a whole stage) is none: Megatron
+ * resets it to None. */
 static int vpp_set(const mt_ctx_v1 *ctx)
 {
-    return cfg_int(ctx, "num_layers_per_virtual_pipeline_stage", 0) > 0 ||
-           cfg_int(ctx, "num_virtual_stages_per_pipeline_rank", 0) > 0 ||
-           layout_stages(ctx) > cfg_int(ctx, "pipeline_model_parallel_size", 1);
+    long pp = cfg_int(ctx, "pipeline_model_parallel_size", 1);
+    long chunk = cfg_int(ctx, "num_layers_per_virtual_pipeline_stage", 0);
+    long layers = cfg_int(ctx, "num_layers", 0);
+    return (chunk > 0 && (pp < 1 || layers <= 0 || layers / pp > chunk)) ||
+           cfg_int(ctx, "num_virtual_stages_per_pipeline_rank", 0) > 1 ||
+           layout_stages(ctx) > pp;
 }
 
 static int fp8_delayed(const mt_ctx_v1 *ctx)

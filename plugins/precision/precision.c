@@ -106,6 +106,12 @@ static int precision_check(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
                      "bf16 is false: moetune tunes BF16 mixed-precision training only "
                      "(FP16 training is not a moetune target; Megatron refuses expert "
                      "parallelism with FP16 and grouped GEMM without BF16); set bf16=true");
+    /* Megatron's own assertion, apart from the policy above: grouped GEMM
+     * kernels take BF16 only. */
+    if (!pk_bool(c, "bf16") && experts > 0 && pk_bool(c, "moe_grouped_gemm"))
+        pk_violation(out, "precision.grouped_gemm_needs_bf16", "bf16 moe_grouped_gemm",
+                     "--moe-grouped-gemm needs --bf16 (Megatron: \"Currently GroupedGEMM for MoE "
+                     "only supports bf16 dtype\"); set bf16=true or turn grouped GEMM off");
 
     if (is_set(f8) && !is_set(r8))
         pk_violation(out, "precision.fp8_format_recipe_pair", "fp8_recipe fp8_format",

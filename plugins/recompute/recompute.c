@@ -243,12 +243,14 @@ static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
                 "recompute_granularity is %s; empty the list or use selective",
                 r->modules, r->gran);
 
-    if (pk_word_in(r->modules, "moe_act") && !e->grouped_gemm)
+    /* The module rules below hold under selective recompute, the only time
+     * Megatron reads the list (modules_need_selective covers the rest). */
+    if (selective && pk_word_in(r->modules, "moe_act") && !e->grouped_gemm)
         rc_fail(&ro, "recompute.moe_act_needs_grouped_gemm", "recompute_modules moe_grouped_gemm",
                 "moe_act recompute needs --moe-grouped-gemm, which is off; drop moe_act from "
                 "recompute_modules \"%s\"",
                 r->modules);
-    if (pk_word_in(r->modules, "mla_up_proj") && !e->mla)
+    if (selective && pk_word_in(r->modules, "mla_up_proj") && !e->mla)
         rc_fail(&ro, "recompute.mla_up_proj_needs_mla",
                 "recompute_modules multi_latent_attention",
                 "mla_up_proj recompute needs multi-latent attention, which this model does not "
@@ -265,19 +267,19 @@ static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
                 "shared_experts recompute needs shared experts, but "
                 "moe_shared_expert_intermediate_size is %ld; drop shared_experts",
                 e->shared);
-    if (pk_word_in(r->modules, "shared_experts") && e->shared_overlap)
+    if (selective && pk_word_in(r->modules, "shared_experts") && e->shared_overlap)
         rc_fail(&ro, "recompute.shared_experts_excludes_overlap",
                 "recompute_modules moe_shared_expert_overlap",
                 "shared_experts recompute cannot run with --moe-shared-expert-overlap; drop "
                 "shared_experts from recompute_modules \"%s\" or turn the overlap off",
                 r->modules);
-    if (e->fp8_delayed &&
+    if (selective && e->fp8_delayed &&
         (pk_word_in(r->modules, "moe_act") || pk_word_in(r->modules, "layernorm")))
         rc_fail(&ro, "recompute.fp8_delayed_excludes_modules", "recompute_modules fp8_recipe",
                 "with fp8_recipe delayed Megatron rejects moe_act and layernorm recompute; "
                 "drop them from recompute_modules \"%s\"",
                 r->modules);
-    if (pk_word_in(r->modules, "gdn_norm_out") && !e->gdn)
+    if (selective && pk_word_in(r->modules, "gdn_norm_out") && !e->gdn)
         rc_fail(&ro, "recompute.gdn_norm_out_needs_gdn", "recompute_modules",
                 "gdn_norm_out recompute only exists for gated delta net attention, which this "
                 "model does not use; drop it from recompute_modules \"%s\"",
@@ -294,7 +296,10 @@ static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
                 "offload_modules \"%s\" do nothing without fine_grained_activation_offloading; "
                 "turn it on or empty the list",
                 r->offload);
-    if (pk_word_in(r->offload, "attn_proj") && !pk_word_in(r->offload, "core_attn"))
+    /* Megatron reads offload_modules only with offloading on
+     * (offload_modules_need_offloading covers the rest). */
+    if (r->offloading && pk_word_in(r->offload, "attn_proj") &&
+        !pk_word_in(r->offload, "core_attn"))
         rc_fail(&ro, "recompute.offload_attn_proj_needs_core_attn", "offload_modules",
                 "Megatron offloads attn_proj only together with core_attn; offload_modules is "
                 "\"%s\"",
@@ -312,6 +317,16 @@ static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
                     "%s is both recomputed (recompute_modules \"%s\") and offloaded "
                     "(offload_modules \"%s\"); pick one",
                     both, mods, r->offload);
+        /* Megatron asserts this one: recomputing whole MoE layers wraps the
+         * expert activations it would offload. */
+        if (r->offloading && pk_word_in(mods, "moe") &&
+            (pk_word_in(r->offload, "moe_act") || pk_word_in(r->offload, "expert_fc1")))
+            rc_fail(&ro, "recompute.moe_recompute_excludes_expert_offload",
+                    "offload_modules recompute_modules",
+                    "recompute_modules \"%s\" recomputes whole MoE layers, so Megatron refuses "
+                    "to offload expert activations inside them (offload_modules \"%s\"); drop "
+                    "moe_act / expert_fc1 from offload_modules or moe from recompute_modules",
+                    mods, r->offload);
     }
 
     if (parse_fraction(r->fraction, &frac) < 0 || frac <= 0 || frac > 1)

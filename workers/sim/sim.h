@@ -144,7 +144,7 @@ void sim_cfg_defaults(sim_cfg *c);
 
 /* Sets one setting by canonical name ("tensor_model_parallel_size",
  * "recompute_modules" with space-separated values, "env.CUDA_DEVICE_MAX_CONNECTIONS",
- * "launcher.cpu_bind", "sim_gpu", ...).  0, or -1 with the reason in err
+ * "launcher.cpu_bind", "gpu", ...).  0, or -1 with the reason in err
  * (an unknown name: -2).  Boolean flags take "true"/"false". */
 int sim_cfg_set(sim_cfg *c, const char *name, const char *value, char *err, size_t errlen);
 

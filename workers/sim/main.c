@@ -1,0 +1,272 @@
+/*
+ * main.c - moetune-sim: a simulated Megatron training run.
+ *
+ *   moetune-sim [Megatron-LM flags] [--sim-* flags]
+ *   moetune-sim --bridge [section.field=value overrides] [--sim-* flags]
+ *   moetune-sim calibrate [--fit [ROUNDS]]
+ *
+ * It stands where `torchrun pretrain_gpt.py ...` stands: it parses the
+ * command line as Megatron does, rejects illegal configurations as the
+ * framework does, prints the start-up lines, then one line per logged
+ * iteration with step times from the cost model times the seeded noise, on
+ * a simulated clock that starts at the run's start-up time.  Failures (OOM
+ * on the hottest GPU, injected NaN, hang, NCCL error, crash) look and exit
+ * like the real ones.  The sim's own figures (simulated wall time,
+ * GPU-hours, per-GPU peak memory, trace path) are on lines marked "[sim]".
+ */
+#include "sim.h"
+#include "simargs.h"
+#include "simcalib.h"
+#include "simlog.h"
+#include "simtrace.h"
+
+#include "hardware.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static char outbuf[1 << 16];
+
+/* Sleeps time_scale x the simulated seconds (demos of live progress). */
+static void scaled_sleep(const sim_cfg *c, double sim_s)
+{
+    double s = c->time_scale * sim_s;
+    struct timespec ts;
+    if (!(s > 0))
+        return;
+    if (s > 3600)
+        s = 3600;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) != 0)
+        ;
+}
+
+static int calibrate(int argc, char **argv)
+{
+    if (argc > 2 && !strcmp(argv[2], "--fit")) {
+        int rounds = argc > 3 ? atoi(argv[3]) : 0;
+        sim_calibration_fit(stdout, rounds > 0 ? rounds : 20);
+        return 0;
+    }
+    if (argc > 2) {
+        fprintf(stderr, "usage: moetune-sim calibrate [--fit [ROUNDS]]\n");
+        return 2;
+    }
+    return sim_calibration_table(stdout) > 0 ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    sim_cfg c;
+    sim_opts o;
+    sim_breakdown b;
+    sim_noise noise;
+    sim_trace *trace = NULL;
+    char rule[128], msg[1024];
+    const mt_gpu_spec *g;
+    double clock, startup, hottest_bytes, hbm;
+    double int_elapsed = 0, int_lm = 0, int_lb = 0;
+    int rc, it, hottest, oom, capture_step, first_log = 1;
+    int int_count = 0, int_adv = 0, int_skipped = 0, int_nan = 0, steps_done = 0;
+    double loss_scale = 1.0;
+    int inject_rank;
+
+    if (argc > 1 && !strcmp(argv[1], "calibrate"))
+        return calibrate(argc, argv);
+
+    setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf); /* every line is flushed by simlog */
+    sim_cfg_defaults(&c);
+    rc = sim_args_parse(&c, &o, argc, argv, stdout, stderr);
+    if (rc == SIM_ARGS_HELP)
+        return 0;
+    if (rc)
+        return rc;
+
+    /* 2. legality: the framework rejects before any iteration */
+    rule[0] = msg[0] = '\0';
+    if (sim_check(&c, rule, sizeof rule, msg, sizeof msg)) {
+        simlog_assertion(stderr, &c, rule, msg[0] ? msg : "illegal configuration");
+        return 1;
+    }
+    if (sim_evaluate(&c, &b)) {
+        fprintf(stderr, "RuntimeError: moetune-sim cannot evaluate this configuration (GPU %s, "
+                        "world %d)\n",
+                c.gpu, sim_world(&c));
+        return 1;
+    }
+    g = sim_gpu(&c);
+    hbm = g ? g->hbm_gb * 1e9 : 0;
+    inject_rank = c.inject_rank >= 0 && c.inject_rank < sim_world(&c) ? c.inject_rank : 0;
+
+    /* 3. start-up */
+    startup = c.startup_s;
+    clock = startup;
+    simlog_world(stdout, &c);
+    simlog_args(stdout, &c, &o);
+    simlog_sim_info(stdout, &c, &o);
+    simlog_fallback(stdout, &c, &b);
+    simlog_datetime(stdout, "before the start of training step", clock);
+
+    sim_noise_init(&noise, o.noise_seed, sim_cfg_id(&c), c.replicate, c.noise_offset_sd,
+                   c.noise_jitter_cv, c.noise_rho);
+    hottest = sim_hottest_rank(&c, &hottest_bytes);
+    oom = hbm > 0 && hottest_bytes > hbm;
+    capture_step = c.cuda_graph_impl != SIM_CG_NONE ? c.cuda_graph_warmup_steps + 1 : -1;
+    trace = sim_trace_open(&c, &b);
+
+    /* 4. iterations */
+    for (it = 1; it <= c.train_iters; it++) {
+        double mult = sim_noise_step(&noise);
+        double t = (it == 1 ? b.first_iter_s : b.step_s) * mult;
+        double start = clock;
+        int skipped = 0, is_nan = 0;
+
+        if (it == capture_step) {
+            simlog_capture(stdout, &c, b.capture_s);
+            t += b.capture_s;
+        }
+        /* 5. the hottest GPU runs out of memory in the first iteration */
+        if (it == 1 && oom) {
+            clock += 0.5 * t;
+            sim_trace_discard(trace);
+            simlog_oom(stderr, &c, hottest, hottest_bytes);
+            simlog_peak_memory(stdout, stderr, &c, hbm);
+            simlog_wall(stdout, &c, startup, 0, clock - startup);
+            return 1;
+        }
+        /* 6. injected failures */
+        if (c.inject != SIM_INJECT_NONE && it >= c.inject_step) {
+            switch (c.inject) {
+            case SIM_INJECT_HANG:
+                /* stuck in a collective: no more output until killed */
+                fflush(stdout);
+                fflush(stderr);
+                for (;;)
+                    pause();
+            case SIM_INJECT_NCCL:
+                sim_trace_discard(trace);
+                clock += 0.5 * t;
+                simlog_nccl(stderr, stdout, &c, inject_rank, clock + 600.0);
+                clock += 600.0; /* the others' watchdog timeout */
+                simlog_wall(stdout, &c, startup, steps_done, clock - startup);
+                return 1;
+            case SIM_INJECT_CRASH: {
+                struct rlimit nocore = {0, 0};
+                sim_trace_discard(trace);
+                clock += 0.5 * t;
+                simlog_wall(stdout, &c, startup, steps_done, clock - startup);
+                simlog_crash(stderr, &c, inject_rank);
+                fflush(stdout);
+                fflush(stderr);
+                setrlimit(RLIMIT_CORE, &nocore); /* no core file in the worker's directory */
+                signal(SIGSEGV, SIG_DFL);
+                raise(SIGSEGV);
+                return 139;
+            }
+            case SIM_INJECT_NAN:
+                is_nan = 1;
+                break;
+            case SIM_INJECT_SKIP:
+                skipped = 1;
+                break;
+            default:
+                break;
+            }
+        }
+        clock += t;
+        steps_done++;
+        scaled_sleep(&c, t);
+        if (trace && sim_trace_in_window(&c, it))
+            sim_trace_step(trace, it, start, t);
+
+        /* the interval's statistics, reset at each log as Megatron does */
+        int_elapsed += t;
+        int_count++;
+        if (skipped) {
+            int_skipped++;
+            loss_scale *= 0.5;
+        } else {
+            int_adv++;
+            if (is_nan) {
+                int_nan++;
+                int_lm += NAN;
+                int_lb += NAN;
+            } else {
+                int_lm += simlog_lm_loss(&c, it);
+                int_lb += simlog_lb_loss(&c, it);
+            }
+        }
+        if (it % c.log_interval == 0 || is_nan) {
+            sim_iter_log l;
+            double mean = int_elapsed / int_count;
+            memset(&l, 0, sizeof l);
+            l.iteration = it;
+            l.clock_s = clock;
+            l.elapsed_s = mean;
+            l.tflops = b.model_tflop / (mean * sim_world(&c));
+            l.lr = simlog_lr(&c, it);
+            l.advanced = int_adv;
+            l.lm_loss = int_adv ? int_lm / int_adv : 0;
+            l.lb_loss = int_adv ? int_lb / int_adv : 0;
+            l.loss_scale = loss_scale;
+            l.grad_norm = int_adv ? (is_nan ? NAN : simlog_grad_norm(&c, it)) : -1;
+            l.skipped = int_skipped;
+            l.nan = int_nan;
+            simlog_iteration(stdout, &c, &l);
+            if (first_log) {
+                simlog_theoretical(stdout, &c);
+                simlog_memory(stdout, &c, it);
+                first_log = 0;
+            }
+            int_elapsed = int_lm = int_lb = 0;
+            int_count = int_adv = int_skipped = int_nan = 0;
+        }
+        if (is_nan) {
+            /* --check-for-nan-in-loss-and-grad (Megatron's default) stops the run */
+            simlog_nan(stderr, &c, inject_rank, it);
+            sim_trace_discard(trace);
+            simlog_peak_memory(stdout, stderr, &c, 0);
+            simlog_wall(stdout, &c, startup, steps_done, clock - startup);
+            return 1;
+        }
+        if (c.eval_interval > 0 && c.eval_iters > 0 && it % c.eval_interval == 0) {
+            char where[64];
+            clock += c.eval_iters * b.step_s * mult / 3.0; /* forward only */
+            snprintf(where, sizeof where, "iteration %d", it);
+            simlog_validation(stdout, where, simlog_lm_loss(&c, it) * 1.01);
+        }
+    }
+    simlog_datetime(stdout, "after training is done", clock);
+    if (c.eval_iters > 0 && c.train_iters > 0) {
+        char where[64];
+        clock += c.eval_iters * b.step_s / 3.0;
+        snprintf(where, sizeof where, "iteration %d on validation set", c.train_iters);
+        simlog_validation(stdout, where, simlog_lm_loss(&c, c.train_iters) * 1.01);
+    }
+
+    /* the sim's own report */
+    if (trace) {
+        char path[SIM_PATH_MAX + 64], err[SIM_PATH_MAX + 128];
+        int w = sim_trace_close(trace, path, sizeof path, err, sizeof err);
+        if (w > 0)
+            printf("[sim] wrote trace %s\n", path);
+        else if (w < 0)
+            fprintf(stderr, "[sim] trace: %s\n", err);
+        else
+            printf("[sim] no trace: the profile window [%d, %d) holds no iteration of 1..%d\n",
+                   c.profile_step_start, c.profile_step_end, c.train_iters);
+        fflush(stdout);
+        fflush(stderr);
+    }
+    simlog_peak_memory(stdout, stderr, &c, 0);
+    rc = 0;
+    simlog_wall(stdout, &c, startup, steps_done, clock - startup);
+    return rc;
+}
