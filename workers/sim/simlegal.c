@@ -512,6 +512,10 @@ static int check_validate_args(state *s, verdict *v)
                       "context_parallel_size=%d)",
                       c->seq_length, c->context_parallel_size);
 
+    if (s->moe && c->moe_grouped_gemm && !c->bf16)
+        return reject(v, "grouped_gemm_needs_bf16",
+                      "AssertionError: Currently GroupedGEMM for MoE only supports bf16 dtype.");
+
     if (c->recompute_granularity == SIM_GRAN_SELECTIVE && c->recompute_method != SIM_METHOD_NONE)
         return reject(v, "selective_no_method",
                       "AssertionError: recompute method is not yet supported for selective "
@@ -562,9 +566,6 @@ static int check_validate_args(state *s, verdict *v)
                       "AssertionError: When using MoE and tensor parallelism, sequence "
                       "parallelism must be used. (tensor_model_parallel_size=%ld)",
                       s->tp);
-    if (s->moe && c->moe_grouped_gemm && !c->bf16)
-        return reject(v, "grouped_gemm_needs_bf16",
-                      "AssertionError: Currently GroupedGEMM for MoE only supports bf16 dtype.");
     return 0;
 }
 
