@@ -1,5 +1,6 @@
 #include "config.h"
 
+#include "layout.h"
 #include "sha256.h"
 #include "spell.h"
 
@@ -186,31 +187,13 @@ static long get_long(const mt_kv *kv, const char *k, long def)
     return v && *v ? strtol(v, NULL, 10) : def;
 }
 
-/* Number of '|'-separated stages in a pipeline layout, honouring (..)*k. */
+/* Number of stages of a pipeline layout, or 1 when it cannot be read (the
+ * folding plugin reports malformed layouts). */
 static long layout_stages(const char *s)
 {
-    long stages = 1, base[16];
-    int depth = 0;
-    const char *p;
-    base[0] = 0;
-    for (p = s; *p; p++) {
-        if (*p == '(' && depth < 15) {
-            depth++;
-            base[depth] = stages;
-        } else if (*p == ')' && depth > 0) {
-            long added = stages - base[depth], k = 1;
-            if (p[1] == '*') {
-                k = strtol(p + 2, NULL, 10);
-                if (k < 1)
-                    k = 1;
-            }
-            stages = base[depth] + added * k;
-            depth--;
-        } else if (*p == '|') {
-            stages++;
-        }
-    }
-    return stages;
+    mt_layout_stage st[1024]; /* 16 KiB: far more stages than any cluster has */
+    int n = mt_layout_parse(s, st, 1024, NULL);
+    return n > 0 ? n : 1;
 }
 
 void mt_config_mesh(const mt_kv *cfg, const mt_kv *hw, mt_mesh *m)

@@ -1,5 +1,6 @@
 #include "memory.h"
 
+#include "layout.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,56 +29,20 @@ static int has(const mt_kv *kv, const char *k, const char *word)
     return 0;
 }
 
-/* Layers per pipeline stage from an explicit layout: counts of 't' (and 'm')
- * in the first and last stages over all virtual chunks of rank 0 and rank
- * PP-1.  Returns 0 when the layout cannot be read. */
+/* Transformer and MTP layers on the first and last pipeline ranks (all
+ * their virtual chunks) from an explicit layout; 0 when it cannot be read. */
 static int layout_layers(const char *layout, long pp, double *first, double *last)
 {
-    /* Expand into per-stage counts (bounded). */
-    long counts[4096];
-    long n = 0, cur = 0;
-    long stack_start[16];
-    int depth = 0;
-    const char *p;
-    memset(counts, 0, sizeof counts);
-    for (p = layout; *p; p++) {
-        if (*p == 't' || *p == 'm') {
-            long k = 1;
-            if (p[1] == '*')
-                k = strtol(p + 2, NULL, 10);
-            cur += k > 0 ? k : 1;
-        } else if (*p == '|') {
-            if (n >= 4095)
-                return 0;
-            counts[n++] = cur;
-            cur = 0;
-        } else if (*p == '(') {
-            if (depth == 15)
-                return 0;
-            stack_start[depth++] = n;
-            if (cur)
-                return 0; /* a group must start a stage */
-        } else if (*p == ')' && depth) {
-            long start = stack_start[--depth], len = n - start, k = 1, r, i;
-            if (p[1] == '*')
-                k = strtol(p + 2, NULL, 10);
-            for (r = 1; r < k; r++)
-                for (i = 0; i < len; i++) {
-                    if (n >= 4095)
-                        return 0;
-                    counts[n++] = counts[start + i];
-                }
-        }
-    }
-    counts[n++] = cur;
-    if (pp < 1 || n % pp)
+    mt_layout_stage st[1024]; /* 16 KiB: far more stages than any cluster has */
+    int n = mt_layout_parse(layout, st, 1024, NULL), s;
+    if (n < 1 || pp < 1 || n % pp)
         return 0;
     *first = *last = 0;
-    for (long s = 0; s < n; s++) {
+    for (s = 0; s < n; s++) {
         if (s % pp == 0)
-            *first += counts[s];
+            *first += st[s].t + st[s].m;
         if (s % pp == pp - 1)
-            *last += counts[s];
+            *last += st[s].t + st[s].m;
     }
     return 1;
 }

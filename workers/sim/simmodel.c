@@ -13,6 +13,7 @@
 #include "sim.h"
 
 #include "hardware.h"
+#include "layout.h"
 #include "simconst.h"
 
 #include <math.h>
@@ -80,30 +81,10 @@ static double stage_layers(const sim_cfg *c, int stage, int *vpp)
         pp = 256;
     memset(per_rank, 0, sizeof per_rank);
     if (c->pipeline_model_parallel_layout[0]) {
-        /* count t/m per stage with one level of (...)*k and x*k */
-        double counts[2048], cur = 0;
-        int n = 0, start = -1;
-        const char *p;
-        for (p = c->pipeline_model_parallel_layout; *p && n < 2040; p++) {
-            if (*p == 't' || *p == 'm') {
-                double k = p[1] == '*' ? strtod(p + 2, NULL) : 1;
-                cur += k > 0 && k < 1e6 ? k : 1;
-            } else if (*p == '|') {
-                counts[n++] = cur;
-                cur = 0;
-            } else if (*p == '(') {
-                start = n;
-            } else if (*p == ')' && start >= 0) {
-                int k = p[1] == '*' ? (int)strtod(p + 2, NULL) : 1, len = n - start, r;
-                for (r = 1; r < k && n + len < 2040; r++)
-                    for (i = 0; i < len; i++)
-                        counts[n++] = counts[start + i];
-                start = -1;
-            }
-        }
-        counts[n++] = cur;
+        mt_layout_stage st[1024];
+        int n = mt_layout_parse(c->pipeline_model_parallel_layout, st, 1024, NULL);
         for (i = 0; i < n; i++)
-            per_rank[i % pp] += counts[i];
+            per_rank[i % pp] += st[i].t + st[i].m;
         *vpp = n / pp > 0 ? n / pp : 1;
     } else {
         if (c->num_virtual_stages_per_pipeline_rank > 1)
