@@ -2,6 +2,7 @@
  * test_config.c - knob model: canonical values and serialization, config
  * ids, diffs, the derived folding meshes, the kv map and SHA-256.
  */
+#include "layout.h"
 #include "sha256.h"
 #include "testkit.h"
 
@@ -155,6 +156,35 @@ START_TEST(meshes)
 }
 END_TEST
 
+/* Megatron's layout grammar: the examples of facts/megatron.md, and errors
+ * with their position. */
+START_TEST(pipeline_layouts)
+{
+    mt_layout_stage st[64];
+    int n, err, i, t;
+    n = mt_layout_parse("Et|(tt|)*30mL", st, 64, &err);
+    ck_assert_int_eq(n, 32);
+    for (i = 0, t = 0; i < n; i++)
+        t += st[i].t;
+    ck_assert_int_eq(t, 61);
+    ck_assert_int_eq(st[0].e, 1);
+    ck_assert_int_eq(st[31].m, 1);
+    ck_assert_int_eq(st[31].l, 1);
+    n = mt_layout_parse("Et*2|(tt|)*22t|(tt|)*7mL", st, 64, &err);
+    ck_assert_int_eq(n, 32);
+    ck_assert_int_eq(st[0].t, 2);
+    ck_assert_int_eq(st[23].t, 1);
+    n = mt_layout_parse("E, t*3 | t*3, L", st, 64, &err);
+    ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(st[1].t, 3);
+    ck_assert_int_eq(mt_layout_parse("Et|(tt|x", st, 64, &err), -1);
+    ck_assert_int_eq(err, 7);
+    ck_assert_int_eq(mt_layout_parse("E(t|)*2", st, 64, &err), -1); /* a group starts a stage */
+    ck_assert_int_eq(mt_layout_parse("(t|)*100", st, 64, &err), -1); /* more stages than room */
+    ck_assert_int_eq(mt_layout_parse("t*0", st, 64, &err), -1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("config");
@@ -167,6 +197,7 @@ int main(void)
     tcase_add_test(tc, bad_values_refused);
     tcase_add_test(tc, diff_lists_changes);
     tcase_add_test(tc, meshes);
+    tcase_add_test(tc, pipeline_layouts);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
