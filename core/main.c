@@ -13,6 +13,7 @@
 #include "registry.h"
 #include "render.h"
 #include "simcalib.h"
+#include "store.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -43,6 +44,7 @@ static void usage(FILE *out)
             "  demo [CONTRACT]               check the example contract and list its candidates\n"
             "  calibration [--fit]           the simulator against the published numbers\n"
             "  optimum CONTRACT              best config of the declared space (simulator, no noise)\n"
+            "  runs DIR [--csv|--json]       the runs recorded in a tune directory's store\n"
             "\n"
             "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated), then the\n"
             "contract's launch.plugin_path.  Walls: memory, communication, host, compute.\n");
@@ -536,6 +538,38 @@ static int cmd_optimum(const char *path)
     return rc ? EXIT_BAD_INPUT : 0;
 }
 
+static int cmd_runs(int argc, char **argv)
+{
+    mt_diag *d = mt_diag_new();
+    mt_store *st;
+    int fmt = MT_STORE_TEXT, rc;
+    if (argc < 3) {
+        fprintf(stderr, "moetune runs: missing DIR\n");
+        mt_diag_destroy(&d);
+        return EXIT_USAGE;
+    }
+    if (argc > 3 && !strcmp(argv[3], "--csv"))
+        fmt = MT_STORE_CSV;
+    else if (argc > 3 && !strcmp(argv[3], "--json"))
+        fmt = MT_STORE_JSON;
+    else if (argc > 3) {
+        fprintf(stderr, "moetune runs: unknown option '%s' (--csv or --json)\n", argv[3]);
+        mt_diag_destroy(&d);
+        return EXIT_USAGE;
+    }
+    st = mt_store_open(argv[2], NULL, d);
+    if (!st) {
+        mt_diag_print(d, stderr);
+        mt_diag_destroy(&d);
+        return EXIT_BAD_INPUT;
+    }
+    rc = mt_store_print_runs(st, stdout, fmt, d);
+    mt_diag_print(d, stderr);
+    mt_store_close(&st);
+    mt_diag_destroy(&d);
+    return rc ? 1 : 0;
+}
+
 static int cmd_demo(int argc, char **argv)
 {
     char path[PATH_MAX];
@@ -573,6 +607,8 @@ int main(int argc, char **argv)
         return cmd_plugins(argc, argv);
     if (!strcmp(argv[1], "demo"))
         return cmd_demo(argc, argv);
+    if (!strcmp(argv[1], "runs"))
+        return cmd_runs(argc, argv);
     if (!strcmp(argv[1], "calibration"))
         return cmd_calibration(argc, argv);
     if (!strcmp(argv[1], "optimum")) {
