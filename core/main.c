@@ -14,8 +14,11 @@
 #include "render.h"
 #include "simcalib.h"
 #include "store.h"
+#include "measure.h"
+#include <unistd.h>
 
 #include <limits.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +48,9 @@ static void usage(FILE *out)
             "  calibration [--fit]           the simulator against the published numbers\n"
             "  optimum CONTRACT              best config of the declared space (simulator, no noise)\n"
             "  runs DIR [--csv|--json]       the runs recorded in a tune directory's store\n"
+            "  measure CONTRACT --dir DIR [--kind screen|validate] [--replicate N] [--set k=v]...\n"
+            "                                run one measurement of the config, parse, verify, store\n"
+            "  parse LOG [--json]            what moetune reads from a training log\n"
             "\n"
             "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated), then the\n"
             "contract's launch.plugin_path.  Walls: memory, communication, host, compute.\n");
@@ -570,6 +576,172 @@ static int cmd_runs(int argc, char **argv)
     return rc ? 1 : 0;
 }
 
+/* The simulator beside this executable (build tree or install), unless
+ * MOETUNE_SIM names another. */
+static void sim_path(char *buf, size_t n)
+{
+    const char *env = getenv("MOETUNE_SIM");
+    char exe[PATH_MAX];
+    ssize_t len;
+    if (env && *env) {
+        snprintf(buf, n, "%s", env);
+        return;
+    }
+    len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        char *slash;
+        exe[len] = '\0';
+        slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            if ((size_t)snprintf(buf, n, "%.*s/moetune-sim", (int)(n > 13 ? n - 13 : 0), exe) < n &&
+                access(buf, X_OK) == 0)
+                return;
+        }
+    }
+    snprintf(buf, n, "moetune-sim");
+}
+
+static int cmd_measure(int argc, char **argv)
+{
+    session s;
+    const char *dir = NULL, *kind = "screen";
+    char **sets = calloc((size_t)argc, sizeof *sets), simbin[PATH_MAX], rundir[PATH_MAX];
+    size_t nsets = 0, i;
+    int replicate = 0, rc, j;
+    mt_diag *d;
+    mt_store *st;
+    mt_measure m;
+    mt_measure_spec spec;
+    for (j = 3; j < argc; j++) {
+        if (!strcmp(argv[j], "--dir") && j + 1 < argc)
+            dir = argv[++j];
+        else if (!strcmp(argv[j], "--kind") && j + 1 < argc)
+            kind = argv[++j];
+        else if (!strcmp(argv[j], "--replicate") && j + 1 < argc)
+            replicate = atoi(argv[++j]);
+        else if (!strcmp(argv[j], "--set") && j + 1 < argc)
+            sets[nsets++] = argv[++j];
+        else {
+            fprintf(stderr, "moetune measure: unknown or incomplete option '%s'\n", argv[j]);
+            free(sets);
+            return EXIT_USAGE;
+        }
+    }
+    if (!dir || (strcmp(kind, "screen") && strcmp(kind, "validate"))) {
+        fprintf(stderr, "moetune measure: needs --dir DIR, and --kind screen or validate\n");
+        free(sets);
+        return EXIT_USAGE;
+    }
+    rc = session_open(&s, argv[2], 0);
+    if (!rc)
+        rc = apply_sets(&s, sets, nsets);
+    if (!rc)
+        rc = require_legal(&s);
+    free(sets);
+    if (rc) {
+        session_close(&s);
+        return rc;
+    }
+    d = mt_diag_new();
+    st = mt_store_open(dir, s.contract, d);
+    if (!st) {
+        mt_diag_print(d, stderr);
+        mt_diag_destroy(&d);
+        session_close(&s);
+        return EXIT_BAD_INPUT;
+    }
+    sim_path(simbin, sizeof simbin);
+    {
+        char id[17];
+        mt_kv *probe = mt_kv_dup(s.cfg);
+        char steps[32];
+        mt_store_run prev;
+        snprintf(steps, sizeof steps, "%d",
+                 !strcmp(kind, "validate") ? s.contract->validate.steps : s.contract->screen.steps);
+        mt_kv_set(probe, "train_iters", steps);
+        mt_config_id(probe, id);
+        mt_kv_destroy(&probe);
+        memset(&prev, 0, sizeof prev);
+        if (mt_store_find_run(st, id, kind, replicate, -1, &prev, d) == 1 &&
+            strcmp(prev.outcome, "infra")) {
+            printf("already measured: config %s %s replicate %d: %s (run %lld); not run again\n",
+                   id, kind, replicate, prev.outcome, (long long)prev.id);
+            mt_store_run_clear(&prev);
+            mt_store_close(&st);
+            mt_diag_destroy(&d);
+            session_close(&s);
+            return 0;
+        }
+        mt_store_run_clear(&prev);
+        snprintf(rundir, sizeof rundir, "%s/runs", dir);
+        mkdir(rundir, 0755);
+        snprintf(rundir, sizeof rundir, "%s/runs/%s-%s-r%d", dir, id, kind, replicate);
+    }
+    memset(&spec, 0, sizeof spec);
+    spec.contract = s.contract;
+    spec.reg = s.reg;
+    spec.config = s.cfg;
+    spec.kind = kind;
+    spec.replicate = replicate;
+    spec.run_dir = rundir;
+    spec.sim_path = simbin;
+    rc = mt_measure_run(&spec, st, &m, d);
+    mt_diag_print(d, stderr);
+    if (rc == 0) {
+        printf("config %s, %s replicate %d: %s\n", m.config_id, kind, replicate,
+               mt_outcome_name(m.outcome));
+        printf("  evidence: %s\n", m.evidence);
+        printf("  window %d-%d: %zu iterations, median %.1f ms/step, %.1f TFLOP/s/GPU\n", m.first,
+               m.last, m.n_window, m.median_step_ms, m.median_tflops);
+        printf("  loss %s; skipped %ld, NaN %ld\n", m.loss_finite ? "finite" : "NOT finite",
+               m.skipped, m.nan);
+        printf("  hottest GPU: %.2f GiB on rank %d (from %s)\n", m.peak_bytes / 1073741824.0,
+               m.peak_rank, m.peak_source);
+        if (m.sim_seconds > 0)
+            printf("  simulated time %.0f s\n", m.sim_seconds);
+        for (i = 0; i < m.verdicts.n; i++)
+            printf("  verify %-34s %-11s %s\n", m.verdicts.v[i].knob,
+                   m.verdicts.v[i].verdict == MT_VERDICT_APPLIED       ? "applied"
+                   : m.verdicts.v[i].verdict == MT_VERDICT_NOT_APPLIED ? "NOT APPLIED"
+                                                                       : "unknown",
+                   m.verdicts.v[i].evidence);
+        printf("  stored as run %lld in %s; logs in %s\n", (long long)m.run_id, dir, rundir);
+        rc = m.outcome == MT_OUTCOME_OK ? 0 : 1;
+        mt_measure_clear(&m);
+    } else {
+        rc = 1;
+    }
+    mt_store_close(&st);
+    mt_diag_destroy(&d);
+    session_close(&s);
+    return rc;
+}
+
+static int cmd_parse(int argc, char **argv)
+{
+    mt_logparse *p;
+    mt_diag *d;
+    int json = argc > 3 && !strcmp(argv[3], "--json"), rc;
+    if (argc < 3 || (argc > 3 && !json)) {
+        fprintf(stderr, "usage: moetune parse LOG [--json]\n");
+        return EXIT_USAGE;
+    }
+    p = mt_logparse_new();
+    d = mt_diag_new();
+    rc = mt_logparse_read_file(p, argv[2], d);
+    if (rc) {
+        mt_diag_print(d, stderr);
+        mt_diag_destroy(&d);
+        mt_logparse_destroy(&p);
+        return EXIT_BAD_INPUT;
+    }
+    mt_logparse_print(p, stdout, json);
+    mt_diag_destroy(&d);
+    mt_logparse_destroy(&p);
+    return 0;
+}
+
 static int cmd_demo(int argc, char **argv)
 {
     char path[PATH_MAX];
@@ -609,6 +781,15 @@ int main(int argc, char **argv)
         return cmd_demo(argc, argv);
     if (!strcmp(argv[1], "runs"))
         return cmd_runs(argc, argv);
+    if (!strcmp(argv[1], "parse"))
+        return cmd_parse(argc, argv);
+    if (!strcmp(argv[1], "measure")) {
+        if (argc < 3) {
+            fprintf(stderr, "moetune measure: missing CONTRACT\n");
+            return EXIT_USAGE;
+        }
+        return cmd_measure(argc, argv);
+    }
     if (!strcmp(argv[1], "calibration"))
         return cmd_calibration(argc, argv);
     if (!strcmp(argv[1], "optimum")) {

@@ -1,0 +1,2225 @@
+/*
+ * logparse.c - the Megatron-LM / Megatron-Bridge log reader.
+ *
+ * Shape: bytes -> per-source line buffer -> lines (split on LF and CR) ->
+ * launcher prefix stripped -> hard-wrap reassembly -> one dispatch on the
+ * line's first bytes (iteration, memory, arguments, world, Step Time,
+ * theoretical memory, validation) -> otherwise one pass over the line that
+ * looks at word starts only for the words that mark an event.  Lines are
+ * parsed where they lie (in the caller's chunk when whole, else in the
+ * source's buffer); nothing is allocated per line.
+ *
+ * Iteration lines are read field by field between '|' separators: only a
+ * field closed by its '|' counts (Megatron closes every field), so a line
+ * cut anywhere never yields a half number.  The last field Megatron prints,
+ * "number of nan iterations: N |", marks a complete line: text after it is
+ * another print glued on and is read as a line of its own; a line without it
+ * is a terminal hard-wrap (or a truncated file) and waits for its
+ * continuation chunks.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
+#include "logparse.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* No terminal wraps narrower; a shorter cut line is taken as it is. */
+#define WRAP_MIN_WIDTH 40
+#define WRAP_MAX_CHUNKS 256
+#define LOSS_KEY_MAX 63
+#define ARG_NAME_MAX 255
+
+typedef struct lp_source {
+    int rank, channel;
+    uint64_t lineno;
+    /* the current unterminated line */
+    char *buf;
+    size_t len, cap;
+    int overflow;
+    /* an iteration line waiting for its hard-wrap continuation */
+    int pending;
+    char *pend;
+    size_t pend_len, pend_cap, pend_width;
+    int pend_rank, pend_chunks;
+    uint64_t pend_line;
+    /* inside the arguments dump that args_rank opened */
+    int in_args, args_rank;
+} lp_source;
+
+struct mt_logparse {
+    lp_source **src;
+    size_t nsrc, capsrc;
+    lp_source *last;
+
+    mt_iteration *it;
+    size_t nit, capit, maxit;
+    int64_t last_iteration;
+
+    mt_rank_memory *mem;
+    size_t nmem, capmem;
+
+    mt_logevent *ev;
+    size_t nev, capev;
+    uint64_t kind_count[MT_LOGEV_KINDS];
+    mt_logevent first[MT_LOGEV_KINDS];
+    mt_logevent first_import_dispatch, first_fallback_dispatch, capture_best;
+    int have_import_dispatch, have_fallback_dispatch, capture_pri;
+
+    mt_kv *args;
+    int have_world;
+    mt_logworld world;
+    char world_text[MT_LOGPARSE_TEXT_MAX + 1];
+    int have_theo;
+    double theo_w, theo_a, theo_t;
+
+    char keys[MT_LOGPARSE_MAX_LOSS_KEYS][LOSS_KEY_MAX + 1];
+    size_t key_len[MT_LOGPARSE_MAX_LOSS_KEYS];
+    int nkeys;
+
+    /* a Bridge "Step Time" line not yet matched with its iteration line */
+    int step_pending, step_rank;
+    double step_s, step_tf;
+    uint32_t step_tf_has;
+    uint64_t step_line;
+
+    void (*cb)(void *ctx, const mt_iteration *it);
+    void *cb_ctx;
+
+    mt_logparse_counts counts;
+    int status;
+    char name[ARG_NAME_MAX + 1];
+    char value[MT_LOGPARSE_ARG_MAX + 1];
+};
+
+/* ---- small scanners over [p, e): never read past e, never need a NUL ---- */
+
+static int is_digit(int c)
+{
+    return (unsigned)(c - '0') < 10u;
+}
+static int is_alpha(int c)
+{
+    return (unsigned)((c | 32) - 'a') < 26u;
+}
+static int is_word(int c)
+{
+    return is_alpha(c) || is_digit(c) || c == '_';
+}
+static int is_space(int c)
+{
+    return c == ' ' || c == '\t';
+}
+
+static const char *skip_spaces(const char *p, const char *e)
+{
+    while (p < e && is_space((unsigned char)*p))
+        p++;
+    return p;
+}
+
+static const char *trim_end(const char *p, const char *e)
+{
+    while (e > p && is_space((unsigned char)e[-1]))
+        e--;
+    return e;
+}
+
+/* [p, e) starts with the literal. */
+static int starts(const char *p, const char *e, const char *lit, size_t n)
+{
+    return (size_t)(e - p) >= n && !memcmp(p, lit, n);
+}
+#define STARTS(p, e, lit) starts((p), (e), (lit), sizeof(lit) - 1)
+
+static const char *find(const char *p, const char *e, const char *lit, size_t n)
+{
+    if (p >= e)
+        return NULL;
+    return memmem(p, (size_t)(e - p), lit, n);
+}
+#define FIND(p, e, lit) find((p), (e), (lit), sizeof(lit) - 1)
+
+/* Case-insensitive search for a lowercase needle; only on rare lines. */
+static int contains_ci(const char *p, const char *e, const char *lower)
+{
+    size_t n = strlen(lower), i;
+    for (; (size_t)(e - p) >= n; p++) {
+        for (i = 0; i < n; i++) {
+            int c = (unsigned char)p[i];
+            if (c >= 'A' && c <= 'Z')
+                c += 32;
+            if (c != lower[i])
+                break;
+        }
+        if (i == n)
+            return 1;
+    }
+    return 0;
+}
+
+static int parse_i64(const char **pp, const char *e, int64_t *out)
+{
+    const char *p = *pp;
+    int neg = 0;
+    uint64_t v = 0;
+    if (p < e && (*p == '-' || *p == '+'))
+        neg = *p++ == '-';
+    if (p >= e || !is_digit((unsigned char)*p))
+        return -1;
+    for (; p < e && is_digit((unsigned char)*p); p++) {
+        if (v > (uint64_t)INT64_MAX / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > (uint64_t)INT64_MAX)
+            return -1;
+    }
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    *pp = p;
+    return 0;
+}
+
+static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                       1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                       1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* A number as Python prints it ("82251.7", "3.000000E-04", "35772.53125",
+ * "nan", "NAN", "inf", "-Infinity").  Exact (one rounding) on the fast path:
+ * up to 2^53 for the digits and |exponent| <= 22, which covers every field
+ * Megatron formats; strtod on a bounded copy otherwise. */
+static int parse_double(const char **pp, const char *e, double *out)
+{
+    const char *p = *pp, *start = p;
+    int neg = 0, any = 0, exp10 = 0;
+    uint64_t m = 0;
+    if (p < e && (*p == '-' || *p == '+'))
+        neg = *p++ == '-';
+    if (p < e && ((*p | 32) == 'n' || (*p | 32) == 'i')) {
+        if (e - p >= 3 && (p[0] | 32) == 'n' && (p[1] | 32) == 'a' && (p[2] | 32) == 'n') {
+            *out = neg ? -NAN : NAN;
+            *pp = p + 3;
+            return 0;
+        }
+        if (e - p >= 3 && (p[0] | 32) == 'i' && (p[1] | 32) == 'n' && (p[2] | 32) == 'f') {
+            p += 3;
+            if (e - p >= 5 && !strncmp(p, "inity", 5))
+                p += 5;
+            *out = neg ? -INFINITY : INFINITY;
+            *pp = p;
+            return 0;
+        }
+        return -1;
+    }
+    for (; p < e && is_digit((unsigned char)*p); p++, any = 1) {
+        if (m < 100000000000000000ULL)
+            m = m * 10 + (uint64_t)(*p - '0');
+        else
+            exp10++;
+    }
+    if (p < e && *p == '.') {
+        p++;
+        for (; p < e && is_digit((unsigned char)*p); p++, any = 1)
+            if (m < 100000000000000000ULL) {
+                m = m * 10 + (uint64_t)(*p - '0');
+                exp10--;
+            }
+    }
+    if (!any)
+        return -1;
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        const char *q = p + 1;
+        int eneg = 0, ev = 0, eany = 0;
+        if (q < e && (*q == '+' || *q == '-'))
+            eneg = *q++ == '-';
+        for (; q < e && is_digit((unsigned char)*q); q++, eany = 1)
+            if (ev < 100000)
+                ev = ev * 10 + (*q - '0');
+        if (eany) {
+            exp10 += eneg ? -ev : ev;
+            p = q;
+        }
+    }
+    if (m == 0) {
+        *out = neg ? -0.0 : 0.0;
+    } else if (m <= (1ULL << 53) && exp10 >= -22 && exp10 <= 22) {
+        double d = (double)m;
+        *out = exp10 < 0 ? d / pow10_exact[-exp10] : d * pow10_exact[exp10];
+        if (neg)
+            *out = -*out;
+    } else {
+        char tmp[64];
+        size_t n = (size_t)(p - start);
+        if (n < sizeof tmp) {
+            memcpy(tmp, start, n);
+            tmp[n] = '\0';
+            *out = strtod(tmp, NULL);
+        } else {
+            *out = (neg ? -1.0 : 1.0) * (double)m * pow(10.0, exp10);
+        }
+    }
+    *pp = p;
+    return 0;
+}
+
+/* Bytes to an integer count, clamped (garbage may say 1e300 MB). */
+static int64_t to_bytes(double v, double unit)
+{
+    double b = v * unit;
+    if (!(b >= 0))
+        return -1;
+    if (b > 9.0e18)
+        return INT64_MAX;
+    return (int64_t)llround(b);
+}
+
+/* Days from 1970-01-01 to y-m-d (proleptic Gregorian). */
+static int64_t days_from_civil(int64_t y, unsigned m, unsigned d)
+{
+    int64_t era;
+    unsigned yoe, doy, doe;
+    y -= m <= 2;
+    era = (y >= 0 ? y : y - 399) / 400;
+    yoe = (unsigned)(y - era * 400);
+    doy = (153 * (m + (m > 2 ? (unsigned)-3 : 9)) + 2) / 5 + d - 1;
+    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    return era * 146097 + (int64_t)doe - 719468;
+}
+
+static int digits(const char *p, int n, int *v)
+{
+    int i, x = 0;
+    for (i = 0; i < n; i++) {
+        if (!is_digit((unsigned char)p[i]))
+            return -1;
+        x = x * 10 + (p[i] - '0');
+    }
+    *v = x;
+    return 0;
+}
+
+/* "[YYYY-MM-DD HH:MM:SS]" or "[YYYY-MM-DD HH:MM:SS.ffffff]" at p. */
+static int parse_timestamp(const char *p, const char *e, double *secs, const char **after)
+{
+    int y, mo, d, h, mi, s;
+    double frac = 0, scale = 0.1;
+    const char *q;
+    if (e - p < 21 || p[0] != '[' || p[5] != '-' || p[8] != '-' || p[11] != ' ' || p[14] != ':' ||
+        p[17] != ':')
+        return -1;
+    if (digits(p + 1, 4, &y) || digits(p + 6, 2, &mo) || digits(p + 9, 2, &d) ||
+        digits(p + 12, 2, &h) || digits(p + 15, 2, &mi) || digits(p + 18, 2, &s))
+        return -1;
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || s > 60)
+        return -1;
+    q = p + 20;
+    if (q < e && *q == '.')
+        for (q++; q < e && is_digit((unsigned char)*q); q++, scale /= 10)
+            frac += (*q - '0') * scale;
+    if (q >= e || *q != ']')
+        return -1;
+    *secs =
+        (double)(days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 + s) +
+        frac;
+    *after = q + 1;
+    return 0;
+}
+
+/* The line as stored in an event: cut, control bytes as '?', NUL-terminated. */
+static void copy_text(char *dst, size_t cap, const char *p, const char *e)
+{
+    size_t n = (size_t)(e - p), i;
+    if (n > cap - 1)
+        n = cap - 1;
+    for (i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)p[i];
+        dst[i] = (c < 0x20 && c != '\t') || c == 0x7f ? '?' : (char)c;
+    }
+    dst[n] = '\0';
+}
+
+/* ---- parser state ------------------------------------------------------------- */
+
+mt_logparse *mt_logparse_new(void)
+{
+    mt_logparse *p = calloc(1, sizeof *p);
+    if (!p)
+        return NULL;
+    p->args = mt_kv_new();
+    if (!p->args) {
+        free(p);
+        return NULL;
+    }
+    p->maxit = (size_t)1 << 20;
+    p->last_iteration = -1;
+    p->capture_pri = -1;
+    return p;
+}
+
+void mt_logparse_destroy(mt_logparse **pp)
+{
+    mt_logparse *p;
+    size_t i;
+    if (!pp || !*pp)
+        return;
+    p = *pp;
+    for (i = 0; i < p->nsrc; i++) {
+        free(p->src[i]->buf);
+        free(p->src[i]->pend);
+        free(p->src[i]);
+    }
+    free(p->src);
+    free(p->it);
+    free(p->mem);
+    free(p->ev);
+    mt_kv_destroy(&p->args);
+    free(p);
+    *pp = NULL;
+}
+
+void mt_logparse_set_max_iterations(mt_logparse *p, size_t n)
+{
+    p->maxit = n;
+}
+
+void mt_logparse_on_iteration(mt_logparse *p, void (*cb)(void *ctx, const mt_iteration *it),
+                              void *ctx)
+{
+    p->cb = cb;
+    p->cb_ctx = ctx;
+}
+
+int mt_logparse_status(const mt_logparse *p)
+{
+    return p->status;
+}
+
+/* Grows *v (element size sz) to hold need elements; 0 or -ENOMEM. */
+static int grow(mt_logparse *p, void **v, size_t *cap, size_t need, size_t sz)
+{
+    size_t nc;
+    void *nv;
+    if (need <= *cap)
+        return 0;
+    nc = *cap ? *cap : 16;
+    while (nc < need)
+        nc *= 2;
+    nv = realloc(*v, nc * sz);
+    if (!nv) {
+        p->status = -ENOMEM;
+        return -ENOMEM;
+    }
+    *v = nv;
+    *cap = nc;
+    return 0;
+}
+
+/* ---- results: iterations -------------------------------------------------------- */
+
+static const char *intern_key(mt_logparse *p, const char *k, size_t n)
+{
+    int i;
+    if (n > LOSS_KEY_MAX)
+        n = LOSS_KEY_MAX;
+    for (i = 0; i < p->nkeys; i++)
+        if (p->key_len[i] == n && !memcmp(p->keys[i], k, n))
+            return p->keys[i];
+    if (p->nkeys == MT_LOGPARSE_MAX_LOSS_KEYS)
+        return NULL;
+    /* raw bytes with control bytes shown as '?' (a sanitised key never
+     * matches raw bytes again, so garbage keys cannot merge with real ones) */
+    copy_text(p->keys[p->nkeys], LOSS_KEY_MAX + 1, k, k + n);
+    p->key_len[p->nkeys] = n;
+    return p->keys[p->nkeys++];
+}
+
+static void emit_iteration(mt_logparse *p, const mt_iteration *it)
+{
+    if (it->iteration > p->last_iteration || p->last_iteration < 0)
+        p->last_iteration = it->iteration;
+    if (p->nit >= p->maxit)
+        p->counts.iterations_dropped++;
+    else if (grow(p, (void **)&p->it, &p->capit, p->nit + 1, sizeof *p->it) == 0)
+        p->it[p->nit++] = *it;
+    if (p->cb)
+        p->cb(p->cb_ctx, it);
+}
+
+/* Bridge prints "Step Time : %.2fs" and the iteration line's elapsed ms from
+ * the same number: they agree to the rounding of the seconds. */
+static int step_matches(const mt_iteration *it, double step_s)
+{
+    if (!(it->has & MT_IT_ELAPSED))
+        return 1;
+    return fabs(it->elapsed_ms - step_s * 1000.0) <= 5.1 + 1e-6 * fabs(it->elapsed_ms);
+}
+
+static void init_iteration(mt_iteration *it)
+{
+    memset(it, 0, sizeof *it);
+    it->rank = -1;
+    it->timestamp = it->elapsed_ms = it->tflops = it->energy = it->power = NAN;
+    it->lr = it->loss_scale = it->grad_norm = it->num_zeros = it->params_norm = NAN;
+    it->max_attention_logit = it->step_time_s = it->step_tflops = NAN;
+}
+
+/* A Step Time line with no iteration line of its own. */
+static void emit_step_only(mt_logparse *p)
+{
+    mt_iteration it;
+    init_iteration(&it);
+    it.iteration = p->last_iteration >= 0 ? p->last_iteration + 1 : 1;
+    if (p->nit && p->it[p->nit - 1].has & MT_IT_TOTAL) {
+        it.total = p->it[p->nit - 1].total;
+        it.has |= MT_IT_TOTAL;
+    }
+    it.step_time_s = p->step_s;
+    it.elapsed_ms = p->step_s * 1000.0;
+    it.has |= MT_IT_STEP_TIME | MT_IT_STEP_LINE_ONLY | MT_IT_ELAPSED | p->step_tf_has;
+    if (p->step_tf_has) {
+        it.step_tflops = it.tflops = p->step_tf;
+        it.has |= MT_IT_TFLOPS;
+    }
+    it.rank = p->step_rank;
+    it.line = p->step_line;
+    p->step_pending = 0;
+    emit_iteration(p, &it);
+}
+
+static void attach_step(mt_iteration *it, double s, double tf, uint32_t tf_has)
+{
+    it->step_time_s = s;
+    it->has |= MT_IT_STEP_TIME;
+    if (tf_has) {
+        it->step_tflops = tf;
+        if (!(it->has & MT_IT_TFLOPS)) {
+            it->tflops = tf;
+            it->has |= MT_IT_TFLOPS;
+        }
+    }
+}
+
+static void commit_iteration(mt_logparse *p, mt_iteration *it)
+{
+    if (p->step_pending) {
+        if (step_matches(it, p->step_s)) {
+            attach_step(it, p->step_s, p->step_tf, p->step_tf_has);
+            p->step_pending = 0;
+        } else {
+            emit_step_only(p);
+        }
+    }
+    emit_iteration(p, it);
+}
+
+/* ---- results: memory, events ------------------------------------------------------ */
+
+static mt_rank_memory *rank_record(mt_logparse *p, int rank)
+{
+    size_t lo = 0, hi = p->nmem;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->mem[mid].rank == rank)
+            return &p->mem[mid];
+        if (p->mem[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (p->nmem >= MT_LOGPARSE_MAX_RANKS) {
+        p->counts.ranks_dropped++;
+        return NULL;
+    }
+    if (grow(p, (void **)&p->mem, &p->capmem, p->nmem + 1, sizeof *p->mem))
+        return NULL;
+    memmove(p->mem + lo + 1, p->mem + lo, (p->nmem - lo) * sizeof *p->mem);
+    p->nmem++;
+    memset(&p->mem[lo], 0, sizeof p->mem[lo]);
+    p->mem[lo].rank = rank;
+    p->mem[lo].after_iteration = -1;
+    p->mem[lo].allocated = p->mem[lo].max_allocated = -1;
+    p->mem[lo].reserved = p->mem[lo].max_reserved = -1;
+    return &p->mem[lo];
+}
+
+/* "[Rank N]", "[rankN]", "Rank N," in an event's text: the rank it names. */
+static int rank_in_text(const char *p, const char *e)
+{
+    const char *q;
+    for (q = p; q + 5 < e; q++) {
+        const char *d;
+        int64_t v;
+        if ((q[0] != 'R' && q[0] != 'r') || memcmp(q + 1, "ank", 3) ||
+            (q > p && is_word((unsigned char)q[-1])))
+            continue;
+        d = q + 4;
+        if (d < e && *d == ' ')
+            d++;
+        if (parse_i64(&d, e, &v) || v < 0 || v > INT32_MAX)
+            continue;
+        if (d < e && (*d == ']' || *d == ',' || *d == ':'))
+            return (int)v;
+    }
+    return -1;
+}
+
+static void add_event(mt_logparse *p, mt_logevent_kind kind, uint32_t flags, int rank,
+                      const char *t, const char *e, double value, int64_t iteration, uint64_t line,
+                      int capture_pri)
+{
+    mt_logevent ev;
+    ev.kind = kind;
+    ev.flags = flags;
+    ev.rank = rank >= 0 ? rank : rank_in_text(t, e);
+    ev.iteration = iteration;
+    ev.value = value;
+    ev.line = line;
+    copy_text(ev.text, sizeof ev.text, t, e);
+    if (!p->kind_count[kind]++)
+        p->first[kind] = ev;
+    if (kind == MT_LOGEV_IMPORT_ERROR && flags & MT_LOGEV_F_DISPATCHER &&
+        !p->have_import_dispatch) {
+        p->first_import_dispatch = ev;
+        p->have_import_dispatch = 1;
+    }
+    if (kind == MT_LOGEV_FALLBACK && flags & MT_LOGEV_F_DISPATCHER && !p->have_fallback_dispatch) {
+        p->first_fallback_dispatch = ev;
+        p->have_fallback_dispatch = 1;
+    }
+    if (kind == MT_LOGEV_CAPTURE && capture_pri > p->capture_pri) {
+        p->capture_best = ev;
+        p->capture_pri = capture_pri;
+    }
+    if (p->nev >= MT_LOGPARSE_MAX_EVENTS)
+        p->counts.events_dropped++;
+    else if (grow(p, (void **)&p->ev, &p->capev, p->nev + 1, sizeof *p->ev) == 0)
+        p->ev[p->nev++] = ev;
+}
+
+/* ---- iteration lines ----------------------------------------------------------- */
+
+static int key_is(const char *k, size_t n, const char *lit)
+{
+    return strlen(lit) == n && !memcmp(k, lit, n);
+}
+
+static int key_starts(const char *k, size_t n, const char *lit)
+{
+    size_t m = strlen(lit);
+    return n >= m && !memcmp(k, lit, m);
+}
+
+/* One "key: value" field of an iteration line; 1 when it was the closing
+ * "number of nan iterations" field. */
+static int iteration_field(mt_logparse *p, mt_iteration *it, const char *f, const char *fe)
+{
+    const char *colon = NULL, *q, *k, *ke, *v;
+    size_t kn;
+    double d;
+    int64_t i;
+    f = skip_spaces(f, fe);
+    fe = trim_end(f, fe);
+    for (q = fe; q > f; q--)
+        if (q[-1] == ':') {
+            colon = q - 1;
+            break;
+        }
+    if (!colon)
+        return 0;
+    k = f;
+    ke = trim_end(k, colon);
+    kn = (size_t)(ke - k);
+    v = skip_spaces(colon + 1, fe);
+    if (!kn || v >= fe)
+        return 0;
+#define DBL(field, bit)                                                                            \
+    do {                                                                                           \
+        if (parse_double(&v, fe, &d) == 0 && v == fe) {                                            \
+            it->field = d;                                                                         \
+            it->has |= (bit);                                                                      \
+        }                                                                                          \
+    } while (0)
+#define INT(field, bit)                                                                            \
+    do {                                                                                           \
+        if (parse_i64(&v, fe, &i) == 0 && v == fe) {                                               \
+            it->field = i;                                                                         \
+            it->has |= (bit);                                                                      \
+        }                                                                                          \
+    } while (0)
+    switch (k[0]) {
+    case 'c':
+        if (key_is(k, kn, "consumed samples")) {
+            INT(consumed_samples, MT_IT_CONSUMED);
+            return 0;
+        }
+        break;
+    case 's':
+        if (key_is(k, kn, "skipped samples")) {
+            INT(skipped_samples, MT_IT_SKIPPED_SAMPLES);
+            return 0;
+        }
+        break;
+    case 'e':
+        if (key_starts(k, kn, "elapsed time per iteration")) {
+            DBL(elapsed_ms, MT_IT_ELAPSED);
+            return 0;
+        }
+        if (key_starts(k, kn, "energy per GPU")) {
+            DBL(energy, MT_IT_ENERGY);
+            return 0;
+        }
+        break;
+    case 't':
+        if (key_starts(k, kn, "throughput per GPU")) {
+            DBL(tflops, MT_IT_TFLOPS);
+            return 0;
+        }
+        break;
+    case 'p':
+        if (key_starts(k, kn, "power per GPU")) {
+            DBL(power, MT_IT_POWER);
+            return 0;
+        }
+        if (key_is(k, kn, "params norm")) {
+            DBL(params_norm, MT_IT_PARAMS_NORM);
+            return 0;
+        }
+        break;
+    case 'l':
+        if (key_is(k, kn, "learning rate")) {
+            DBL(lr, MT_IT_LR);
+            return 0;
+        }
+        if (key_is(k, kn, "loss scale")) {
+            DBL(loss_scale, MT_IT_LOSS_SCALE);
+            return 0;
+        }
+        break;
+    case 'g':
+        if (key_is(k, kn, "global batch size")) {
+            INT(global_batch, MT_IT_GBS);
+            return 0;
+        }
+        if (key_is(k, kn, "grad norm")) {
+            DBL(grad_norm, MT_IT_GRAD_NORM);
+            return 0;
+        }
+        break;
+    case 'n':
+        if (key_is(k, kn, "num zeros")) {
+            DBL(num_zeros, MT_IT_NUM_ZEROS); /* an int now, "0.0" on older stacks */
+            return 0;
+        }
+        if (key_is(k, kn, "number of skipped iterations")) {
+            INT(skipped, MT_IT_SKIPPED);
+            return 0;
+        }
+        if (key_is(k, kn, "number of nan iterations")) {
+            INT(nan_count, MT_IT_NAN);
+            return 1;
+        }
+        break;
+    case 'm':
+        if (key_is(k, kn, "max attention logit")) {
+            DBL(max_attention_logit, MT_IT_MAX_LOGIT);
+            return 0;
+        }
+        break;
+    case 'd':
+        if (key_is(k, kn, "decoupled learning rate"))
+            return 0;
+        break;
+    default:
+        break;
+    }
+#undef DBL
+#undef INT
+    /* every other key with "loss" in it is a loss Megatron averaged over the
+     * interval (lm loss, load_balancing_loss, z_loss, mtp_1 loss, ...) */
+    if (kn >= 4 && memmem(k, kn, "loss", 4) && parse_double(&v, fe, &d) == 0 && v == fe) {
+        const char *key;
+        int j;
+        for (j = 0; j < it->n_losses; j++)
+            if (strlen(it->loss_key[j]) == (kn > LOSS_KEY_MAX ? LOSS_KEY_MAX : kn) &&
+                !memcmp(it->loss_key[j], k, kn > LOSS_KEY_MAX ? LOSS_KEY_MAX : kn))
+                break;
+        if (j < it->n_losses) {
+            it->loss[j] = d; /* repeated key: the later value */
+            return 0;
+        }
+        if (it->n_losses == MT_LOGPARSE_MAX_LOSSES || !(key = intern_key(p, k, kn))) {
+            p->counts.losses_dropped++;
+            return 0;
+        }
+        it->loss_key[it->n_losses] = key;
+        it->loss[it->n_losses++] = d;
+    }
+    return 0;
+}
+
+/*
+ * Parses [t, e) as an iteration line (optional timestamp, "iteration i/n |",
+ * fields).  -1 when it is not one.  *complete is set when the closing nan
+ * field was read; *tail then points past its '|' (text glued on) or is e.
+ */
+static int scan_iteration(mt_logparse *p, const char *t, const char *e, mt_iteration *it,
+                          int *complete, const char **tail)
+{
+    const char *q;
+    double ts = 0;
+    int has_ts = 0;
+    init_iteration(it);
+    *complete = 0;
+    *tail = e;
+    t = skip_spaces(t, e);
+    if (t < e && *t == '[') {
+        if (parse_timestamp(t, e, &ts, &q))
+            return -1;
+        has_ts = 1;
+        t = skip_spaces(q, e);
+    }
+    if (!STARTS(t, e, "iteration"))
+        return -1;
+    q = skip_spaces(t + 9, e);
+    if (q == t + 9 || parse_i64(&q, e, &it->iteration))
+        return -1;
+    if (has_ts) {
+        it->timestamp = ts;
+        it->has |= MT_IT_TIMESTAMP;
+    }
+    q = skip_spaces(q, e);
+    if (q < e && *q == '/') {
+        q = skip_spaces(q + 1, e);
+        if (parse_i64(&q, e, &it->total) == 0)
+            it->has |= MT_IT_TOTAL;
+        q = skip_spaces(q, e);
+    }
+    if (q >= e || *q != '|')
+        return 0;
+    q++;
+    while (q < e) {
+        const char *bar = memchr(q, '|', (size_t)(e - q));
+        if (!bar)
+            break;
+        if (iteration_field(p, it, q, bar)) {
+            *complete = 1;
+            it->has |= MT_IT_COMPLETE;
+            /* RL runs add " key: number |" fields after it; anything else
+             * there is another print glued on */
+            for (q = bar + 1; q < e && *q == ' ' && (bar = memchr(q, '|', (size_t)(e - q))) != NULL;
+                 q = bar + 1) {
+                const char *c = bar, *v;
+                double d;
+                while (c > q && c[-1] != ':')
+                    c--;
+                v = skip_spaces(c, bar);
+                if (c == q || parse_double(&v, bar, &d) || skip_spaces(v, bar) != bar)
+                    break;
+                iteration_field(p, it, q, bar);
+            }
+            *tail = q;
+            return 0;
+        }
+        q = bar + 1;
+    }
+    return 0;
+}
+
+/* ---- the other line forms ---------------------------------------------------------- */
+
+static void memory_line(mt_logparse *p, int rank_hint, const char *t, const char *e)
+{
+    const char *q = t + 6, *f;
+    int64_t r, after = -1;
+    double unit;
+    int gb;
+    mt_rank_memory *m;
+    (void)rank_hint; /* the line names the global rank itself */
+    if (parse_i64(&q, e, &r) || r < 0 || r > INT32_MAX || q >= e || *q != ']') {
+        p->counts.garbage_lines++;
+        return;
+    }
+    q = skip_spaces(q + 1, e);
+    if (STARTS(q, e, "(after ")) {
+        const char *a = q + 7;
+        if (parse_i64(&a, e, &after) == 0)
+            q = a;
+    }
+    f = FIND(q, e, "memory (");
+    if (!f || e - f < 11 || f[9] != 'B' || f[10] != ')' || (f[8] != 'M' && f[8] != 'G')) {
+        p->counts.garbage_lines++;
+        return;
+    }
+    gb = f[8] == 'G';
+    unit = gb ? 1e9 : 1024.0 * 1024.0;
+    if (!(m = rank_record(p, (int)r)))
+        return;
+    m->gigabytes = gb;
+    if (after >= 0)
+        m->after_iteration = after;
+    q = f + 11;
+    while (q < e) {
+        const char *bar = memchr(q, '|', (size_t)(e - q)), *fe = bar ? bar : e, *colon, *k, *ke, *v;
+        double d;
+        size_t kn;
+        colon = memchr(q, ':', (size_t)(fe - q));
+        if (colon) {
+            k = skip_spaces(q, colon);
+            ke = trim_end(k, colon);
+            kn = (size_t)(ke - k);
+            v = skip_spaces(colon + 1, fe);
+            if (parse_double(&v, fe, &d) == 0 && skip_spaces(v, fe) == fe) {
+                int64_t b = to_bytes(d, unit);
+                if (key_is(k, kn, gb ? "mem-allocated-gigabytes" : "allocated"))
+                    m->allocated = b;
+                else if (key_is(k, kn, gb ? "mem-reserved-gigabytes" : "reserved"))
+                    m->reserved = b;
+                else if (key_is(k, kn, gb ? "mem-max-allocated-gigabytes" : "max allocated")) {
+                    if (b > m->max_allocated)
+                        m->max_allocated = b;
+                } else if (key_is(k, kn, gb ? "mem-max-reserved-gigabytes" : "max reserved")) {
+                    if (b > m->max_reserved)
+                        m->max_reserved = b;
+                }
+            }
+        }
+        if (!bar)
+            break;
+        q = bar + 1;
+    }
+}
+
+/* "  name ....... value" inside the arguments dump; -1 when not one. */
+static int args_line(mt_logparse *p, const char *t, const char *e)
+{
+    const char *q = t, *v, *ve;
+    size_t nn, dots = 0, vn;
+    while (q < e && is_word((unsigned char)*q))
+        q++;
+    nn = (size_t)(q - t);
+    if (!nn || nn > ARG_NAME_MAX || q >= e || *q != ' ')
+        return -1;
+    for (q++; q < e && *q == '.'; q++)
+        dots++;
+    /* Megatron pads with 48 - len(name) dots, none for long names */
+    if ((!dots && nn < 48) || q >= e || *q != ' ')
+        return -1;
+    v = q + 1;
+    ve = trim_end(v, e);
+    memcpy(p->name, t, nn);
+    p->name[nn] = '\0';
+    vn = (size_t)(ve - v);
+    if (vn > MT_LOGPARSE_ARG_MAX)
+        vn = MT_LOGPARSE_ARG_MAX;
+    copy_text(p->value, sizeof p->value, v, v + vn);
+    if (mt_kv_count(p->args) >= MT_LOGPARSE_MAX_ARGS && !mt_kv_get(p->args, p->name)) {
+        p->counts.args_dropped++;
+        return 0;
+    }
+    if (mt_kv_set(p->args, p->name, p->value))
+        p->status = -ENOMEM;
+    return 0;
+}
+
+static void world_line(mt_logparse *p, const char *t, const char *e)
+{
+    mt_logworld w = {-1, -1, -1, -1, -1};
+    const char *q = t;
+    while (q < e) {
+        const char *comma = memchr(q, ',', (size_t)(e - q)), *ie = comma ? comma : e;
+        const char *colon = memchr(q, ':', (size_t)(ie - q));
+        if (colon) {
+            const char *k = skip_spaces(q, colon), *ke = trim_end(k, colon),
+                       *v = skip_spaces(colon + 1, ie);
+            size_t kn = (size_t)(ke - k);
+            int64_t n;
+            int *dst = NULL;
+            if (key_is(k, kn, "using world size"))
+                dst = &w.world;
+            else if (key_is(k, kn, "data-parallel size") || key_is(k, kn, "data-parallel-size"))
+                dst = &w.dp;
+            else if (key_is(k, kn, "context-parallel size"))
+                dst = &w.cp;
+            else if (key_is(k, kn, "tensor-model-parallel size"))
+                dst = &w.tp;
+            else if (key_is(k, kn, "pipeline-model-parallel size"))
+                dst = &w.pp;
+            if (dst && parse_i64(&v, ie, &n) == 0 && n >= 0 && n <= INT32_MAX)
+                *dst = (int)n;
+        }
+        if (!comma)
+            break;
+        q = comma + 1;
+    }
+    if (w.world < 0) {
+        p->counts.garbage_lines++;
+        return;
+    }
+    p->world = w;
+    p->have_world = 1;
+    copy_text(p->world_text, sizeof p->world_text, t, trim_end(t, e));
+}
+
+/* "Step Time : 82.25s GPU utilization: 73.3MODEL_TFLOP/s/GPU" (older: TFLOP/s/GPU). */
+static void step_line(mt_logparse *p, int rank, uint64_t line, const char *t, const char *e)
+{
+    const char *q = skip_spaces(t + 9, e), *u;
+    double s, tf = NAN;
+    uint32_t tf_has = 0;
+    if (q >= e || *q != ':') {
+        p->counts.garbage_lines++;
+        return;
+    }
+    q = skip_spaces(q + 1, e);
+    if (parse_double(&q, e, &s) || q >= e || *q != 's') {
+        p->counts.garbage_lines++;
+        return;
+    }
+    if ((u = FIND(q, e, "GPU utilization:"))) {
+        u = skip_spaces(u + 16, e);
+        if (parse_double(&u, e, &tf) == 0 &&
+            (STARTS(u, e, "MODEL_TFLOP/s/GPU") || STARTS(u, e, "TFLOP/s/GPU")))
+            tf_has = 1;
+    }
+    /* printed after its iteration line (the sim) or before it (Bridge's
+     * training_log prints it first): attach to the last line when it fits */
+    if (!p->step_pending && p->nit) {
+        mt_iteration *last = &p->it[p->nit - 1];
+        if (!(last->has & (MT_IT_STEP_TIME | MT_IT_STEP_LINE_ONLY)) && step_matches(last, s) &&
+            last->iteration == p->last_iteration) {
+            attach_step(last, s, tf, tf_has);
+            return;
+        }
+    }
+    if (p->step_pending)
+        emit_step_only(p);
+    p->step_pending = 1;
+    p->step_s = s;
+    p->step_tf = tf;
+    p->step_tf_has = tf_has;
+    p->step_rank = rank;
+    p->step_line = line;
+}
+
+/* "Theoretical memory footprints: weight and optimizer=X MB, activation=Y MB, total=Z MB" */
+static void theoretical_line(mt_logparse *p, int rank, uint64_t line, const char *t, const char *e)
+{
+    static const char *const keys[3] = {"weight and optimizer=", "activation=", "total="};
+    double v[3] = {NAN, NAN, NAN};
+    int i;
+    for (i = 0; i < 3; i++) {
+        const char *q = find(t, e, keys[i], strlen(keys[i]));
+        if (q) {
+            q += strlen(keys[i]);
+            if (parse_double(&q, e, &v[i]))
+                v[i] = NAN;
+        }
+    }
+    p->have_theo = 1;
+    p->theo_w = v[0];
+    p->theo_a = v[1];
+    p->theo_t = v[2];
+    add_event(p, MT_LOGEV_THEORETICAL_MEMORY, 0, rank, t, e, isnan(v[2]) ? v[0] : v[2],
+              p->last_iteration, line, 0);
+}
+
+/* " validation loss at iteration 10 on validation set | lm loss value: ... | lm loss PPL: ... |" */
+static void validation_line(mt_logparse *p, int rank, uint64_t line, const char *t, const char *e)
+{
+    const char *q = FIND(t, e, "iteration ");
+    int64_t iter = -1;
+    double v = NAN;
+    if (q) {
+        q += 10;
+        if (parse_i64(&q, e, &iter))
+            iter = -1;
+    }
+    if ((q = FIND(t, e, " value:"))) {
+        q = skip_spaces(q + 7, e);
+        if (parse_double(&q, e, &v))
+            v = NAN;
+    }
+    add_event(p, MT_LOGEV_VALIDATION, 0, rank, t, e, v, iter >= 0 ? iter : p->last_iteration, line,
+              0);
+}
+
+/* ---- events: one pass over word starts ----------------------------------------------- */
+
+static const int kind_rank[MT_LOGEV_KINDS] = {
+    /* lower wins when one line says several things */
+    [MT_LOGEV_OOM] = 0,
+    [MT_LOGEV_NAN] = 1,
+    [MT_LOGEV_INFRA] = 2,
+    [MT_LOGEV_NCCL_ERROR] = 3,
+    [MT_LOGEV_WATCHDOG] = 4,
+    [MT_LOGEV_IMPORT_ERROR] = 5,
+    [MT_LOGEV_CRASH] = 6,
+    [MT_LOGEV_CAPTURE] = 7,
+    [MT_LOGEV_FALLBACK] = 8,
+    [MT_LOGEV_EXCEPTION] = 9,
+    [MT_LOGEV_TRACEBACK] = 10,
+    [MT_LOGEV_VALIDATION] = 11,
+    [MT_LOGEV_THEORETICAL_MEMORY] = 12,
+};
+
+typedef struct lp_match {
+    int kind; /* -1 none */
+    int capture_pri;
+    double value;
+} lp_match;
+
+static void consider(lp_match *m, int kind)
+{
+    if (m->kind < 0 || kind_rank[kind] < kind_rank[m->kind])
+        m->kind = kind;
+}
+
+/* The number after the last ':' before 's' ("... on rank 0: 1.234s"). */
+static double capture_seconds(const char *p, const char *e)
+{
+    const char *c = NULL, *q;
+    double v;
+    for (q = p; q < e; q++)
+        if (*q == ':')
+            c = q;
+    if (!c)
+        return NAN;
+    q = skip_spaces(c + 1, e);
+    return parse_double(&q, e, &v) == 0 ? v : NAN;
+}
+
+/* Word w at s (a word start) of line [t, e). */
+static void match_word(lp_match *m, const char *t, const char *s, const char *e)
+{
+#define AT(lit) STARTS(s, e, lit)
+    switch (*s) {
+    case 'O':
+        if (AT("OutOfMemoryError"))
+            consider(m, MT_LOGEV_OOM);
+        break;
+    case 'o':
+        /* "CUDA error: out of memory"; a warning that mentions memory is not an OOM */
+        if (AT("out of memory") && s - t >= 7 && !memcmp(s - 7, "error: ", 7))
+            consider(m, MT_LOGEV_OOM);
+        break;
+    case 'C':
+        if (AT("CUDA out of memory"))
+            consider(m, MT_LOGEV_OOM);
+        else if (AT("Capture CUDA graph for training")) {
+            consider(m, MT_LOGEV_CAPTURE);
+            if (m->capture_pri < 1)
+                m->capture_pri = 1;
+        } else if (AT("Creating ")) {
+            const char *q = s + 9;
+            int64_t n;
+            if (parse_i64(&q, e, &n) == 0 && STARTS(q, e, " CUDA graphs")) {
+                consider(m, MT_LOGEV_CAPTURE);
+                if (m->capture_pri < 2) {
+                    m->capture_pri = 2;
+                    m->value = (double)n;
+                }
+            }
+        }
+        break;
+    case 'S':
+        if (AT("Start CUDA Graphs capture")) {
+            consider(m, MT_LOGEV_CAPTURE);
+            if (m->capture_pri < 0)
+                m->capture_pri = 0;
+        } else if (AT("Segmentation fault") || AT("SIGSEGV") || AT("SIGABRT") || AT("SIGBUS") ||
+                   AT("SIGILL") || AT("SIGFPE")) {
+            consider(m, MT_LOGEV_CRASH);
+        }
+        break;
+    case 'T':
+        if (AT("Time spent in CUDA Graphs capture")) {
+            consider(m, MT_LOGEV_CAPTURE);
+            if (m->capture_pri < 3) {
+                m->capture_pri = 3;
+                m->value = capture_seconds(s, e);
+            }
+        } else if (AT("Traceback (most recent call last)")) {
+            consider(m, MT_LOGEV_TRACEBACK);
+        }
+        break;
+    case 'D':
+        if (AT("DistBackendError"))
+            consider(m, MT_LOGEV_NCCL_ERROR);
+        break;
+    case 'N':
+        if (AT("NCCL WARN")) {
+            /* NCCL's InfiniBand transport failing is the fabric, not NCCL */
+            if (FIND(s, e, "NET/IB") || FIND(s, e, "IBV_") || FIND(s, e, "ibv_"))
+                consider(m, MT_LOGEV_INFRA);
+            else
+                consider(m, MT_LOGEV_NCCL_ERROR);
+        } else if (AT("NCCL error") || AT("NCCL communicator was aborted")) {
+            consider(m, MT_LOGEV_NCCL_ERROR);
+        } else if (AT("NODE FAILURE") || AT("NODE_FAIL") || AT("Node failure")) {
+            consider(m, MT_LOGEV_INFRA);
+        }
+        break;
+    case 'n':
+        if (AT("nccl") && e - s > 5 && s[4] >= 'A' && s[4] <= 'Z') {
+            const char *q = s + 4;
+            while (q < e && is_alpha((unsigned char)*q))
+                q++;
+            if ((q - s >= 9 && !memcmp(q - 5, "Error", 5)) ||
+                (q - s == 16 && !memcmp(s, "ncclInvalidUsage", 16)) ||
+                (q - s == 19 && !memcmp(s, "ncclInvalidArgument", 19)))
+                consider(m, MT_LOGEV_NCCL_ERROR);
+        } else if (AT("node lost") || AT("node failure")) {
+            consider(m, MT_LOGEV_INFRA);
+        }
+        break;
+    case 'X':
+        if (AT("Xid") && (e - s == 3 || s[3] == ' ' || s[3] == ':' || s[3] == '('))
+            consider(m, MT_LOGEV_INFRA);
+        break;
+    case 'f':
+        if (AT("found NaN") || AT("found Inf") || AT("found nan") || AT("found inf"))
+            consider(m, MT_LOGEV_NAN);
+        else if (AT("fallen off the bus"))
+            consider(m, MT_LOGEV_INFRA);
+        else if (AT("falling back to"))
+            consider(m, MT_LOGEV_FALLBACK);
+        break;
+    case 'F':
+        if (AT("Falling back to"))
+            consider(m, MT_LOGEV_FALLBACK);
+        else if (AT("Fatal Python error"))
+            consider(m, MT_LOGEV_CRASH);
+        break;
+    case 'U':
+        if (AT("Unexpected result nan") || AT("Unexpected result inf"))
+            consider(m, MT_LOGEV_NAN);
+        break;
+    case 'W':
+    case 'w':
+        if (STARTS(s + 1, e, "atchdog")) {
+            const char *w = s + 8, *we = e - w > 48 ? w + 48 : e;
+            if (FIND(w, we, "caught") || FIND(w, we, "terminated") || FIND(w, we, "stuck") ||
+                FIND(w, we, "timed out") || FIND(w, we, "timeout"))
+                consider(m, MT_LOGEV_WATCHDOG);
+        }
+        break;
+    case 'I':
+        if (AT("ImportError"))
+            consider(m, MT_LOGEV_IMPORT_ERROR);
+        else if (AT("IBV_WC_"))
+            consider(m, MT_LOGEV_INFRA);
+        break;
+    case 'M':
+        if (AT("ModuleNotFoundError"))
+            consider(m, MT_LOGEV_IMPORT_ERROR);
+        break;
+    case 'i':
+        if (AT("ibv_") && (FIND(s, e, "fail") || FIND(s, e, "rror")))
+            consider(m, MT_LOGEV_INFRA);
+        break;
+    case 't':
+        if (AT("transport retry counter exceeded"))
+            consider(m, MT_LOGEV_INFRA);
+        break;
+    case 'u':
+        if (AT("uncorrectable ECC"))
+            consider(m, MT_LOGEV_INFRA);
+        break;
+    case 'c':
+        if (AT("core dumped"))
+            consider(m, MT_LOGEV_CRASH);
+        break;
+    default:
+        break;
+    }
+#undef AT
+}
+
+/* First bytes that can begin a word match_word knows. */
+static const unsigned char candidate[256] = {
+    ['O'] = 1, ['o'] = 1, ['C'] = 1, ['S'] = 1, ['T'] = 1, ['D'] = 1, ['N'] = 1,
+    ['n'] = 1, ['X'] = 1, ['f'] = 1, ['F'] = 1, ['U'] = 1, ['W'] = 1, ['w'] = 1,
+    ['I'] = 1, ['M'] = 1, ['i'] = 1, ['t'] = 1, ['u'] = 1, ['c'] = 1,
+};
+
+/* "SomeError: ..." / "pkg.mod.SomeException: ..." at the start of a line. */
+static int exception_line(const char *t, const char *e)
+{
+    const char *q = t;
+    while (q < e && (is_word((unsigned char)*q) || *q == '.'))
+        q++;
+    if (q >= e || *q != ':' || q - t < 5)
+        return 0;
+    return !memcmp(q - 5, "Error", 5) || (q - t >= 9 && !memcmp(q - 9, "Exception", 9));
+}
+
+static void event_line(mt_logparse *p, int rank, uint64_t line, const char *t, const char *e)
+{
+    lp_match m = {-1, -1, NAN};
+    const char *s;
+    int ctrl = 0;
+    for (s = t; s < e; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f) {
+            if (c != '\t' && c != 0x1b)
+                ctrl = 1;
+            continue;
+        }
+        if (!candidate[c] || (s > t && is_word((unsigned char)s[-1])))
+            continue;
+        match_word(&m, t, s, e);
+    }
+    if (ctrl)
+        p->counts.garbage_lines++;
+    if (m.kind < 0 && exception_line(t, e))
+        m.kind = MT_LOGEV_EXCEPTION;
+    if (m.kind < 0)
+        return;
+    {
+        uint32_t flags = 0;
+        if ((m.kind == MT_LOGEV_IMPORT_ERROR || m.kind == MT_LOGEV_FALLBACK) &&
+            (contains_ci(t, e, "deepep") || contains_ci(t, e, "deep_ep") ||
+             contains_ci(t, e, "deep-ep") || contains_ci(t, e, "hybridep") ||
+             contains_ci(t, e, "hybrid_ep") || contains_ci(t, e, "hybrid-ep")))
+            flags |= MT_LOGEV_F_DISPATCHER;
+        if (m.kind == MT_LOGEV_FALLBACK &&
+            (contains_ci(t, e, "alltoall") || contains_ci(t, e, "dispatcher") ||
+             contains_ci(t, e, "flex")))
+            flags |= MT_LOGEV_F_DISPATCHER;
+        add_event(p, (mt_logevent_kind)m.kind, flags, rank, t, trim_end(t, e),
+                  m.kind == MT_LOGEV_CAPTURE ? m.value : NAN, p->last_iteration, line,
+                  m.kind == MT_LOGEV_CAPTURE ? m.capture_pri : 0);
+    }
+}
+
+/* ---- one line ------------------------------------------------------------------- */
+
+static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const char *e, size_t raw_n,
+                 int depth);
+
+static void iteration_done(mt_logparse *p, lp_source *s, int rank, mt_iteration *it, int complete,
+                           const char *tail, const char *e, size_t raw_n, int depth, uint64_t line)
+{
+    it->rank = rank;
+    it->line = line;
+    commit_iteration(p, it);
+    if (complete && skip_spaces(tail, e) < e && depth < 2) {
+        p->counts.glued_lines++;
+        body(p, s, rank, tail, e, raw_n, depth + 1);
+    }
+}
+
+static void pend_start(mt_logparse *p, lp_source *s, int rank, const char *b, const char *e,
+                       size_t raw_n)
+{
+    size_t n = (size_t)(e - b);
+    if (grow(p, (void **)&s->pend, &s->pend_cap, n, 1))
+        return;
+    memcpy(s->pend, b, n);
+    s->pend_len = n;
+    s->pend_width = raw_n;
+    s->pend_rank = rank;
+    s->pend_chunks = 1;
+    s->pend_line = s->lineno;
+    s->pending = 1;
+}
+
+/* Parses the reassembled line; force: take it even without its closing field. */
+static void pend_try(mt_logparse *p, lp_source *s, int force)
+{
+    mt_iteration it;
+    int complete;
+    const char *tail, *e = s->pend + s->pend_len;
+    if (scan_iteration(p, s->pend, e, &it, &complete, &tail) < 0) {
+        s->pending = 0;
+        return;
+    }
+    if (!complete && !force)
+        return;
+    s->pending = 0;
+    if (s->pend_chunks > 1) {
+        it.has |= MT_IT_WRAPPED;
+        p->counts.wrapped_lines++;
+    }
+    if (complete && skip_spaces(tail, e) < e)
+        it.has |= MT_IT_GLUED;
+    iteration_done(p, s, s->pend_rank, &it, complete, tail, e, s->pend_width, 1, s->pend_line);
+}
+
+/* A line that begins something new, never a piece of a wrapped one. */
+static int line_start(const char *t, const char *e)
+{
+    if (t >= e || *t == '[')
+        return 1;
+    if (STARTS(t, e, "iteration")) {
+        const char *q = skip_spaces(t + 9, e);
+        if (q > t + 9 && q < e && is_digit((unsigned char)*q))
+            return 1;
+    }
+    return STARTS(t, e, "Step Time") || STARTS(t, e, "Theoretical memory") ||
+           STARTS(t, e, "using world size") || STARTS(t, e, "Traceback") ||
+           STARTS(t, e, "validation loss") || STARTS(t, e, "---") || exception_line(t, e);
+}
+
+static int continuation(const lp_source *s, const char *b, const char *e, size_t raw_n)
+{
+    size_t n = (size_t)(e - b);
+    /* a terminal wraps at its width; fold -s and pagers break earlier, at a
+     * space, so the first piece can be shorter than the ones after it */
+    if (raw_n > 2 * s->pend_width || s->pend_chunks >= WRAP_MAX_CHUNKS ||
+        s->pend_len + n > MT_LOGPARSE_WRAP_MAX)
+        return 0;
+    /* every piece of a wrapped iteration line but a lone glued tail holds a '|' */
+    if (!memchr(b, '|', n))
+        return 0;
+    return !line_start(skip_spaces(b, e), e);
+}
+
+static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const char *e, size_t raw_n,
+                 int depth)
+{
+    const char *t = skip_spaces(b, e);
+    uint64_t line = s->lineno;
+    if (t >= e)
+        return;
+    if (s->in_args && rank == s->args_rank) {
+        if (*t == '-') {
+            const char *q = t;
+            while (q < e && *q == '-')
+                q++;
+            if (STARTS(q, e, " end of arguments")) {
+                s->in_args = 0;
+                return;
+            }
+        } else if (args_line(p, t, e) == 0) {
+            return;
+        }
+    }
+    switch (*t) {
+    case '[':
+    case 'i': {
+        mt_iteration it;
+        int complete;
+        const char *tail;
+        if (*t == '[' && STARTS(t, e, "[Rank ")) {
+            const char *q = t + 6;
+            while (q < e && is_digit((unsigned char)*q))
+                q++;
+            if (STARTS(q, e, "] (after ") || FIND(q, e, "] memory (")) {
+                memory_line(p, rank, t, e);
+                return;
+            }
+            break;
+        }
+        if (scan_iteration(p, t, e, &it, &complete, &tail) < 0)
+            break;
+        if (!complete && depth == 0 && raw_n >= WRAP_MIN_WIDTH && !s->pending) {
+            /* a terminal hard-wrap: wait for the rest */
+            pend_start(p, s, rank, b, e, raw_n);
+            if (s->pending)
+                return;
+        }
+        if (complete && skip_spaces(tail, e) < e)
+            it.has |= MT_IT_GLUED;
+        iteration_done(p, s, rank, &it, complete, tail, e, raw_n, depth, line);
+        return;
+    }
+    case '-': {
+        const char *q = t;
+        while (q < e && *q == '-')
+            q++;
+        if (q - t >= 3 && STARTS(q, e, " arguments ")) {
+            s->in_args = 1;
+            s->args_rank = rank;
+            return;
+        }
+        if (q - t >= 3 && STARTS(q, e, " end of arguments")) {
+            s->in_args = 0;
+            return;
+        }
+        break;
+    }
+    case 'u':
+        if (STARTS(t, e, "using world size:")) {
+            world_line(p, t, e);
+            return;
+        }
+        break;
+    case 'S':
+        if (STARTS(t, e, "Step Time")) {
+            step_line(p, rank, line, t, e);
+            return;
+        }
+        break;
+    case 'T':
+        if (STARTS(t, e, "Theoretical memory footprints")) {
+            theoretical_line(p, rank, line, t, trim_end(t, e));
+            return;
+        }
+        break;
+    case 'v':
+        if (STARTS(t, e, "validation loss at")) {
+            validation_line(p, rank, line, t, trim_end(t, e));
+            return;
+        }
+        break;
+    default:
+        break;
+    }
+    event_line(p, rank, line, t, e);
+}
+
+/* srun -l: "<task>: " (Slurm pads the task number with spaces); torchrun:
+ * "[rank<N>]:" or "[default<N>]:" (any role name).  0 or 1 of each, in that
+ * order; *rank gets the innermost. */
+static int strip_prefix(const char **bp, const char *e, int *rank)
+{
+    const char *b = *bp, *q, *d;
+    int64_t v;
+    int found = 0, pass;
+    for (pass = 0; pass < 2; pass++) {
+        q = b;
+        while (q < e && *q == ' ' && q - b < 8)
+            q++;
+        d = q;
+        if (q < e && is_digit((unsigned char)*q) && parse_i64(&q, e, &v) == 0 && q - d <= 7 &&
+            e - q >= 2 && q[0] == ':' && q[1] == ' ') {
+            *rank = (int)v;
+            b = q + 2;
+            found = 1;
+            continue;
+        }
+        q = b;
+        if (q < e && *q == '[') {
+            const char *a = ++q;
+            while (q < e && is_alpha((unsigned char)*q) && q - a < 32)
+                q++;
+            d = q;
+            if (q > a && q < e && is_digit((unsigned char)*q) && parse_i64(&q, e, &v) == 0 &&
+                q - d <= 7 && e - q >= 2 && q[0] == ']' && q[1] == ':') {
+                *rank = (int)v;
+                b = q + 2;
+                found = 1;
+                continue;
+            }
+        }
+        break;
+    }
+    *bp = b;
+    return found;
+}
+
+static void raw_line(mt_logparse *p, lp_source *s, const char *raw, size_t n)
+{
+    const char *b = raw, *e = raw + n;
+    int prank = -1, rank = s->rank, prefixed = strip_prefix(&b, e, &prank);
+    if (prefixed && rank < 0)
+        rank = prank;
+    if (s->pending) {
+        if (!prefixed && continuation(s, b, e, n)) {
+            size_t k = (size_t)(e - b);
+            if (grow(p, (void **)&s->pend, &s->pend_cap, s->pend_len + k, 1) == 0) {
+                memcpy(s->pend + s->pend_len, b, k);
+                s->pend_len += k;
+                s->pend_chunks++;
+                pend_try(p, s, 0);
+            } else {
+                pend_try(p, s, 1);
+            }
+            return;
+        }
+        /* another rank's line in a merged stream does not end the wrap */
+        if (!(prefixed && rank != s->pend_rank))
+            pend_try(p, s, 1);
+    }
+    body(p, s, rank, b, e, n, 0);
+}
+
+/* One line from the stream (without its LF); CR ends a line too. */
+static void line_in(mt_logparse *p, lp_source *s, const char *line, size_t n, int truncated)
+{
+    const char *cr;
+    p->counts.lines++;
+    s->lineno++;
+    if (n > MT_LOGPARSE_LINE_MAX) {
+        n = MT_LOGPARSE_LINE_MAX;
+        truncated = 1;
+    }
+    if (truncated)
+        p->counts.truncated_lines++;
+    while (n && (cr = memchr(line, '\r', n)) != NULL) {
+        size_t k = (size_t)(cr - line);
+        if (k)
+            raw_line(p, s, line, k);
+        line = cr + 1;
+        n -= k + 1;
+    }
+    if (n)
+        raw_line(p, s, line, n);
+}
+
+static void buf_append(mt_logparse *p, lp_source *s, const char *d, size_t n)
+{
+    if (s->overflow)
+        return;
+    if (n > MT_LOGPARSE_LINE_MAX - s->len) {
+        n = MT_LOGPARSE_LINE_MAX - s->len;
+        s->overflow = 1;
+    }
+    if (!n)
+        return;
+    if (grow(p, (void **)&s->buf, &s->cap, s->len + n, 1)) {
+        s->overflow = 1;
+        return;
+    }
+    memcpy(s->buf + s->len, d, n);
+    s->len += n;
+}
+
+static lp_source *source(mt_logparse *p, int rank, int channel)
+{
+    size_t lo = 0, hi = p->nsrc;
+    lp_source *s;
+    if (rank < 0)
+        rank = -1;
+    if (p->last && p->last->rank == rank && p->last->channel == channel)
+        return p->last;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        s = p->src[mid];
+        if (s->rank == rank && s->channel == channel)
+            return p->last = s;
+        if (s->rank < rank || (s->rank == rank && s->channel < channel))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (p->nsrc >= MT_LOGPARSE_MAX_SOURCES)
+        return NULL;
+    if (grow(p, (void **)&p->src, &p->capsrc, p->nsrc + 1, sizeof *p->src))
+        return NULL;
+    if (!(s = calloc(1, sizeof *s))) {
+        p->status = -ENOMEM;
+        return NULL;
+    }
+    s->rank = rank;
+    s->channel = channel;
+    s->args_rank = -1;
+    memmove(p->src + lo + 1, p->src + lo, (p->nsrc - lo) * sizeof *p->src);
+    p->src[lo] = s;
+    p->nsrc++;
+    return p->last = s;
+}
+
+void mt_logparse_feed_channel(mt_logparse *p, int rank, int channel, const char *data, size_t n)
+{
+    lp_source *s = source(p, rank, channel);
+    if (!s) {
+        p->counts.sources_dropped_bytes += n;
+        return;
+    }
+    p->counts.bytes += n;
+    while (n) {
+        const char *nl = memchr(data, '\n', n);
+        size_t k;
+        if (!nl) {
+            buf_append(p, s, data, n);
+            return;
+        }
+        k = (size_t)(nl - data);
+        if (!s->len && !s->overflow) {
+            line_in(p, s, data, k, 0); /* whole in the chunk: parse it in place */
+        } else {
+            buf_append(p, s, data, k);
+            line_in(p, s, s->buf, s->len, s->overflow);
+            s->len = 0;
+            s->overflow = 0;
+        }
+        data += k + 1;
+        n -= k + 1;
+    }
+}
+
+void mt_logparse_feed(mt_logparse *p, const char *data, size_t n)
+{
+    mt_logparse_feed_channel(p, -1, 0, data, n);
+}
+
+void mt_logparse_feed_rank(mt_logparse *p, int rank, const char *data, size_t n)
+{
+    mt_logparse_feed_channel(p, rank, 0, data, n);
+}
+
+void mt_logparse_finish(mt_logparse *p)
+{
+    size_t i;
+    for (i = 0; i < p->nsrc; i++) {
+        lp_source *s = p->src[i];
+        if (s->len || s->overflow) {
+            line_in(p, s, s->buf, s->len, s->overflow);
+            s->len = 0;
+            s->overflow = 0;
+        }
+        if (s->pending)
+            pend_try(p, s, 1);
+    }
+    if (p->step_pending)
+        emit_step_only(p);
+}
+
+int mt_logparse_read(mt_logparse *p, FILE *f)
+{
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        mt_logparse_feed(p, buf, n);
+    mt_logparse_finish(p);
+    return ferror(f) ? -EIO : 0;
+}
+
+int mt_logparse_read_file(mt_logparse *p, const char *path, mt_diag *d)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    int rc, err;
+    if (!f) {
+        err = errno;
+        mt_diag_add(d, path, 0, NULL, "cannot open the log: %s", strerror(err));
+        return -err;
+    }
+    rc = mt_logparse_read(p, f);
+    err = errno;
+    if (rc)
+        mt_diag_add(d, path, 0, NULL, "cannot read the log: %s", strerror(err ? err : EIO));
+    if (f != stdin)
+        fclose(f);
+    return rc;
+}
+
+/* ---- results ---------------------------------------------------------------- */
+
+double mt_iteration_loss(const mt_iteration *it, const char *key, int *found)
+{
+    int i;
+    for (i = 0; i < it->n_losses; i++)
+        if (!strcmp(it->loss_key[i], key)) {
+            if (found)
+                *found = 1;
+            return it->loss[i];
+        }
+    if (found)
+        *found = 0;
+    return NAN;
+}
+
+size_t mt_logparse_iterations(const mt_logparse *p)
+{
+    return p->nit;
+}
+
+const mt_iteration *mt_logparse_iteration(const mt_logparse *p, size_t i)
+{
+    return i < p->nit ? &p->it[i] : NULL;
+}
+
+size_t mt_logparse_ranks(const mt_logparse *p)
+{
+    return p->nmem;
+}
+
+const mt_rank_memory *mt_logparse_rank_memory(const mt_logparse *p, size_t i)
+{
+    return i < p->nmem ? &p->mem[i] : NULL;
+}
+
+const mt_rank_memory *mt_logparse_memory_of(const mt_logparse *p, int rank)
+{
+    size_t lo = 0, hi = p->nmem;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->mem[mid].rank == rank)
+            return &p->mem[mid];
+        if (p->mem[mid].rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+const mt_kv *mt_logparse_args(const mt_logparse *p)
+{
+    return p->args;
+}
+
+int mt_logparse_world(const mt_logparse *p, mt_logworld *w)
+{
+    if (!p->have_world)
+        return -ENOENT;
+    *w = p->world;
+    return 0;
+}
+
+int mt_logparse_theoretical(const mt_logparse *p, double *weight_opt_mb, double *activation_mb,
+                            double *total_mb)
+{
+    if (weight_opt_mb)
+        *weight_opt_mb = p->have_theo ? p->theo_w : NAN;
+    if (activation_mb)
+        *activation_mb = p->have_theo ? p->theo_a : NAN;
+    if (total_mb)
+        *total_mb = p->have_theo ? p->theo_t : NAN;
+    return p->have_theo ? 0 : -ENOENT;
+}
+
+size_t mt_logparse_events(const mt_logparse *p)
+{
+    return p->nev;
+}
+
+const mt_logevent *mt_logparse_event(const mt_logparse *p, size_t i)
+{
+    return i < p->nev ? &p->ev[i] : NULL;
+}
+
+uint64_t mt_logparse_event_count(const mt_logparse *p, mt_logevent_kind kind)
+{
+    return (unsigned)kind < MT_LOGEV_KINDS ? p->kind_count[kind] : 0;
+}
+
+const mt_logevent *mt_logparse_first(const mt_logparse *p, mt_logevent_kind kind)
+{
+    return (unsigned)kind < MT_LOGEV_KINDS && p->kind_count[kind] ? &p->first[kind] : NULL;
+}
+
+const char *mt_logevent_kind_name(mt_logevent_kind kind)
+{
+    static const char *const names[MT_LOGEV_KINDS] = {
+        [MT_LOGEV_OOM] = "oom",
+        [MT_LOGEV_NAN] = "nan",
+        [MT_LOGEV_NCCL_ERROR] = "nccl_error",
+        [MT_LOGEV_INFRA] = "infra",
+        [MT_LOGEV_WATCHDOG] = "watchdog",
+        [MT_LOGEV_IMPORT_ERROR] = "import_error",
+        [MT_LOGEV_CAPTURE] = "cuda_graph_capture",
+        [MT_LOGEV_FALLBACK] = "fallback",
+        [MT_LOGEV_VALIDATION] = "validation",
+        [MT_LOGEV_THEORETICAL_MEMORY] = "theoretical_memory",
+        [MT_LOGEV_CRASH] = "crash",
+        [MT_LOGEV_EXCEPTION] = "exception",
+        [MT_LOGEV_TRACEBACK] = "traceback",
+    };
+    return (unsigned)kind < MT_LOGEV_KINDS ? names[kind] : "?";
+}
+
+const mt_logparse_counts *mt_logparse_counts_get(const mt_logparse *p)
+{
+    return &p->counts;
+}
+
+/* The first iteration that logged a NaN: its nan count, a non-finite loss
+ * or grad norm. */
+static int nan_from_iterations(const mt_logparse *p, char *buf, size_t n)
+{
+    size_t i;
+    int j;
+    for (i = 0; i < p->nit; i++) {
+        const mt_iteration *it = &p->it[i];
+        if (it->has & MT_IT_NAN && it->nan_count > 0) {
+            snprintf(buf, n, "iteration %lld: number of nan iterations: %lld",
+                     (long long)it->iteration, (long long)it->nan_count);
+            return 1;
+        }
+        for (j = 0; j < it->n_losses; j++)
+            if (!isfinite(it->loss[j])) {
+                snprintf(buf, n, "iteration %lld: %s: %g", (long long)it->iteration,
+                         it->loss_key[j], it->loss[j]);
+                return 1;
+            }
+        if (it->has & MT_IT_GRAD_NORM && !isfinite(it->grad_norm)) {
+            snprintf(buf, n, "iteration %lld: grad norm: %g", (long long)it->iteration,
+                     it->grad_norm);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int mt_logparse_evidence(const mt_logparse *p, mt_kv *evidence)
+{
+    static const struct {
+        mt_logevent_kind kind;
+        const char *key;
+    } fails[] = {{MT_LOGEV_OOM, "log.oom"},
+                 {MT_LOGEV_NAN, "log.nan"},
+                 {MT_LOGEV_NCCL_ERROR, "log.nccl_error"},
+                 {MT_LOGEV_INFRA, "log.infra"},
+                 {MT_LOGEV_WATCHDOG, "log.watchdog"}};
+    const char *k, *v;
+    char key[ARG_NAME_MAX + 8], buf[160];
+    size_t i;
+    int rc = 0;
+    for (i = 0; mt_kv_entry(p->args, i, &k, &v) == 0; i++) {
+        snprintf(key, sizeof key, "args.%s", k);
+        rc |= mt_kv_set(evidence, key, v);
+    }
+    if (p->have_world)
+        rc |= mt_kv_set(evidence, "log.world", p->world_text);
+    if (p->have_fallback_dispatch)
+        rc |= mt_kv_set(evidence, "log.dispatcher_fallback", p->first_fallback_dispatch.text);
+    if (p->have_import_dispatch)
+        rc |= mt_kv_set(evidence, "log.import_error", p->first_import_dispatch.text);
+    if (p->capture_pri >= 0)
+        rc |= mt_kv_set(evidence, "log.cuda_graph_capture", p->capture_best.text);
+    for (i = 0; i < sizeof fails / sizeof fails[0]; i++)
+        if (p->kind_count[fails[i].kind])
+            rc |= mt_kv_set(evidence, fails[i].key, p->first[fails[i].kind].text);
+    if (!p->kind_count[MT_LOGEV_NAN] && nan_from_iterations(p, buf, sizeof buf))
+        rc |= mt_kv_set(evidence, "log.nan", buf);
+    return rc ? -ENOMEM : 0;
+}
+
+/* ---- printing ----------------------------------------------------------------- */
+
+/* Valid UTF-8 sequence length at s (max n bytes), 0 when invalid. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    size_t len, i;
+    unsigned c = s[0];
+    uint32_t cp;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2, cp = c & 0x1f;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3, cp = c & 0x0f;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4, cp = c & 0x07;
+    else
+        return 0;
+    if (len > n)
+        return 0;
+    for (i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3f);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return len;
+}
+
+static void json_str(FILE *out, const char *s)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = strlen(s), i = 0;
+    fputc('"', out);
+    while (i < n) {
+        unsigned c = u[i];
+        size_t k;
+        if (c == '"' || c == '\\') {
+            fputc('\\', out);
+            fputc((int)c, out);
+            i++;
+        } else if (c < 0x20 || c == 0x7f) {
+            fprintf(out, "\\u%04x", c);
+            i++;
+        } else if ((k = utf8_len(u + i, n - i)) == 0) {
+            fputs("\\ufffd", out);
+            i++;
+        } else {
+            fwrite(u + i, 1, k, out);
+            i += k;
+        }
+    }
+    fputc('"', out);
+}
+
+static void json_num(FILE *out, double v)
+{
+    if (isnan(v))
+        fputs("\"NaN\"", out);
+    else if (isinf(v))
+        fputs(v > 0 ? "\"Infinity\"" : "\"-Infinity\"", out);
+    else
+        fprintf(out, "%.15g", v);
+}
+
+static void json_iteration(FILE *out, const mt_iteration *it)
+{
+    static const struct {
+        uint32_t bit;
+        const char *name;
+        size_t off;
+    } dbl[] = {
+        {MT_IT_TIMESTAMP, "timestamp", offsetof(mt_iteration, timestamp)},
+        {MT_IT_ELAPSED, "elapsed_ms", offsetof(mt_iteration, elapsed_ms)},
+        {MT_IT_TFLOPS, "tflops_per_gpu", offsetof(mt_iteration, tflops)},
+        {MT_IT_ENERGY, "energy_j_per_gpu", offsetof(mt_iteration, energy)},
+        {MT_IT_POWER, "power_w_per_gpu", offsetof(mt_iteration, power)},
+        {MT_IT_LR, "learning_rate", offsetof(mt_iteration, lr)},
+        {MT_IT_LOSS_SCALE, "loss_scale", offsetof(mt_iteration, loss_scale)},
+        {MT_IT_GRAD_NORM, "grad_norm", offsetof(mt_iteration, grad_norm)},
+        {MT_IT_NUM_ZEROS, "num_zeros", offsetof(mt_iteration, num_zeros)},
+        {MT_IT_PARAMS_NORM, "params_norm", offsetof(mt_iteration, params_norm)},
+        {MT_IT_MAX_LOGIT, "max_attention_logit", offsetof(mt_iteration, max_attention_logit)},
+        {MT_IT_STEP_TIME, "step_time_s", offsetof(mt_iteration, step_time_s)},
+    };
+    static const struct {
+        uint32_t bit;
+        const char *name;
+        size_t off;
+    } ints[] = {
+        {MT_IT_TOTAL, "total", offsetof(mt_iteration, total)},
+        {MT_IT_CONSUMED, "consumed_samples", offsetof(mt_iteration, consumed_samples)},
+        {MT_IT_SKIPPED_SAMPLES, "skipped_samples", offsetof(mt_iteration, skipped_samples)},
+        {MT_IT_GBS, "global_batch_size", offsetof(mt_iteration, global_batch)},
+        {MT_IT_SKIPPED, "skipped_iterations", offsetof(mt_iteration, skipped)},
+        {MT_IT_NAN, "nan_iterations", offsetof(mt_iteration, nan_count)},
+    };
+    size_t i;
+    int j;
+    fprintf(out, "{\"iteration\":%lld", (long long)it->iteration);
+    for (i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (it->has & ints[i].bit)
+            fprintf(out, ",\"%s\":%lld", ints[i].name,
+                    (long long)*(const int64_t *)((const char *)it + ints[i].off));
+    for (i = 0; i < sizeof dbl / sizeof dbl[0]; i++)
+        if (it->has & dbl[i].bit) {
+            fprintf(out, ",\"%s\":", dbl[i].name);
+            json_num(out, *(const double *)((const char *)it + dbl[i].off));
+        }
+    if (it->has & MT_IT_STEP_TIME && !isnan(it->step_tflops)) {
+        fputs(",\"step_tflops_per_gpu\":", out);
+        json_num(out, it->step_tflops);
+    }
+    fputs(",\"losses\":{", out);
+    for (j = 0; j < it->n_losses; j++) {
+        if (j)
+            fputc(',', out);
+        json_str(out, it->loss_key[j]);
+        fputc(':', out);
+        json_num(out, it->loss[j]);
+    }
+    fputc('}', out);
+    if (it->rank >= 0)
+        fprintf(out, ",\"rank\":%d", it->rank);
+    fprintf(out, ",\"line\":%llu", (unsigned long long)it->line);
+    if (it->has & MT_IT_STEP_LINE_ONLY)
+        fputs(",\"step_line_only\":true", out);
+    if (it->has & MT_IT_WRAPPED)
+        fputs(",\"wrapped\":true", out);
+    if (it->has & MT_IT_GLUED)
+        fputs(",\"glued\":true", out);
+    if (!(it->has & MT_IT_COMPLETE))
+        fputs(",\"incomplete\":true", out);
+    fputc('}', out);
+}
+
+static void json_bytes(FILE *out, const char *name, int64_t v)
+{
+    if (v >= 0)
+        fprintf(out, ",\"%s\":%lld", name, (long long)v);
+}
+
+static void print_json(const mt_logparse *p, FILE *out)
+{
+    const mt_logparse_counts *c = &p->counts;
+    const char *k, *v;
+    size_t i;
+    int first = 1;
+    fprintf(out,
+            "{\"bytes\":%llu,\"lines\":%llu,\"truncated_lines\":%llu,\"garbage_lines\":%llu,"
+            "\"wrapped_lines\":%llu,\"glued_lines\":%llu,\"iterations_dropped\":%llu,"
+            "\"events_dropped\":%llu",
+            (unsigned long long)c->bytes, (unsigned long long)c->lines,
+            (unsigned long long)c->truncated_lines, (unsigned long long)c->garbage_lines,
+            (unsigned long long)c->wrapped_lines, (unsigned long long)c->glued_lines,
+            (unsigned long long)c->iterations_dropped, (unsigned long long)c->events_dropped);
+    fputs(",\"world\":", out);
+    if (p->have_world)
+        fprintf(out, "{\"world\":%d,\"dp\":%d,\"cp\":%d,\"tp\":%d,\"pp\":%d}", p->world.world,
+                p->world.dp, p->world.cp, p->world.tp, p->world.pp);
+    else
+        fputs("null", out);
+    fputs(",\"theoretical_memory_mb\":", out);
+    if (p->have_theo) {
+        fputs("{\"weight_and_optimizer\":", out);
+        json_num(out, p->theo_w);
+        fputs(",\"activation\":", out);
+        json_num(out, p->theo_a);
+        fputs(",\"total\":", out);
+        json_num(out, p->theo_t);
+        fputc('}', out);
+    } else {
+        fputs("null", out);
+    }
+    fputs(",\"iterations\":[", out);
+    for (i = 0; i < p->nit; i++) {
+        if (i)
+            fputc(',', out);
+        json_iteration(out, &p->it[i]);
+    }
+    fputs("],\"memory\":[", out);
+    for (i = 0; i < p->nmem; i++) {
+        const mt_rank_memory *m = &p->mem[i];
+        fprintf(out, "%s{\"rank\":%d,\"unit\":\"%s\"", i ? "," : "", m->rank,
+                m->gigabytes ? "GB" : "MB");
+        if (m->after_iteration >= 0)
+            fprintf(out, ",\"after_iteration\":%lld", (long long)m->after_iteration);
+        json_bytes(out, "allocated_bytes", m->allocated);
+        json_bytes(out, "max_allocated_bytes", m->max_allocated);
+        json_bytes(out, "reserved_bytes", m->reserved);
+        json_bytes(out, "max_reserved_bytes", m->max_reserved);
+        fputc('}', out);
+    }
+    fputs("],\"arguments\":{", out);
+    for (i = 0; mt_kv_entry(p->args, i, &k, &v) == 0; i++) {
+        if (i)
+            fputc(',', out);
+        json_str(out, k);
+        fputc(':', out);
+        json_str(out, v);
+    }
+    fputs("},\"event_counts\":{", out);
+    for (i = 0; i < MT_LOGEV_KINDS; i++)
+        if (p->kind_count[i]) {
+            fprintf(out, "%s\"%s\":%llu", first ? "" : ",",
+                    mt_logevent_kind_name((mt_logevent_kind)i),
+                    (unsigned long long)p->kind_count[i]);
+            first = 0;
+        }
+    fputs("},\"events\":[", out);
+    for (i = 0; i < p->nev; i++) {
+        const mt_logevent *e = &p->ev[i];
+        fprintf(out, "%s{\"kind\":\"%s\",\"line\":%llu", i ? "," : "",
+                mt_logevent_kind_name(e->kind), (unsigned long long)e->line);
+        if (e->rank >= 0)
+            fprintf(out, ",\"rank\":%d", e->rank);
+        if (e->iteration >= 0)
+            fprintf(out, ",\"iteration\":%lld", (long long)e->iteration);
+        if (!isnan(e->value)) {
+            fputs(",\"value\":", out);
+            json_num(out, e->value);
+        }
+        if (e->flags & MT_LOGEV_F_DISPATCHER)
+            fputs(",\"dispatcher\":true", out);
+        fputs(",\"text\":", out);
+        json_str(out, e->text);
+        fputc('}', out);
+    }
+    fputs("]}\n", out);
+}
+
+static void text_opt(FILE *out, int have, const char *fmt, double v, int width)
+{
+    if (have)
+        fprintf(out, fmt, width, v);
+    else
+        fprintf(out, " %*s", width, "-");
+}
+
+static void text_mib(FILE *out, const char *sep, const char *name, int64_t v, int gb)
+{
+    if (v < 0)
+        fprintf(out, "%s%s -", sep, name);
+    else if (gb)
+        fprintf(out, "%s%s %.3f GB", sep, name, (double)v / 1e9);
+    else
+        fprintf(out, "%s%s %.2f MiB", sep, name, (double)v / (1024.0 * 1024.0));
+}
+
+static void print_text(const mt_logparse *p, FILE *out)
+{
+    const mt_logparse_counts *c = &p->counts;
+    const char *k, *v;
+    size_t i;
+    int j;
+    fprintf(out,
+            "log: %llu bytes, %llu lines (%llu truncated, %llu garbage, %llu hard-wrapped, %llu "
+            "glued)\n",
+            (unsigned long long)c->bytes, (unsigned long long)c->lines,
+            (unsigned long long)c->truncated_lines, (unsigned long long)c->garbage_lines,
+            (unsigned long long)c->wrapped_lines, (unsigned long long)c->glued_lines);
+    if (p->have_world)
+        fprintf(out,
+                "world: %d GPUs, data-parallel %d, context-parallel %d, tensor-parallel %d, "
+                "pipeline-parallel %d\n",
+                p->world.world, p->world.dp, p->world.cp, p->world.tp, p->world.pp);
+    fprintf(out, "iterations: %zu", p->nit);
+    if (c->iterations_dropped)
+        fprintf(out, " (+%llu not kept)", (unsigned long long)c->iterations_dropped);
+    fputc('\n', out);
+    if (p->nit)
+        fprintf(out, "  %-17s %12s %11s %13s %9s %4s %4s %5s  losses\n", "iteration", "elapsed ms",
+                "TFLOP/s/GPU", "learning rate", "grad norm", "skip", "nan", "rank");
+    for (i = 0; i < p->nit; i++) {
+        const mt_iteration *it = &p->it[i];
+        char iter[48];
+        if (it->has & MT_IT_TOTAL)
+            snprintf(iter, sizeof iter, "%lld/%lld", (long long)it->iteration,
+                     (long long)it->total);
+        else
+            snprintf(iter, sizeof iter, "%lld", (long long)it->iteration);
+        fprintf(out, "  %-17s", iter);
+        text_opt(out, it->has & MT_IT_ELAPSED, " %*.1f", it->elapsed_ms, 12);
+        text_opt(out, it->has & MT_IT_TFLOPS, " %*.1f", it->tflops, 11);
+        text_opt(out, it->has & MT_IT_LR, " %*.6E", it->lr, 13);
+        text_opt(out, it->has & MT_IT_GRAD_NORM, " %*.3f", it->grad_norm, 9);
+        text_opt(out, it->has & MT_IT_SKIPPED, " %*.0f", (double)it->skipped, 4);
+        text_opt(out, it->has & MT_IT_NAN, " %*.0f", (double)it->nan_count, 4);
+        text_opt(out, it->rank >= 0, " %*.0f", it->rank, 5);
+        fputs(" ", out);
+        for (j = 0; j < it->n_losses; j++)
+            fprintf(out, "%s %s %.6E", j ? "," : "", it->loss_key[j], it->loss[j]);
+        if (it->has & MT_IT_STEP_TIME)
+            fprintf(out, "%s step %.2f s", it->n_losses ? "," : "", it->step_time_s);
+        if (it->has & MT_IT_STEP_LINE_ONLY)
+            fputs(" (Step Time line only)", out);
+        fputc('\n', out);
+    }
+    if (p->nmem) {
+        fprintf(out, "memory: %zu ranks\n", p->nmem);
+        for (i = 0; i < p->nmem; i++) {
+            const mt_rank_memory *m = &p->mem[i];
+            fprintf(out, "  rank %d", m->rank);
+            if (m->after_iteration >= 0)
+                fprintf(out, " (after %lld iterations)", (long long)m->after_iteration);
+            fputc(':', out);
+            text_mib(out, " ", "allocated", m->allocated, m->gigabytes);
+            text_mib(out, ", ", "max allocated", m->max_allocated, m->gigabytes);
+            text_mib(out, ", ", "reserved", m->reserved, m->gigabytes);
+            text_mib(out, ", ", "max reserved", m->max_reserved, m->gigabytes);
+            fputc('\n', out);
+        }
+    }
+    if (p->have_theo)
+        fprintf(out,
+                "theoretical memory (MB): weight and optimizer %.2f, activation %.2f, total %.2f\n",
+                p->theo_w, p->theo_a, p->theo_t);
+    fprintf(out, "arguments: %zu\n", mt_kv_count(p->args));
+    for (i = 0; mt_kv_entry(p->args, i, &k, &v) == 0; i++)
+        fprintf(out, "  %s = %s\n", k, v);
+    fprintf(out, "events: %zu", p->nev);
+    if (c->events_dropped)
+        fprintf(out, " (+%llu not kept)", (unsigned long long)c->events_dropped);
+    fputc('\n', out);
+    for (i = 0; i < p->nev; i++) {
+        const mt_logevent *e = &p->ev[i];
+        fprintf(out, "  line %llu", (unsigned long long)e->line);
+        if (e->rank >= 0)
+            fprintf(out, " rank %d", e->rank);
+        fprintf(out, " %s: %s\n", mt_logevent_kind_name(e->kind), e->text);
+    }
+}
+
+int mt_logparse_print(const mt_logparse *p, FILE *out, int json)
+{
+    if (json)
+        print_json(p, out);
+    else
+        print_text(p, out);
+    return ferror(out) || fflush(out) ? -EIO : 0;
+}

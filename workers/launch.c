@@ -1,0 +1,536 @@
+/*
+ * launch.c - launch templates, the local and srun launchers, and stopping a
+ * Slurm step with scancel.
+ */
+#include "launch.h"
+
+#include "runner.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ---- a growing string ----------------------------------------------------------- */
+
+typedef struct buf {
+    char *s;
+    size_t n, cap;
+} buf;
+
+static int buf_add(buf *b, const char *p, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        char *s;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        s = realloc(b->s, cap);
+        if (!s)
+            return -ENOMEM;
+        b->s = s;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, p, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+    return 0;
+}
+
+static int push_fmt(mt_strlist *out, const char *f, ...) __attribute__((format(printf, 2, 3)));
+static int push_fmt(mt_strlist *out, const char *f, ...)
+{
+    va_list ap;
+    char *s = NULL;
+    int n, rc;
+    va_start(ap, f);
+    n = vasprintf(&s, f, ap);
+    va_end(ap);
+    if (n < 0)
+        return -ENOMEM;
+    rc = mt_strlist_push(out, s);
+    free(s);
+    return rc;
+}
+
+/* ---- templates ---------------------------------------------------------------- */
+
+/* Length of a placeholder name at p ("name}" follows), or 0. */
+static size_t name_len(const char *p)
+{
+    size_t i = 0;
+    if (!(isalpha((unsigned char)p[0]) || p[0] == '_'))
+        return 0;
+    while (isalnum((unsigned char)p[i]) || p[i] == '_' || p[i] == '.')
+        i++;
+    return p[i] == '}' ? i : 0;
+}
+
+static void known_names(const mt_kv *ph, buf *b)
+{
+    const char *k, *v;
+    size_t i;
+    buf_add(b, "{args}", 6);
+    for (i = 0; ph && mt_kv_entry(ph, i, &k, &v) == 0; i++) {
+        buf_add(b, ", {", 3);
+        buf_add(b, k, strlen(k));
+        buf_add(b, "}", 1);
+    }
+}
+
+/* One token with its placeholders substituted into b. */
+static int expand_token(const char *tok, const mt_kv *ph, buf *b, mt_diag *d)
+{
+    const char *p = tok;
+    b->n = 0;
+    if (buf_add(b, "", 0) != 0)
+        return -ENOMEM;
+    while (*p) {
+        size_t nl;
+        if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
+            if (buf_add(b, p, 1) != 0)
+                return -ENOMEM;
+            p += 2;
+            continue;
+        }
+        if (p[0] == '{' && (nl = name_len(p + 1)) > 0) {
+            char name[256];
+            const char *val;
+            if (nl >= sizeof name) {
+                mt_diag_add(d, NULL, 0, "launch.template",
+                            "placeholder name too long in template token \"%s\"", tok);
+                return -EINVAL;
+            }
+            memcpy(name, p + 1, nl);
+            name[nl] = '\0';
+            if (!strcmp(name, "args")) {
+                mt_diag_add(d, NULL, 0, "launch.template",
+                            "\"{args}\" must be a template token of its own (it becomes "
+                            "several arguments), not part of \"%s\"",
+                            tok);
+                return -EINVAL;
+            }
+            val = ph ? mt_kv_get(ph, name) : NULL;
+            if (!val) {
+                buf k = {0};
+                known_names(ph, &k);
+                mt_diag_add(d, NULL, 0, "launch.template",
+                            "unknown placeholder '{%s}' in template token \"%s\"; known: %s "
+                            "(write {{ and }} for literal braces)",
+                            name, tok, k.s ? k.s : "{args}");
+                free(k.s);
+                return -EINVAL;
+            }
+            if (buf_add(b, val, strlen(val)) != 0)
+                return -ENOMEM;
+            p += nl + 2;
+            continue;
+        }
+        if (buf_add(b, p, 1) != 0)
+            return -ENOMEM;
+        p++;
+    }
+    return 0;
+}
+
+int mt_launch_expand(const char *const *tmpl, size_t n, const mt_kv *placeholders,
+                     const mt_strlist *args, mt_strlist *out, mt_diag *d)
+{
+    buf b = {0};
+    size_t i, j;
+    int rc = 0, seen_args = 0;
+    for (i = 0; i < n && rc == 0; i++) {
+        if (!strcmp(tmpl[i], "{args}")) {
+            seen_args = 1;
+            for (j = 0; args && j < args->n && rc == 0; j++)
+                rc = mt_strlist_push(out, args->v[j]);
+            continue;
+        }
+        rc = expand_token(tmpl[i], placeholders, &b, d);
+        if (rc == 0)
+            rc = mt_strlist_push(out, b.s);
+    }
+    if (rc == 0 && !seen_args) {
+        mt_diag_add(d, NULL, 0, "launch.template",
+                    "the template never says where the rendered arguments go; add \"{args}\"");
+        rc = -EINVAL;
+    }
+    if (rc == -ENOMEM)
+        mt_diag_add(d, NULL, 0, "launch.template", "out of memory expanding the template");
+    free(b.s);
+    return rc;
+}
+
+/* ---- environment and names -------------------------------------------------------- */
+
+int mt_launch_kind(const char *name)
+{
+    if (name && !strcmp(name, "local"))
+        return MT_LAUNCHER_LOCAL;
+    if (name && !strcmp(name, "srun"))
+        return MT_LAUNCHER_SRUN;
+    return -1;
+}
+
+static int keep_var(int kind, const char *name, size_t n)
+{
+    static const char *const basic[] = {"PATH",   "HOME", "USER",   "LOGNAME",         "LANG",
+                                        "LC_ALL", "TZ",   "TMPDIR", "LD_LIBRARY_PATH", NULL};
+    size_t i;
+    for (i = 0; basic[i]; i++)
+        if (strlen(basic[i]) == n && !strncmp(basic[i], name, n))
+            return 1;
+    return kind == MT_LAUNCHER_SRUN && n > 6 && !strncmp(name, "SLURM_", 6);
+}
+
+int mt_launch_environment(int kind, int inherit, const mt_kv *rendered, mt_kv *out)
+{
+    char **e;
+    const char *k, *v;
+    size_t i;
+    for (e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        char *name;
+        int rc;
+        if (!eq || eq == *e || (!inherit && !keep_var(kind, *e, (size_t)(eq - *e))))
+            continue;
+        name = strndup(*e, (size_t)(eq - *e));
+        if (!name)
+            return -ENOMEM;
+        rc = mt_kv_set(out, name, eq + 1);
+        free(name);
+        if (rc != 0)
+            return rc;
+    }
+    for (i = 0; rendered && mt_kv_entry(rendered, i, &k, &v) == 0; i++)
+        if (mt_kv_set(out, k, v) != 0)
+            return -ENOMEM;
+    return 0;
+}
+
+char *mt_launch_job_name(const char *tag)
+{
+    static unsigned counter;
+    char host[256] = "host", *s = NULL, *p;
+    unsigned char rnd[4] = {0, 0, 0, 0};
+    if (gethostname(host, sizeof host - 1) != 0)
+        strcpy(host, "host");
+    host[sizeof host - 1] = '\0';
+    if (getrandom(rnd, sizeof rnd, GRND_NONBLOCK) != (ssize_t)sizeof rnd) {
+        unsigned x = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+        memcpy(rnd, &x, sizeof rnd);
+    }
+    if (asprintf(&s, "mt-%s-%s-%ld-%u-%02x%02x%02x%02x", tag && *tag ? tag : "run", host,
+                 (long)getpid(), __atomic_add_fetch(&counter, 1, __ATOMIC_RELAXED), rnd[0], rnd[1],
+                 rnd[2], rnd[3]) < 0)
+        return NULL;
+    for (p = s; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != '_')
+            *p = '_';
+    return s;
+}
+
+/* ---- the launcher ------------------------------------------------------------- */
+
+/* A positive integer setting; -1 when value is not one. */
+static int parse_count(const char *value)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(value, &end, 10);
+    if (errno || end == value || *end || v < 1 || v > 1 << 20)
+        return -1;
+    return (int)v;
+}
+
+mt_launch *mt_launch_new(int kind, int nodes, int gpus_per_node, const mt_kv *settings,
+                         const char *job_name, const mt_kv *env, mt_diag *d)
+{
+    mt_launch *l;
+    const char *k, *v;
+    size_t i;
+    int bad = 0, ntasks = 0;
+    if (kind != MT_LAUNCHER_LOCAL && kind != MT_LAUNCHER_SRUN) {
+        mt_diag_add(d, NULL, 0, "launch.launcher", "unknown launcher; use \"local\" or \"srun\"");
+        return NULL;
+    }
+    if (nodes < 1 || gpus_per_node < 0) {
+        mt_diag_add(d, NULL, 0, "hardware",
+                    "launcher needs nodes >= 1 and gpus_per_node >= 0 "
+                    "(got %d and %d)",
+                    nodes, gpus_per_node);
+        return NULL;
+    }
+    if (kind == MT_LAUNCHER_SRUN && (!job_name || !*job_name)) {
+        mt_diag_add(d, NULL, 0, "launch.launcher",
+                    "the srun launcher needs a job name (mt_launch_job_name) to cancel its step");
+        return NULL;
+    }
+    l = calloc(1, sizeof *l);
+    if (!l)
+        goto oom;
+    l->kind = kind;
+    l->nodes = nodes;
+    l->gpus_per_node = gpus_per_node;
+    l->cancel_timeout_s = 15;
+    for (i = 0; settings && mt_kv_entry(settings, i, &k, &v) == 0; i++) {
+        char field[300];
+        snprintf(field, sizeof field, "launcher.%s", k);
+        if (!strcmp(k, "cpu_bind")) {
+            if (!strcmp(v, "numa"))
+                l->cpu_bind_numa = 1;
+            else if (strcmp(v, "none") != 0) {
+                mt_diag_add(d, NULL, 0, field, "cpu_bind takes none or numa, not '%s'", v);
+                bad = 1;
+            }
+        } else if (!strcmp(k, "ntasks_per_node")) {
+            if ((ntasks = parse_count(v)) < 0) {
+                mt_diag_add(d, NULL, 0, field, "ntasks_per_node takes a count >= 1, not '%s'", v);
+                bad = 1;
+            }
+        } else {
+            mt_diag_add(d, NULL, 0, field,
+                        "the %s launcher has no setting '%s' (it knows cpu_bind and "
+                        "ntasks_per_node); a setting it cannot apply is refused rather than "
+                        "ignored",
+                        kind == MT_LAUNCHER_SRUN ? "srun" : "local", k);
+            bad = 1;
+        }
+    }
+    if (bad) {
+        mt_launch_destroy(&l);
+        return NULL;
+    }
+    l->ntasks_per_node = ntasks > 0 ? ntasks : gpus_per_node > 0 ? gpus_per_node : 1;
+    l->env = env ? mt_kv_dup(env) : mt_kv_new();
+    if (!l->env || (job_name && !(l->job_name = strdup(job_name))))
+        goto oom;
+    if ((v = mt_kv_get(l->env, "SLURM_JOB_ID")) != NULL && *v && !(l->slurm_job_id = strdup(v)))
+        goto oom;
+    return l;
+oom:
+    mt_diag_add(d, NULL, 0, NULL, "launcher: out of memory");
+    mt_launch_destroy(&l);
+    return NULL;
+}
+
+void mt_launch_destroy(mt_launch **lp)
+{
+    mt_launch *l;
+    if (!lp || !*lp)
+        return;
+    l = *lp;
+    free(l->job_name);
+    free(l->slurm_job_id);
+    mt_kv_destroy(&l->env);
+    free(l);
+    *lp = NULL;
+}
+
+int mt_launch_wrap(const mt_launch *l, const mt_strlist *argv, mt_strlist *out)
+{
+    size_t i;
+    int rc = 0;
+    if (l->kind == MT_LAUNCHER_SRUN) {
+        rc = mt_strlist_push(out, "srun");
+        if (!rc)
+            rc = mt_strlist_push(out, "-l"); /* "<task>: " before each line: the rank */
+        if (!rc)
+            rc = push_fmt(out, "--nodes=%d", l->nodes);
+        if (!rc)
+            rc = push_fmt(out, "--ntasks-per-node=%d", l->ntasks_per_node);
+        if (!rc && l->gpus_per_node > 0)
+            rc = push_fmt(out, "--gpus-per-node=%d", l->gpus_per_node);
+        if (!rc)
+            rc = push_fmt(out, "--job-name=%s", l->job_name);
+        /* one rank's death (an OOM) ends the step instead of leaving the
+         * others waiting in a collective until a watchdog fires */
+        if (!rc)
+            rc = mt_strlist_push(out, "--kill-on-bad-exit=1");
+        if (!rc && l->cpu_bind_numa)
+            rc = mt_strlist_push(out, "--cpu-bind=ldoms"); /* each task to its NUMA domain */
+    }
+    for (i = 0; argv && i < argv->n && rc == 0; i++)
+        rc = mt_strlist_push(out, argv->v[i]);
+    return rc;
+}
+
+int mt_launch_query_argv(const mt_launch *l, mt_strlist *out)
+{
+    int rc;
+    if (l->kind != MT_LAUNCHER_SRUN || !l->slurm_job_id)
+        return 0;
+    rc = mt_strlist_push(out, "squeue");
+    if (!rc)
+        rc = mt_strlist_push(out, "--noheader");
+    if (!rc)
+        rc = mt_strlist_push(out, "--steps");
+    if (!rc)
+        rc = push_fmt(out, "--jobs=%s", l->slurm_job_id);
+    if (!rc)
+        rc = push_fmt(out, "--name=%s", l->job_name);
+    if (!rc)
+        rc = mt_strlist_push(out, "--format=%i");
+    return rc;
+}
+
+int mt_launch_cancel_argv(const mt_launch *l, const char *step, mt_strlist *out)
+{
+    int rc;
+    if (l->kind != MT_LAUNCHER_SRUN)
+        return 0;
+    if (l->slurm_job_id && !step)
+        return 0;
+    rc = mt_strlist_push(out, "scancel");
+    if (!rc)
+        rc = step ? mt_strlist_push(out, step) : push_fmt(out, "--name=%s", l->job_name);
+    return rc;
+}
+
+/* ---- stopping a Slurm run ------------------------------------------------------------ */
+
+typedef struct capture {
+    char step[64];     /* "JOBID.STEPID" from squeue */
+    char err[512];     /* first line of stderr */
+    mt_strlist *lines; /* every non-empty stdout line, trimmed, when set */
+} capture;
+
+static void capture_line(void *ctx, int stream, const char *line, size_t n)
+{
+    capture *c = ctx;
+    size_t i = 0, j, dots = 0;
+    if (stream == MT_STREAM_STDERR) {
+        if (!c->err[0])
+            snprintf(c->err, sizeof c->err, "%.*s", (int)(n < 400 ? n : 400), line);
+        return;
+    }
+    while (i < n && isspace((unsigned char)line[i]))
+        i++;
+    if (c->lines && i < n && c->lines->n < 100000) {
+        size_t e = n;
+        char *t;
+        while (e > i && isspace((unsigned char)line[e - 1]))
+            e--;
+        if ((t = strndup(line + i, e - i)) != NULL) {
+            mt_strlist_push(c->lines, t);
+            free(t);
+        }
+    }
+    for (j = i; j < n && (isdigit((unsigned char)line[j]) || line[j] == '.'); j++)
+        dots += line[j] == '.';
+    if (dots == 1 && j > i + 2 && j - i < sizeof c->step && !c->step[0])
+        snprintf(c->step, sizeof c->step, "%.*s", (int)(j - i), line + i);
+}
+
+/* Runs a Slurm client command; 0 when it exited 0. */
+static int slurm_cmd(const mt_launch *l, const mt_strlist *argv, capture *c, mt_diag *d)
+{
+    mt_run_spec spec;
+    mt_run_result res;
+    mt_run *run;
+    char **v = calloc(argv->n + 1, sizeof *v);
+    int rc;
+    if (!v)
+        return -1;
+    memcpy(v, argv->v, argv->n * sizeof *v);
+    memset(&spec, 0, sizeof spec);
+    spec.argv = (const char *const *)v;
+    spec.env = l->env;
+    spec.time_limit_s = l->cancel_timeout_s > 0 ? l->cancel_timeout_s : 15;
+    spec.grace_s = 2;
+    spec.on_line = capture_line;
+    spec.line_ctx = c;
+    run = mt_runner_start(&spec, d);
+    free(v);
+    if (!run)
+        return -1;
+    mt_runner_wait(run, &res);
+    rc = res.outcome == MT_OUTCOME_OK ? 0 : -1;
+    if (rc)
+        mt_diag_add(d, NULL, 0, NULL, "%s (for %s): %s%s%s", argv->v[0], l->job_name, res.evidence,
+                    c->err[0] ? ": " : "", c->err);
+    mt_runner_destroy(&run);
+    return rc;
+}
+
+int mt_launch_stop(void *ctx, mt_diag *d)
+{
+    mt_launch *l = ctx;
+    mt_strlist q = {0}, cancel = {0};
+    capture c;
+    int rc = 0, attempt;
+    if (!l || l->kind != MT_LAUNCHER_SRUN)
+        return 0;
+    memset(&c, 0, sizeof c);
+    if (mt_launch_query_argv(l, &q) != 0)
+        goto oom;
+    /* a step that was just launched may not be listed yet */
+    for (attempt = 0; q.n && attempt < 3 && !c.step[0]; attempt++) {
+        if (attempt)
+            usleep(300 * 1000);
+        if (slurm_cmd(l, &q, &c, d) != 0)
+            break;
+    }
+    if (mt_launch_cancel_argv(l, c.step[0] ? c.step : NULL, &cancel) != 0)
+        goto oom;
+    if (cancel.n) {
+        memset(c.err, 0, sizeof c.err);
+        rc = slurm_cmd(l, &cancel, &c, d);
+    }
+    mt_strlist_free(&q);
+    mt_strlist_free(&cancel);
+    return rc;
+oom:
+    mt_strlist_free(&q);
+    mt_strlist_free(&cancel);
+    mt_diag_add(d, NULL, 0, NULL, "launcher: out of memory");
+    return -1;
+}
+
+int mt_launch_hosts(const mt_launch *l, mt_strlist *out, mt_diag *d)
+{
+    mt_strlist q = {0}, expand = {0}, nodes = {0};
+    capture c;
+    int rc = -1;
+    if (l->kind != MT_LAUNCHER_SRUN) {
+        char host[256] = "";
+        if (gethostname(host, sizeof host - 1) != 0)
+            strcpy(host, "localhost");
+        host[sizeof host - 1] = '\0';
+        return mt_strlist_push(out, host) == 0 ? 0 : -1;
+    }
+    memset(&c, 0, sizeof c);
+    c.lines = &nodes;
+    /* the step's (or the job's) compressed node list, e.g. "gpu[01-04]" */
+    if (mt_strlist_push(&q, "squeue") || mt_strlist_push(&q, "--noheader") ||
+        (l->slurm_job_id &&
+         (mt_strlist_push(&q, "--steps") || push_fmt(&q, "--jobs=%s", l->slurm_job_id))) ||
+        push_fmt(&q, "--name=%s", l->job_name) || mt_strlist_push(&q, "--format=%N"))
+        goto done;
+    if (slurm_cmd(l, &q, &c, d) != 0)
+        goto done;
+    if (nodes.n == 0) {
+        mt_diag_add(d, NULL, 0, NULL, "srun launcher: %s %s is not in the queue (yet)",
+                    l->slurm_job_id ? "step" : "job", l->job_name);
+        goto done;
+    }
+    memset(&c, 0, sizeof c);
+    c.lines = out;
+    if (mt_strlist_push(&expand, "scontrol") || mt_strlist_push(&expand, "show") ||
+        mt_strlist_push(&expand, "hostnames") || mt_strlist_push(&expand, nodes.v[0]))
+        goto done;
+    rc = slurm_cmd(l, &expand, &c, d);
+done:
+    mt_strlist_free(&q);
+    mt_strlist_free(&expand);
+    mt_strlist_free(&nodes);
+    return rc;
+}

@@ -1,0 +1,461 @@
+#include "measure.h"
+
+#include "config.h"
+#include "fingerprint.h"
+#include "launch.h"
+#include "nvml.h"
+#include "render.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* What the line and iteration callbacks share. */
+typedef struct glue {
+    mt_logparse *log;
+    mt_run *run;
+    double last_iter_at;
+    long iters;
+    double sim_seconds;
+} glue;
+
+static void on_iteration(void *ctx, const mt_iteration *it)
+{
+    glue *g = ctx;
+    double t = now_s();
+    (void)it;
+    if (!g->run)
+        return;
+    mt_runner_progress(g->run);
+    /* the expected step comes from the run itself: after two iterations the
+     * hang clock allows k times the real interval (at least half a second) */
+    if (g->iters++ >= 1 && g->last_iter_at > 0)
+        mt_runner_set_hang(g->run, fmax(0.5, t - g->last_iter_at), 0);
+    g->last_iter_at = t;
+}
+
+static void on_line(void *ctx, int stream, const char *line, size_t n)
+{
+    glue *g = ctx;
+    static const char marker[] = "[sim] simulated wall time: ";
+    if (n > sizeof marker - 1 && !strncmp(line, marker, sizeof marker - 1))
+        g->sim_seconds = strtod(line + sizeof marker - 1, NULL);
+    mt_logparse_feed_channel(g->log, -1, stream, line, n);
+    mt_logparse_feed_channel(g->log, -1, stream, "\n", 1);
+}
+
+static const char *first_event(const mt_logparse *log, mt_logevent_kind kind)
+{
+    const mt_logevent *e = mt_logparse_first(log, kind);
+    return e ? e->text : NULL;
+}
+
+int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int window_last,
+                        char *evidence, size_t n)
+{
+    const char *why;
+    size_t i, iters = mt_logparse_iterations(log);
+    int64_t last = -1;
+    if (run->outcome == MT_OUTCOME_LAUNCH_ERROR) {
+        snprintf(evidence, n, "%s", run->evidence ? run->evidence : "the program could not start");
+        return MT_OUTCOME_LAUNCH_ERROR;
+    }
+    /* an OOM on one rank leaves the others hanging in a collective: the OOM
+     * is the cause, the hang a symptom */
+    if ((why = first_event(log, MT_LOGEV_OOM))) {
+        snprintf(evidence, n, "%s", why);
+        return MT_OUTCOME_OOM;
+    }
+    if ((why = first_event(log, MT_LOGEV_NAN))) {
+        snprintf(evidence, n, "%s", why);
+        return MT_OUTCOME_NAN;
+    }
+    for (i = 0; i < iters; i++) {
+        const mt_iteration *it = mt_logparse_iteration(log, i);
+        int k;
+        if (it->nan_count > 0) {
+            snprintf(evidence, n, "iteration %lld reports %lld NaN iterations",
+                     (long long)it->iteration, (long long)it->nan_count);
+            return MT_OUTCOME_NAN;
+        }
+        for (k = 0; k < it->n_losses; k++)
+            if (!isfinite(it->loss[k])) {
+                snprintf(evidence, n, "iteration %lld: %s is %g", (long long)it->iteration,
+                         it->loss_key[k], it->loss[k]);
+                return MT_OUTCOME_NAN;
+            }
+        if (it->iteration > last)
+            last = it->iteration;
+    }
+    if ((why = first_event(log, MT_LOGEV_NCCL_ERROR)) || (why = first_event(log, MT_LOGEV_INFRA))) {
+        snprintf(evidence, n, "%s", why);
+        return MT_OUTCOME_INFRA;
+    }
+    if (run->hung) {
+        snprintf(evidence, n, "%s", run->evidence ? run->evidence : "no iteration progress");
+        return MT_OUTCOME_HANG;
+    }
+    if (run->timed_out) {
+        snprintf(evidence, n, "%s", run->evidence ? run->evidence : "time limit reached");
+        return MT_OUTCOME_TIMEOUT;
+    }
+    if (run->signaled || (run->exited && run->exit_code != 0) || run->outcome == MT_OUTCOME_CRASH) {
+        why = first_event(log, MT_LOGEV_CRASH);
+        if (!why)
+            why = first_event(log, MT_LOGEV_EXCEPTION);
+        snprintf(evidence, n, "%s%s%s", run->evidence ? run->evidence : "crash", why ? ": " : "",
+                 why ? why : "");
+        return MT_OUTCOME_CRASH;
+    }
+    if (last < window_last) {
+        snprintf(evidence, n, "the run ended at iteration %lld, before its window ended (%d)",
+                 (long long)last, window_last);
+        return MT_OUTCOME_CRASH;
+    }
+    snprintf(evidence, n, "exit status 0; iterations 1-%lld", (long long)last);
+    return MT_OUTCOME_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, size_t n)
+{
+    if (!n)
+        return NAN;
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void summarize(mt_measure *m)
+{
+    size_t i, n = mt_logparse_iterations(m->log), k = 0, kt = 0;
+    double *steps = calloc(n + 1, sizeof *steps), *tf = calloc(n + 1, sizeof *tf);
+    m->loss_finite = 1;
+    for (i = 0; i < n; i++) {
+        const mt_iteration *it = mt_logparse_iteration(m->log, i);
+        int j;
+        m->skipped += it->skipped > 0 ? (long)it->skipped : 0;
+        m->nan += it->nan_count > 0 ? (long)it->nan_count : 0;
+        for (j = 0; j < it->n_losses; j++)
+            if (!isfinite(it->loss[j]))
+                m->loss_finite = 0;
+        if (it->iteration < m->first || it->iteration > m->last)
+            continue;
+        if (it->has & MT_IT_ELAPSED)
+            steps[k++] = it->elapsed_ms;
+        else if (it->has & MT_IT_STEP_TIME)
+            steps[k++] = it->step_time_s * 1000;
+        if (it->has & MT_IT_TFLOPS)
+            tf[kt++] = it->tflops;
+    }
+    m->n_window = k;
+    m->median_step_ms = median(steps, k);
+    m->median_tflops = median(tf, kt);
+    free(steps);
+    free(tf);
+}
+
+/* Every GPU's peak: NVML on a real node, else the sim's report, else the
+ * per-rank memory lines of the log (which only some ranks print). */
+static void collect_memory(mt_measure *m, mt_gpu_mems *nv, const char *sim_file,
+                           mt_store_gpu_mem **rows, size_t *nrows, mt_diag *d)
+{
+    mt_gpu_mems sim = {0};
+    const mt_gpu_mems *src = NULL;
+    size_t i;
+    struct stat st;
+    m->peak_rank = -1;
+    snprintf(m->peak_source, sizeof m->peak_source, "none");
+    if (nv && nv->n)
+        src = nv;
+    else if (sim_file && stat(sim_file, &st) == 0 && mt_sim_memory_read(sim_file, &sim, d) == 0 && sim.n)
+        src = &sim;
+    if (src) {
+        long hot = mt_gpu_mems_hottest(src);
+        *rows = calloc(src->n, sizeof **rows);
+        for (i = 0; *rows && i < src->n; i++) {
+            (*rows)[i].rank = src->v[i].rank;
+            (*rows)[i].host = strdup(src->v[i].host ? src->v[i].host : "");
+            (*rows)[i].gpu = src->v[i].gpu;
+            (*rows)[i].peak_bytes = (int64_t)src->v[i].peak_bytes;
+            (*rows)[i].alloc_bytes = -1;
+            (*rows)[i].source = src == nv ? "nvml" : "sim";
+        }
+        *nrows = *rows ? src->n : 0;
+        if (hot >= 0) {
+            m->peak_bytes = (double)src->v[hot].peak_bytes;
+            m->peak_rank = src->v[hot].rank;
+        }
+        snprintf(m->peak_source, sizeof m->peak_source, "%s", src == nv ? "nvml" : "sim");
+    } else {
+        size_t nr = mt_logparse_ranks(m->log);
+        *rows = calloc(nr + 1, sizeof **rows);
+        for (i = 0; *rows && i < nr; i++) {
+            const mt_rank_memory *r = mt_logparse_rank_memory(m->log, i);
+            (*rows)[i].rank = r->rank;
+            (*rows)[i].host = strdup("");
+            (*rows)[i].gpu = -1;
+            (*rows)[i].peak_bytes = r->max_reserved;
+            (*rows)[i].alloc_bytes = r->max_allocated;
+            (*rows)[i].source = "log";
+            if ((double)r->max_reserved > m->peak_bytes) {
+                m->peak_bytes = (double)r->max_reserved;
+                m->peak_rank = r->rank;
+                snprintf(m->peak_source, sizeof m->peak_source, "log");
+            }
+        }
+        *nrows = *rows ? nr : 0;
+    }
+    mt_gpu_mems_free(&sim);
+}
+
+static void verify(const mt_measure_spec *spec, mt_measure *m, const mt_kv *cfg,
+                   const mt_rendered *r, mt_diag *d)
+{
+    mt_kv *ev = mt_kv_new();
+    const char *k, *v;
+    size_t i;
+    mt_ctx_v1 ctx;
+    mt_logparse_evidence(m->log, ev);
+    /* what the worker itself launched with is evidence too */
+    for (i = 0; mt_kv_entry(r->env, i, &k, &v) == 0; i++) {
+        char key[300];
+        snprintf(key, sizeof key, "env.%s", k);
+        mt_kv_set(ev, key, v);
+    }
+    for (i = 0; mt_kv_entry(r->launch, i, &k, &v) == 0; i++) {
+        char key[300];
+        snprintf(key, sizeof key, "launch.%s", k);
+        mt_kv_set(ev, key, v);
+    }
+    ctx = mt_ctx_make(spec->contract, cfg, ev, NULL);
+    mt_registry_verify(spec->reg, &ctx, &m->verdicts, d);
+    for (i = 0; i < m->verdicts.n; i++)
+        m->not_applied += m->verdicts.v[i].verdict == MT_VERDICT_NOT_APPLIED;
+    mt_kv_destroy(&ev);
+}
+
+static int store_result(const mt_measure_spec *spec, mt_store *st, mt_measure *m,
+                        const mt_kv *cfg, const mt_store_gpu_mem *gpus, size_t ngpus,
+                        const char *fingerprint, double started, mt_diag *d)
+{
+    size_t n = mt_logparse_iterations(m->log), i;
+    mt_store_sample *samples = calloc(n + 1, sizeof *samples);
+    mt_store_loss *losses = calloc(n * MT_LOGPARSE_MAX_LOSSES + 1, sizeof *losses);
+    mt_store_result r;
+    char *canon = mt_config_canonical(cfg);
+    long world = strtol(mt_kv_get(spec->contract->hardware, "world_size"), NULL, 10);
+    int rc;
+    memset(&r, 0, sizeof r);
+    for (i = 0; i < n; i++) {
+        const mt_iteration *it = mt_logparse_iteration(m->log, i);
+        int k;
+        samples[i].iteration = (long)it->iteration;
+        samples[i].elapsed_ms = it->has & MT_IT_ELAPSED ? it->elapsed_ms : NAN;
+        samples[i].tflops = it->has & MT_IT_TFLOPS ? it->tflops : NAN;
+        samples[i].grad_norm = it->has & MT_IT_GRAD_NORM ? it->grad_norm : NAN;
+        samples[i].skipped = (long)it->skipped;
+        samples[i].nan = (long)it->nan_count;
+        samples[i].losses = losses + i * MT_LOGPARSE_MAX_LOSSES;
+        for (k = 0; k < it->n_losses; k++) {
+            samples[i].losses[k].key = it->loss_key[k];
+            samples[i].losses[k].value = it->loss[k];
+        }
+        samples[i].n_losses = (size_t)it->n_losses;
+    }
+    r.run.config_id = m->config_id;
+    r.run.config_canonical = canon;
+    r.run.kind = spec->kind;
+    r.run.replicate = spec->replicate;
+    r.run.retry = spec->retry;
+    r.run.outcome = mt_outcome_name(m->outcome);
+    r.run.evidence = m->evidence;
+    r.run.fingerprint = fingerprint;
+    r.run.started = started;
+    r.run.ended = (double)time(NULL);
+    r.run.wall_s = m->run.wall_s;
+    r.run.sim_s = m->sim_seconds;
+    r.run.gpu_hours = m->sim_seconds > 0 ? m->sim_seconds * (double)world / 3600.0
+                                         : m->run.wall_s * (double)world / 3600.0;
+    r.run.log_path = spec->run_dir;
+    r.samples = samples;
+    r.n_samples = n;
+    r.gpus = gpus;
+    r.n_gpus = ngpus;
+    rc = mt_store_put_result(st, &r, &m->run_id, d);
+    free(canon);
+    free(samples);
+    free(losses);
+    return rc < 0 ? rc : 0;
+}
+
+int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_diag *d)
+{
+    const mt_contract *c = spec->contract;
+    mt_kv *cfg = mt_kv_dup(spec->config), *ph = mt_kv_new(), *env = mt_kv_new();
+    mt_rendered r;
+    mt_strlist argv = {0}, wrapped = {0};
+    mt_launch *launch = NULL;
+    mt_nvml *nvml = NULL;
+    mt_nvml_sampler *sampler = NULL;
+    mt_gpu_mems nvmems = {0};
+    mt_store_gpu_mem *rows = NULL;
+    size_t nrows = 0, i;
+    mt_run_spec rs;
+    glue g;
+    char *job = NULL, *fp = NULL, memfile[4096], steps[32];
+    const char **cargv = NULL;
+    int kind = mt_launch_kind(c->launcher), rc = -1, window_steps;
+    double started = (double)time(NULL);
+    mt_fingerprint_in fin;
+
+    memset(m, 0, sizeof *m);
+    memset(&g, 0, sizeof g);
+    m->run_id = -1;
+    mt_rendered_init(&r);
+    if (!strcmp(spec->kind, "validate")) {
+        m->first = c->validate.first, m->last = c->validate.last;
+        window_steps = c->validate.steps;
+    } else {
+        m->first = c->screen.first, m->last = c->screen.last;
+        window_steps = c->screen.steps;
+    }
+    snprintf(steps, sizeof steps, "%d", window_steps);
+    mt_kv_set(cfg, "train_iters", steps);
+    mt_config_id(cfg, m->config_id);
+    if (mkdir(spec->run_dir, 0755) != 0 && errno != EEXIST) {
+        mt_diag_add(d, spec->run_dir, 0, NULL, "cannot create the run directory: %s",
+                    strerror(errno));
+        goto out;
+    }
+    if (mt_render(spec->reg, c, cfg, (uint32_t)c->dialect, &r, d))
+        goto out;
+
+    /* placeholders of the launch template */
+    job = mt_launch_job_name(spec->kind);
+    mt_kv_set(ph, "sim", spec->sim_path ? spec->sim_path : "moetune-sim");
+    mt_kv_set(ph, "run_dir", spec->run_dir);
+    mt_kv_set(ph, "nodes", mt_kv_get(c->hardware, "nodes"));
+    mt_kv_set(ph, "gpus_per_node", mt_kv_get(c->hardware, "gpus_per_node"));
+    mt_kv_set(ph, "world_size", mt_kv_get(c->hardware, "world_size"));
+    mt_kv_set(ph, "job_name", job);
+    if (mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph, &r.argv,
+                         &argv, d))
+        goto out;
+
+    /* the environment: the rendered knobs, the contract's static settings,
+     * and for the sim the cluster it stands for */
+    mt_launch_environment(kind, 1, r.env, env);
+    snprintf(memfile, sizeof memfile, "%s/gpu_memory.txt", spec->run_dir);
+    if (!strcmp(c->backend, "sim")) {
+        char rep[32];
+        mt_kv_set(env, "MOETUNE_SIM_GPU", mt_kv_get(c->hardware, "gpu"));
+        mt_kv_set(env, "MOETUNE_SIM_GPUS_PER_NODE", mt_kv_get(c->hardware, "gpus_per_node"));
+        mt_kv_set(env, "MOETUNE_SIM_NODES", mt_kv_get(c->hardware, "nodes"));
+        mt_kv_set(env, "MOETUNE_SIM_NVLINK_DOMAIN", mt_kv_get(c->hardware, "nvlink_domain"));
+        mt_kv_set(env, "MOETUNE_SIM_ROUTING", c->routing == MT_ROUTING_NATURAL ? "natural" : "forced");
+        snprintf(rep, sizeof rep, "%d", spec->replicate);
+        mt_kv_set(env, "MOETUNE_SIM_REPLICATE", rep);
+        mt_kv_set(env, "MOETUNE_SIM_MEMORY_FILE", memfile);
+        if (mt_kv_get(r.launch, "cpu_bind"))
+            mt_kv_set(env, "MOETUNE_SIM_CPU_BIND", mt_kv_get(r.launch, "cpu_bind"));
+        mt_kv_unset(env, "WORLD_SIZE");
+    }
+    launch = mt_launch_new(kind, (int)strtol(mt_kv_get(c->hardware, "nodes"), NULL, 10),
+                           (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10),
+                           r.launch, job, env, d);
+    if (!launch || mt_launch_wrap(launch, &argv, &wrapped))
+        goto out;
+    cargv = calloc(wrapped.n + 1, sizeof *cargv);
+    for (i = 0; i < wrapped.n; i++)
+        cargv[i] = wrapped.v[i];
+
+    nvml = mt_nvml_open(NULL);
+    if (mt_nvml_available(nvml))
+        sampler = mt_nvml_sampler_start(nvml, 0, d);
+
+    g.log = mt_logparse_new();
+    mt_logparse_on_iteration(g.log, on_iteration, &g);
+    memset(&rs, 0, sizeof rs);
+    rs.argv = cargv;
+    rs.env = env;
+    rs.run_dir = spec->run_dir;
+    rs.time_limit_s = spec->time_limit_s > 0 ? spec->time_limit_s : 600;
+    rs.step_s = 0; /* set from the run's own pace after two iterations */
+    rs.hang_factor = spec->hang_factor;
+    rs.startup_s = 120;
+    rs.on_line = on_line;
+    rs.line_ctx = &g;
+    rs.on_stop = mt_launch_stop;
+    rs.stop_ctx = launch;
+    g.run = mt_runner_start(&rs, d);
+    if (!g.run) {
+        /* a program that cannot start is an outcome, not a setup failure */
+        m->run.outcome = MT_OUTCOME_LAUNCH_ERROR;
+        m->run.evidence = mt_diag_count(d) ? mt_diag_at(d, mt_diag_count(d) - 1)->message
+                                           : "the program could not start";
+    } else {
+        mt_runner_wait(g.run, &m->run);
+    }
+    if (sampler)
+        mt_nvml_sampler_stop(&sampler, &nvmems);
+    mt_logparse_finish(g.log);
+    m->log = g.log;
+    g.log = NULL;
+    m->sim_seconds = g.sim_seconds;
+    m->outcome = mt_measure_classify(&m->run, m->log, m->last, m->evidence, sizeof m->evidence);
+    summarize(m);
+    collect_memory(m, &nvmems, memfile, &rows, &nrows, d);
+    verify(spec, m, cfg, &r, d);
+    memset(&fin, 0, sizeof fin);
+    fin.nvml = nvml;
+    fin.stack = c->stack;
+    fin.env = env;
+    fp = mt_fingerprint_json(&fin, d);
+    rc = st ? store_result(spec, st, m, cfg, rows, nrows, fp, started, d) : 0;
+out:
+    for (i = 0; rows && i < nrows; i++)
+        free((char *)rows[i].host);
+    free(rows);
+    free(fp);
+    free(cargv);
+    free(job);
+    mt_gpu_mems_free(&nvmems);
+    mt_nvml_close(&nvml);
+    mt_launch_destroy(&launch);
+    mt_strlist_free(&argv);
+    mt_strlist_free(&wrapped);
+    mt_rendered_free(&r);
+    mt_kv_destroy(&cfg);
+    mt_kv_destroy(&ph);
+    mt_kv_destroy(&env);
+    mt_logparse_destroy(&g.log);
+    /* the run's facts borrow strings from the run (and from d): copy them
+     * before it goes */
+    snprintf(m->run_evidence, sizeof m->run_evidence, "%s", m->run.evidence ? m->run.evidence : "");
+    m->run.evidence = m->run_evidence;
+    m->run.stdout_log = m->run.stderr_log = NULL;
+    mt_runner_destroy(&g.run);
+    return rc;
+}
+
+void mt_measure_clear(mt_measure *m)
+{
+    mt_verdicts_free(&m->verdicts);
+    mt_logparse_destroy(&m->log);
+}

@@ -1,0 +1,71 @@
+/*
+ * measure.h - one measurement, end to end: render the config, launch it
+ * under the contract's launcher, stream every line to the log parser, stop it
+ * on timeout or hang, type the outcome, summarize the declared steady window,
+ * collect every GPU's peak memory, ask the plugins whether their knobs took
+ * effect, and store it all.
+ *
+ * The steady window comes from the contract (screen: after warm-up; validate:
+ * first..last) and is fixed before the run starts; it never depends on the
+ * data.  The CUDA graph capture step and warm-up are outside it by contract
+ * (moetune check refuses windows that contain them).
+ */
+#ifndef MT_MEASURE_H
+#define MT_MEASURE_H
+
+#include "contract.h"
+#include "logparse.h"
+#include "registry.h"
+#include "runner.h"
+#include "sink.h"
+#include "store.h"
+
+typedef struct mt_measure_spec {
+    const mt_contract *contract;
+    mt_registry *reg;
+    const mt_kv *config;    /* the config to measure */
+    const char *kind;       /* "screen" | "validate" | "profile" | "fit" */
+    int replicate;          /* independent run index (statistics) */
+    int retry;              /* re-run after an infrastructure failure */
+    const char *run_dir;    /* logs go here (created) */
+    const char *sim_path;   /* the {sim} placeholder */
+    double time_limit_s;    /* 0: from the contract's step count, generous */
+    double hang_factor;     /* k; 0: 10 */
+} mt_measure_spec;
+
+typedef struct mt_measure {
+    int outcome;                 /* enum mt_outcome */
+    char evidence[600];          /* the line that decided it */
+    int first, last;             /* the declared window */
+    size_t n_window;             /* iterations seen inside it */
+    double median_step_ms;       /* over the window; NAN when none */
+    double median_tflops;        /* over the window; NAN when none */
+    int loss_finite;             /* every loss in the run finite */
+    long skipped, nan;           /* summed over the run */
+    double peak_bytes;           /* hottest GPU's peak */
+    int peak_rank;               /* its rank (-1 unknown) */
+    char peak_source[8];         /* nvml | sim | log | none */
+    double sim_seconds;          /* simulated wall time charged ([sim] line) */
+    mt_verdicts verdicts;        /* each plugin's activation verdicts */
+    int not_applied;             /* verdicts that say a knob did not take effect */
+    mt_run_result run;           /* process facts (evidence copied below) */
+    char run_evidence[600];
+    char config_id[17];
+    int64_t run_id;              /* store row, -1 when not stored */
+    mt_logparse *log;            /* the parsed log (owned) */
+} mt_measure;
+
+/* Runs one measurement; stores it when st is not NULL.  0 when a result
+ * exists (whatever its outcome), negative when it could not even be set up
+ * (the reason in d).  Free with mt_measure_clear. */
+int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *out, mt_diag *d);
+void mt_measure_clear(mt_measure *m);
+
+/* Types a finished run from its process facts and its log: OOM on any rank
+ * wins over the hang of the others; then NaN, infrastructure errors (NCCL,
+ * Xid, lost node: retried, not held against the candidate), hang, timeout,
+ * crash, a run that ended before its window; else ok. */
+int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int window_last,
+                        char *evidence, size_t n);
+
+#endif
