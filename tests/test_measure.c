@@ -1,0 +1,200 @@
+/*
+ * test_measure.c - one measurement end to end against the real sim: the
+ * contract's template, a real child process, the log parser, the typed
+ * outcome with its evidence line, the declared window, every GPU's peak, the
+ * plugins' verdicts, and the store (resume finds it).
+ */
+#include "measure.h"
+#include "testkit.h"
+
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[256];
+
+static void fresh_dir(void)
+{
+    snprintf(dir, sizeof dir, "/tmp/moetune-measure-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+/* Measures the example's base config (+ sets) with the sim environment
+ * variables given as NAME=VALUE pairs (injections). */
+static mt_measure measure(const char *kind, const char *const *sets, const char *const *env,
+                          mt_store **st_out, tk **t_out)
+{
+    tk *t = tk_open("qwen3-30b-a3b-h100x16.cfg");
+    mt_measure_spec spec;
+    mt_measure m;
+    mt_diag *d = mt_diag_new();
+    mt_store *st;
+    char run_dir[512];
+    size_t i;
+    for (i = 0; sets && sets[i]; i++)
+        tk_set(t, sets[i]);
+    for (i = 0; env && env[i]; i++)
+        putenv((char *)env[i]);
+    st = mt_store_open(dir, t->contract, d);
+    ck_assert_msg(st != NULL, "%s", mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
+    snprintf(run_dir, sizeof run_dir, "%s/run-%s", dir, kind);
+    memset(&spec, 0, sizeof spec);
+    spec.contract = t->contract;
+    spec.reg = t->reg;
+    spec.config = t->cfg;
+    spec.kind = kind;
+    spec.run_dir = run_dir;
+    spec.sim_path = MT_SIM_BIN;
+    spec.time_limit_s = 60;
+    spec.hang_factor = 4;
+    ck_assert_int_eq(mt_measure_run(&spec, st, &m, d), 0);
+    for (i = 0; env && env[i]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", (int)strcspn(env[i], "="), env[i]);
+        unsetenv(name);
+    }
+    mt_diag_destroy(&d);
+    *st_out = st;
+    *t_out = t;
+    return m;
+}
+
+START_TEST(ok_run_summarized_verified_stored)
+{
+    mt_store *st;
+    tk *t;
+    mt_measure m;
+    mt_store_run prev;
+    mt_diag *d = mt_diag_new();
+    fresh_dir();
+    m = measure("screen", NULL, NULL, &st, &t);
+    ck_assert_msg(m.outcome == MT_OUTCOME_OK, "%s: %s", mt_outcome_name(m.outcome), m.evidence);
+    /* the declared window: screen warm-up 10, window 10 */
+    ck_assert_int_eq(m.first, 11);
+    ck_assert_int_eq(m.last, 20);
+    ck_assert_uint_eq(m.n_window, 10);
+    /* point A4 of the calibration: ~45.65 s a step at ~133 TFLOP/s/GPU, 1% noise */
+    ck_assert_msg(m.median_step_ms > 40000 && m.median_step_ms < 52000, "%.1f", m.median_step_ms);
+    ck_assert(m.median_tflops > 115 && m.median_tflops < 150);
+    ck_assert(m.loss_finite);
+    /* every GPU's peak from the sim's per-GPU report, hottest ~61 GB */
+    ck_assert_str_eq(m.peak_source, "sim");
+    ck_assert(m.peak_bytes > 55e9 && m.peak_bytes < 70e9);
+    ck_assert(m.sim_seconds > 180);
+    /* the plugins read the arguments dump: EP 16 was applied */
+    {
+        size_t i;
+        int seen = 0;
+        for (i = 0; i < m.verdicts.n; i++)
+            if (!strcmp(m.verdicts.v[i].knob, "expert_model_parallel_size")) {
+                ck_assert_uint_eq(m.verdicts.v[i].verdict, MT_VERDICT_APPLIED);
+                seen = 1;
+            }
+        ck_assert(seen);
+        ck_assert_int_eq(m.not_applied, 0);
+    }
+    ck_assert_int_gt(m.run_id, 0);
+    memset(&prev, 0, sizeof prev);
+    ck_assert_int_eq(mt_store_find_run(st, m.config_id, "screen", 0, -1, &prev, d), 1);
+    ck_assert_str_eq(prev.outcome, "ok");
+    mt_store_run_clear(&prev);
+    mt_measure_clear(&m);
+    mt_store_close(&st);
+    tk_close(&t);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+static void expect_outcome(const char *inject, int outcome, const char *needle)
+{
+    mt_store *st;
+    tk *t;
+    mt_measure m;
+    char e1[64], e2[64], e3[64];
+    const char *env[4];
+    snprintf(e1, sizeof e1, "MOETUNE_SIM_INJECT=%s", inject);
+    snprintf(e2, sizeof e2, "MOETUNE_SIM_INJECT_STEP=4");
+    snprintf(e3, sizeof e3, "MOETUNE_SIM_INJECT_RANK=5");
+    env[0] = e1, env[1] = e2, env[2] = e3, env[3] = NULL;
+    fresh_dir();
+    m = measure("screen", NULL, env, &st, &t);
+    ck_assert_msg(m.outcome == outcome, "inject %s: got %s (%s)", inject, mt_outcome_name(m.outcome),
+                  m.evidence);
+    ck_assert_msg(strstr(m.evidence, needle), "inject %s: evidence \"%s\" lacks \"%s\"", inject,
+                  m.evidence, needle);
+    mt_measure_clear(&m);
+    mt_store_close(&st);
+    tk_close(&t);
+}
+
+START_TEST(nan_outcome) { expect_outcome("nan", MT_OUTCOME_NAN, "nan"); }
+END_TEST
+START_TEST(infra_outcome) { expect_outcome("nccl", MT_OUTCOME_INFRA, "NCCL"); }
+END_TEST
+START_TEST(hang_outcome) { expect_outcome("hang", MT_OUTCOME_HANG, "iteration"); }
+END_TEST
+START_TEST(crash_outcome) { expect_outcome("crash", MT_OUTCOME_CRASH, "signal"); }
+END_TEST
+
+START_TEST(oom_outcome)
+{
+    static const char *const sets[] = {"micro_batch_size=8", NULL};
+    mt_store *st;
+    tk *t;
+    mt_measure m;
+    fresh_dir();
+    m = measure("screen", sets, NULL, &st, &t);
+    ck_assert_msg(m.outcome == MT_OUTCOME_OOM, "%s: %s", mt_outcome_name(m.outcome), m.evidence);
+    ck_assert_ptr_nonnull(strstr(m.evidence, "OutOfMemoryError"));
+    mt_measure_clear(&m);
+    mt_store_close(&st);
+    tk_close(&t);
+}
+END_TEST
+
+START_TEST(launch_error_outcome)
+{
+    tk *t = tk_open("qwen3-30b-a3b-h100x16.cfg");
+    mt_measure_spec spec;
+    mt_measure m;
+    mt_diag *d = mt_diag_new();
+    fresh_dir();
+    memset(&spec, 0, sizeof spec);
+    spec.contract = t->contract;
+    spec.reg = t->reg;
+    spec.config = t->cfg;
+    spec.kind = "screen";
+    spec.run_dir = dir;
+    spec.sim_path = "/nonexistent/moetune-sim";
+    ck_assert_int_eq(mt_measure_run(&spec, NULL, &m, d), 0);
+    ck_assert_int_eq(m.outcome, MT_OUTCOME_LAUNCH_ERROR);
+    mt_measure_clear(&m);
+    mt_diag_destroy(&d);
+    tk_close(&t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("measure");
+    TCase *tc = tcase_create("end to end");
+    SRunner *sr;
+    int failed;
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, ok_run_summarized_verified_stored);
+    tcase_add_test(tc, nan_outcome);
+    tcase_add_test(tc, infra_outcome);
+    tcase_add_test(tc, hang_outcome);
+    tcase_add_test(tc, crash_outcome);
+    tcase_add_test(tc, oom_outcome);
+    tcase_add_test(tc, launch_error_outcome);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
