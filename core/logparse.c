@@ -33,6 +33,38 @@
 #define LOSS_KEY_MAX 63
 #define ARG_NAME_MAX 255
 
+/*
+ * An iteration as stored: what every line has inline, losses and the rarely
+ * printed fields in pools; well under half of mt_iteration.  On long logs it
+ * is storing records, not parsing, that bounds throughput (first touch of
+ * fresh pages), and the memory held grows with it.
+ */
+typedef struct lp_rec {
+    int64_t iteration, total, consumed_samples;
+    double timestamp, elapsed_ms, tflops, lr, loss_scale, grad_norm, step_time_s, step_tflops;
+    uint64_t line;
+    uint32_t has;
+    int32_t rank, global_batch, skipped, nan_count; /* clamped */
+    uint32_t extra;                                 /* index in extra, or LP_NONE */
+    uint32_t loss_first;                            /* index in loss */
+    uint8_t n_losses;
+} lp_rec;
+
+#define LP_NONE UINT32_MAX
+#define LP_RARE                                                                                    \
+    (MT_IT_SKIPPED_SAMPLES | MT_IT_ENERGY | MT_IT_POWER | MT_IT_NUM_ZEROS | MT_IT_PARAMS_NORM |    \
+     MT_IT_MAX_LOGIT)
+
+typedef struct lp_extra {
+    int64_t skipped_samples;
+    double energy, power, num_zeros, params_norm, max_attention_logit;
+} lp_extra;
+
+typedef struct lp_loss {
+    double value;
+    const char *key; /* interned in mt_logparse.keys */
+} lp_loss;
+
 typedef struct lp_source {
     int rank, channel;
     uint64_t lineno;
@@ -44,8 +76,10 @@ typedef struct lp_source {
     int pending;
     char *pend;
     size_t pend_len, pend_cap, pend_width;
+    size_t pend_resume; /* offset in pend where reading continues; 0: from the start */
     int pend_rank, pend_chunks;
     uint64_t pend_line;
+    mt_iteration pend_it; /* what the pieces so far said */
     /* inside the arguments dump that args_rank opened */
     int in_args, args_rank;
 } lp_source;
@@ -55,8 +89,12 @@ struct mt_logparse {
     size_t nsrc, capsrc;
     lp_source *last;
 
-    mt_iteration *it;
-    size_t nit, capit, maxit;
+    lp_rec *rec;
+    size_t nrec, caprec, maxit;
+    lp_loss *loss;
+    size_t nloss, caploss;
+    lp_extra *extra;
+    size_t nextra, capextra;
     int64_t last_iteration;
 
     mt_rank_memory *mem;
@@ -371,7 +409,9 @@ void mt_logparse_destroy(mt_logparse **pp)
         free(p->src[i]);
     }
     free(p->src);
-    free(p->it);
+    free(p->rec);
+    free(p->loss);
+    free(p->extra);
     free(p->mem);
     free(p->ev);
     mt_kv_destroy(&p->args);
@@ -435,25 +475,119 @@ static const char *intern_key(mt_logparse *p, const char *k, size_t n)
     return p->keys[p->nkeys++];
 }
 
+static int32_t clamp32(int64_t v)
+{
+    return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : (int32_t)v;
+}
+
+/* Appends it to the store; 0, or -ENOMEM. */
+static int store_iteration(mt_logparse *p, const mt_iteration *it)
+{
+    lp_rec *r;
+    int j;
+    if (grow(p, (void **)&p->rec, &p->caprec, p->nrec + 1, sizeof *p->rec) ||
+        (it->n_losses && (p->nloss > UINT32_MAX - MT_LOGPARSE_MAX_LOSSES ||
+                          grow(p, (void **)&p->loss, &p->caploss, p->nloss + (size_t)it->n_losses,
+                               sizeof *p->loss))) ||
+        (it->has & LP_RARE && (p->nextra >= UINT32_MAX || grow(p, (void **)&p->extra, &p->capextra,
+                                                               p->nextra + 1, sizeof *p->extra))))
+        return -ENOMEM;
+    r = &p->rec[p->nrec++];
+    r->iteration = it->iteration;
+    r->total = it->total;
+    r->consumed_samples = it->consumed_samples;
+    r->timestamp = it->timestamp;
+    r->elapsed_ms = it->elapsed_ms;
+    r->tflops = it->tflops;
+    r->lr = it->lr;
+    r->loss_scale = it->loss_scale;
+    r->grad_norm = it->grad_norm;
+    r->step_time_s = it->step_time_s;
+    r->step_tflops = it->step_tflops;
+    r->line = it->line;
+    r->has = it->has;
+    r->rank = it->rank;
+    r->global_batch = clamp32(it->global_batch);
+    r->skipped = clamp32(it->skipped);
+    r->nan_count = clamp32(it->nan_count);
+    r->extra = LP_NONE;
+    if (it->has & LP_RARE) {
+        lp_extra *x = &p->extra[p->nextra];
+        x->skipped_samples = it->skipped_samples;
+        x->energy = it->energy;
+        x->power = it->power;
+        x->num_zeros = it->num_zeros;
+        x->params_norm = it->params_norm;
+        x->max_attention_logit = it->max_attention_logit;
+        r->extra = (uint32_t)p->nextra++;
+    }
+    r->loss_first = (uint32_t)p->nloss;
+    r->n_losses = (uint8_t)it->n_losses;
+    for (j = 0; j < it->n_losses; j++) {
+        p->loss[p->nloss].value = it->loss[j];
+        p->loss[p->nloss++].key = it->loss_key[j];
+    }
+    return 0;
+}
+
+static void init_iteration(mt_iteration *it);
+
+static void load_iteration(const mt_logparse *p, const lp_rec *r, mt_iteration *it)
+{
+    int j;
+    init_iteration(it);
+    it->iteration = r->iteration;
+    it->total = r->total;
+    it->consumed_samples = r->consumed_samples;
+    it->timestamp = r->timestamp;
+    it->elapsed_ms = r->elapsed_ms;
+    it->tflops = r->tflops;
+    it->lr = r->lr;
+    it->loss_scale = r->loss_scale;
+    it->grad_norm = r->grad_norm;
+    it->step_time_s = r->step_time_s;
+    it->step_tflops = r->step_tflops;
+    it->line = r->line;
+    it->has = r->has;
+    it->rank = r->rank;
+    it->global_batch = r->global_batch;
+    it->skipped = r->skipped;
+    it->nan_count = r->nan_count;
+    if (r->extra != LP_NONE) {
+        const lp_extra *x = &p->extra[r->extra];
+        it->skipped_samples = x->skipped_samples;
+        it->energy = x->energy;
+        it->power = x->power;
+        it->num_zeros = x->num_zeros;
+        it->params_norm = x->params_norm;
+        it->max_attention_logit = x->max_attention_logit;
+    }
+    it->n_losses = r->n_losses;
+    for (j = 0; j < r->n_losses; j++) {
+        it->loss_key[j] = p->loss[r->loss_first + (uint32_t)j].key;
+        it->loss[j] = p->loss[r->loss_first + (uint32_t)j].value;
+    }
+}
+
 static void emit_iteration(mt_logparse *p, const mt_iteration *it)
 {
     if (it->iteration > p->last_iteration || p->last_iteration < 0)
         p->last_iteration = it->iteration;
-    if (p->nit >= p->maxit)
+    if (p->nrec >= p->maxit)
         p->counts.iterations_dropped++;
-    else if (grow(p, (void **)&p->it, &p->capit, p->nit + 1, sizeof *p->it) == 0)
-        p->it[p->nit++] = *it;
+    else
+        (void)store_iteration(p, it); /* on OOM the status says so */
     if (p->cb)
         p->cb(p->cb_ctx, it);
 }
 
 /* Bridge prints "Step Time : %.2fs" and the iteration line's elapsed ms from
  * the same number: they agree to the rounding of the seconds. */
-static int step_matches(const mt_iteration *it, double step_s)
+static int step_matches(uint32_t has, double elapsed_ms, double step_s)
 {
-    if (!(it->has & MT_IT_ELAPSED))
+    if (!(has & MT_IT_ELAPSED))
         return 1;
-    return fabs(it->elapsed_ms - step_s * 1000.0) <= 5.1 + 1e-6 * fabs(it->elapsed_ms);
+    return fabs(elapsed_ms - step_s * 1000.0) <= 5.1 + 1e-6 * fabs(elapsed_ms);
 }
 
 static void init_iteration(mt_iteration *it)
@@ -471,8 +605,8 @@ static void emit_step_only(mt_logparse *p)
     mt_iteration it;
     init_iteration(&it);
     it.iteration = p->last_iteration >= 0 ? p->last_iteration + 1 : 1;
-    if (p->nit && p->it[p->nit - 1].has & MT_IT_TOTAL) {
-        it.total = p->it[p->nit - 1].total;
+    if (p->nrec && p->rec[p->nrec - 1].has & MT_IT_TOTAL) {
+        it.total = p->rec[p->nrec - 1].total;
         it.has |= MT_IT_TOTAL;
     }
     it.step_time_s = p->step_s;
@@ -504,7 +638,7 @@ static void attach_step(mt_iteration *it, double s, double tf, uint32_t tf_has)
 static void commit_iteration(mt_logparse *p, mt_iteration *it)
 {
     if (p->step_pending) {
-        if (step_matches(it, p->step_s)) {
+        if (step_matches(it->has, it->elapsed_ms, p->step_s)) {
             attach_step(it, p->step_s, p->step_tf, p->step_tf_has);
             p->step_pending = 0;
         } else {
@@ -760,12 +894,52 @@ static int iteration_field(mt_logparse *p, mt_iteration *it, const char *f, cons
 }
 
 /*
+ * Reads "key: value |" fields of an iteration line from q on.  Only a field
+ * closed by its '|' is read; *resume gets where the first unclosed one
+ * begins (a hard-wrapped line continues there).  *complete is set when the
+ * closing nan field was read; *tail then points past it and the fields RL
+ * runs add after it (text glued on), or is e.
+ */
+static void scan_fields(mt_logparse *p, mt_iteration *it, const char *q, const char *e,
+                        int *complete, const char **tail, const char **resume)
+{
+    *complete = 0;
+    *tail = e;
+    while (q < e) {
+        const char *bar = memchr(q, '|', (size_t)(e - q));
+        if (!bar)
+            break;
+        if (iteration_field(p, it, q, bar)) {
+            *complete = 1;
+            it->has |= MT_IT_COMPLETE;
+            /* RL runs add " key: number |" fields after it; anything else
+             * there is another print glued on */
+            for (q = bar + 1; q < e && *q == ' ' && (bar = memchr(q, '|', (size_t)(e - q))) != NULL;
+                 q = bar + 1) {
+                const char *c = bar, *v;
+                double d;
+                while (c > q && c[-1] != ':')
+                    c--;
+                v = skip_spaces(c, bar);
+                if (c == q || parse_double(&v, bar, &d) || skip_spaces(v, bar) != bar)
+                    break;
+                iteration_field(p, it, q, bar);
+            }
+            *tail = q;
+            break;
+        }
+        q = bar + 1;
+    }
+    *resume = q;
+}
+
+/*
  * Parses [t, e) as an iteration line (optional timestamp, "iteration i/n |",
- * fields).  -1 when it is not one.  *complete is set when the closing nan
- * field was read; *tail then points past its '|' (text glued on) or is e.
+ * fields).  -1 when it is not one.  Otherwise as scan_fields, except that
+ * *resume is NULL while the "iteration i/n |" head itself is unclosed.
  */
 static int scan_iteration(mt_logparse *p, const char *t, const char *e, mt_iteration *it,
-                          int *complete, const char **tail)
+                          int *complete, const char **tail, const char **resume)
 {
     const char *q;
     double ts = 0;
@@ -773,6 +947,7 @@ static int scan_iteration(mt_logparse *p, const char *t, const char *e, mt_itera
     init_iteration(it);
     *complete = 0;
     *tail = e;
+    *resume = NULL;
     t = skip_spaces(t, e);
     if (t < e && *t == '[') {
         if (parse_timestamp(t, e, &ts, &q))
@@ -798,32 +973,7 @@ static int scan_iteration(mt_logparse *p, const char *t, const char *e, mt_itera
     }
     if (q >= e || *q != '|')
         return 0;
-    q++;
-    while (q < e) {
-        const char *bar = memchr(q, '|', (size_t)(e - q));
-        if (!bar)
-            break;
-        if (iteration_field(p, it, q, bar)) {
-            *complete = 1;
-            it->has |= MT_IT_COMPLETE;
-            /* RL runs add " key: number |" fields after it; anything else
-             * there is another print glued on */
-            for (q = bar + 1; q < e && *q == ' ' && (bar = memchr(q, '|', (size_t)(e - q))) != NULL;
-                 q = bar + 1) {
-                const char *c = bar, *v;
-                double d;
-                while (c > q && c[-1] != ':')
-                    c--;
-                v = skip_spaces(c, bar);
-                if (c == q || parse_double(&v, bar, &d) || skip_spaces(v, bar) != bar)
-                    break;
-                iteration_field(p, it, q, bar);
-            }
-            *tail = q;
-            return 0;
-        }
-        q = bar + 1;
-    }
+    scan_fields(p, it, q + 1, e, complete, tail, resume);
     return 0;
 }
 
@@ -985,11 +1135,19 @@ static void step_line(mt_logparse *p, int rank, uint64_t line, const char *t, co
     }
     /* printed after its iteration line (the sim) or before it (Bridge's
      * training_log prints it first): attach to the last line when it fits */
-    if (!p->step_pending && p->nit) {
-        mt_iteration *last = &p->it[p->nit - 1];
-        if (!(last->has & (MT_IT_STEP_TIME | MT_IT_STEP_LINE_ONLY)) && step_matches(last, s) &&
-            last->iteration == p->last_iteration) {
-            attach_step(last, s, tf, tf_has);
+    if (!p->step_pending && p->nrec) {
+        lp_rec *last = &p->rec[p->nrec - 1];
+        if (!(last->has & (MT_IT_STEP_TIME | MT_IT_STEP_LINE_ONLY)) &&
+            step_matches(last->has, last->elapsed_ms, s) && last->iteration == p->last_iteration) {
+            last->step_time_s = s;
+            last->has |= MT_IT_STEP_TIME;
+            if (tf_has) {
+                last->step_tflops = tf;
+                if (!(last->has & MT_IT_TFLOPS)) {
+                    last->tflops = tf;
+                    last->has |= MT_IT_TFLOPS;
+                }
+            }
             return;
         }
     }
@@ -1068,7 +1226,26 @@ typedef struct lp_match {
     int kind; /* -1 none */
     int capture_pri;
     double value;
+    /* facts about the whole line, looked up once (a line repeating a word
+     * must not cost a search of the line per repetition) */
+    int ib, failure; /* -1 not yet known */
 } lp_match;
+
+/* The line mentions NCCL's InfiniBand transport. */
+static int line_ib(lp_match *m, const char *t, const char *e)
+{
+    if (m->ib < 0)
+        m->ib = FIND(t, e, "NET/IB") || FIND(t, e, "IBV_") || FIND(t, e, "ibv_");
+    return m->ib;
+}
+
+/* The line says something failed. */
+static int line_failure(lp_match *m, const char *t, const char *e)
+{
+    if (m->failure < 0)
+        m->failure = FIND(t, e, "fail") || FIND(t, e, "rror");
+    return m->failure;
+}
 
 static void consider(lp_match *m, int kind)
 {
@@ -1151,7 +1328,7 @@ static void match_word(lp_match *m, const char *t, const char *s, const char *e)
     case 'N':
         if (AT("NCCL WARN")) {
             /* NCCL's InfiniBand transport failing is the fabric, not NCCL */
-            if (FIND(s, e, "NET/IB") || FIND(s, e, "IBV_") || FIND(s, e, "ibv_"))
+            if (line_ib(m, t, e))
                 consider(m, MT_LOGEV_INFRA);
             else
                 consider(m, MT_LOGEV_NCCL_ERROR);
@@ -1216,7 +1393,7 @@ static void match_word(lp_match *m, const char *t, const char *s, const char *e)
             consider(m, MT_LOGEV_IMPORT_ERROR);
         break;
     case 'i':
-        if (AT("ibv_") && (FIND(s, e, "fail") || FIND(s, e, "rror")))
+        if (AT("ibv_") && line_failure(m, t, e))
             consider(m, MT_LOGEV_INFRA);
         break;
     case 't':
@@ -1257,7 +1434,7 @@ static int exception_line(const char *t, const char *e)
 
 static void event_line(mt_logparse *p, int rank, uint64_t line, const char *t, const char *e)
 {
-    lp_match m = {-1, -1, NAN};
+    lp_match m = {-1, -1, NAN, -1, -1};
     const char *s;
     int ctrl = 0;
     for (s = t; s < e; s++) {
@@ -1312,7 +1489,7 @@ static void iteration_done(mt_logparse *p, lp_source *s, int rank, mt_iteration 
 }
 
 static void pend_start(mt_logparse *p, lp_source *s, int rank, const char *b, const char *e,
-                       size_t raw_n)
+                       size_t raw_n, const mt_iteration *it, const char *resume)
 {
     size_t n = (size_t)(e - b);
     if (grow(p, (void **)&s->pend, &s->pend_cap, n, 1))
@@ -1320,32 +1497,42 @@ static void pend_start(mt_logparse *p, lp_source *s, int rank, const char *b, co
     memcpy(s->pend, b, n);
     s->pend_len = n;
     s->pend_width = raw_n;
+    s->pend_resume = resume ? (size_t)(resume - b) : 0;
     s->pend_rank = rank;
     s->pend_chunks = 1;
     s->pend_line = s->lineno;
+    s->pend_it = *it;
     s->pending = 1;
 }
 
-/* Parses the reassembled line; force: take it even without its closing field. */
+/* Reads what the latest piece added (linear in the line: earlier pieces are
+ * never read again, except a head "iteration i/n |" still unclosed); commits
+ * the line once complete, or regardless when force is set. */
 static void pend_try(mt_logparse *p, lp_source *s, int force)
 {
-    mt_iteration it;
     int complete;
-    const char *tail, *e = s->pend + s->pend_len;
-    if (scan_iteration(p, s->pend, e, &it, &complete, &tail) < 0) {
-        s->pending = 0;
-        return;
+    const char *tail, *resume, *e = s->pend + s->pend_len;
+    if (!s->pend_resume) {
+        if (scan_iteration(p, s->pend, e, &s->pend_it, &complete, &tail, &resume) < 0) {
+            s->pending = 0;
+            return;
+        }
+    } else {
+        scan_fields(p, &s->pend_it, s->pend + s->pend_resume, e, &complete, &tail, &resume);
     }
+    if (resume)
+        s->pend_resume = (size_t)(resume - s->pend);
     if (!complete && !force)
         return;
     s->pending = 0;
     if (s->pend_chunks > 1) {
-        it.has |= MT_IT_WRAPPED;
+        s->pend_it.has |= MT_IT_WRAPPED;
         p->counts.wrapped_lines++;
     }
     if (complete && skip_spaces(tail, e) < e)
-        it.has |= MT_IT_GLUED;
-    iteration_done(p, s, s->pend_rank, &it, complete, tail, e, s->pend_width, 1, s->pend_line);
+        s->pend_it.has |= MT_IT_GLUED;
+    iteration_done(p, s, s->pend_rank, &s->pend_it, complete, tail, e, s->pend_width, 1,
+                   s->pend_line);
 }
 
 /* A line that begins something new, never a piece of a wrapped one. */
@@ -1402,7 +1589,7 @@ static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const ch
     case 'i': {
         mt_iteration it;
         int complete;
-        const char *tail;
+        const char *tail, *resume;
         if (*t == '[' && STARTS(t, e, "[Rank ")) {
             const char *q = t + 6;
             while (q < e && is_digit((unsigned char)*q))
@@ -1413,11 +1600,11 @@ static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const ch
             }
             break;
         }
-        if (scan_iteration(p, t, e, &it, &complete, &tail) < 0)
+        if (scan_iteration(p, t, e, &it, &complete, &tail, &resume) < 0)
             break;
         if (!complete && depth == 0 && raw_n >= WRAP_MIN_WIDTH && !s->pending) {
             /* a terminal hard-wrap: wait for the rest */
-            pend_start(p, s, rank, b, e, raw_n);
+            pend_start(p, s, rank, b, e, raw_n, &it, resume);
             if (s->pending)
                 return;
         }
@@ -1715,12 +1902,15 @@ double mt_iteration_loss(const mt_iteration *it, const char *key, int *found)
 
 size_t mt_logparse_iterations(const mt_logparse *p)
 {
-    return p->nit;
+    return p->nrec;
 }
 
-const mt_iteration *mt_logparse_iteration(const mt_logparse *p, size_t i)
+int mt_logparse_iteration(const mt_logparse *p, size_t i, mt_iteration *out)
 {
-    return i < p->nit ? &p->it[i] : NULL;
+    if (i >= p->nrec)
+        return -ERANGE;
+    load_iteration(p, &p->rec[i], out);
+    return 0;
 }
 
 size_t mt_logparse_ranks(const mt_logparse *p)
@@ -1824,8 +2014,9 @@ static int nan_from_iterations(const mt_logparse *p, char *buf, size_t n)
 {
     size_t i;
     int j;
-    for (i = 0; i < p->nit; i++) {
-        const mt_iteration *it = &p->it[i];
+    for (i = 0; i < p->nrec; i++) {
+        mt_iteration one, *it = &one;
+        load_iteration(p, &p->rec[i], &one);
         if (it->has & MT_IT_NAN && it->nan_count > 0) {
             snprintf(buf, n, "iteration %lld: number of nan iterations: %lld",
                      (long long)it->iteration, (long long)it->nan_count);
@@ -2057,10 +2248,12 @@ static void print_json(const mt_logparse *p, FILE *out)
         fputs("null", out);
     }
     fputs(",\"iterations\":[", out);
-    for (i = 0; i < p->nit; i++) {
+    for (i = 0; i < p->nrec; i++) {
+        mt_iteration it;
+        load_iteration(p, &p->rec[i], &it);
         if (i)
             fputc(',', out);
-        json_iteration(out, &p->it[i]);
+        json_iteration(out, &it);
     }
     fputs("],\"memory\":[", out);
     for (i = 0; i < p->nmem; i++) {
@@ -2148,16 +2341,17 @@ static void print_text(const mt_logparse *p, FILE *out)
                 "world: %d GPUs, data-parallel %d, context-parallel %d, tensor-parallel %d, "
                 "pipeline-parallel %d\n",
                 p->world.world, p->world.dp, p->world.cp, p->world.tp, p->world.pp);
-    fprintf(out, "iterations: %zu", p->nit);
+    fprintf(out, "iterations: %zu", p->nrec);
     if (c->iterations_dropped)
         fprintf(out, " (+%llu not kept)", (unsigned long long)c->iterations_dropped);
     fputc('\n', out);
-    if (p->nit)
+    if (p->nrec)
         fprintf(out, "  %-17s %12s %11s %13s %9s %4s %4s %5s  losses\n", "iteration", "elapsed ms",
                 "TFLOP/s/GPU", "learning rate", "grad norm", "skip", "nan", "rank");
-    for (i = 0; i < p->nit; i++) {
-        const mt_iteration *it = &p->it[i];
+    for (i = 0; i < p->nrec; i++) {
+        mt_iteration one, *it = &one;
         char iter[48];
+        load_iteration(p, &p->rec[i], &one);
         if (it->has & MT_IT_TOTAL)
             snprintf(iter, sizeof iter, "%lld/%lld", (long long)it->iteration,
                      (long long)it->total);

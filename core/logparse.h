@@ -11,17 +11,19 @@
  * validation and theoretical-memory lines, crashes, exceptions, tracebacks.
  * Every format variant of shared/facts/megatron.md is understood:
  * timestamps with or without microseconds or trimmed away, optional fields,
- * terminal hard-wraps, prints glued after the final '|', `srun -l` and
- * torchrun line prefixes (stripped, the rank kept), CR/LF line ends.
+ * iteration lines hard-wrapped by a terminal (reassembled), prints glued
+ * after the final '|', `srun -l` and torchrun line prefixes (stripped, the
+ * rank kept), CR/LF line ends.
  *
  * Robustness: arbitrary bytes (NUL, non-UTF-8, binary) never crash it; a
- * line longer than MT_LOGPARSE_LINE_MAX is cut there and counted; memory is
- * bounded: at most MT_LOGPARSE_LINE_MAX + MT_LOGPARSE_WRAP_MAX bytes of
- * buffer per source (MT_LOGPARSE_MAX_SOURCES sources), iterations grow with
- * the iterations logged (capped, see mt_logparse_set_max_iterations),
- * events stop at MT_LOGPARSE_MAX_EVENTS (the rest counted), argument values
- * are cut at MT_LOGPARSE_ARG_MAX.  The hot path allocates nothing and uses no
- * regular expressions; tests/bench/bench_logparse prints its throughput.
+ * line longer than MT_LOGPARSE_LINE_MAX is cut there and counted.  Memory
+ * is bounded: at most MT_LOGPARSE_LINE_MAX + MT_LOGPARSE_WRAP_MAX bytes of
+ * buffer per source (MT_LOGPARSE_MAX_SOURCES sources); iterations take about
+ * 128 bytes each plus 16 per loss (capped, see
+ * mt_logparse_set_max_iterations); events stop at MT_LOGPARSE_MAX_EVENTS
+ * (the rest counted); argument values are cut at MT_LOGPARSE_ARG_MAX.
+ * Speed: no regular expressions and no allocation per line (arrays grow
+ * geometrically); tests/bench/bench_logparse prints the throughput.
  *
  * Every parser entry point is exercised by tests/fuzz/fuzz_logparse.c.
  * A parser is not thread-safe: feed it from one thread at a time.
@@ -82,10 +84,11 @@ typedef struct mt_iteration {
     int64_t iteration, total;
     int64_t consumed_samples, skipped_samples, global_batch;
     int64_t skipped, nan_count; /* "number of skipped / nan iterations" */
-    double timestamp;           /* seconds since 1970-01-01 of the printed time, zone as printed */
-    double elapsed_ms;          /* "elapsed time per iteration (ms)" */
-    double tflops;              /* "throughput per GPU (TFLOP/s/GPU)" */
-    double energy, power;       /* J/iter/GPU, W/GPU */
+    /* (global batch and the two counts are kept to 32 bits: clamped) */
+    double timestamp;     /* seconds since 1970-01-01 of the printed time, zone as printed */
+    double elapsed_ms;    /* "elapsed time per iteration (ms)" */
+    double tflops;        /* "throughput per GPU (TFLOP/s/GPU)" */
+    double energy, power; /* J/iter/GPU, W/GPU */
     double lr, loss_scale, grad_norm, num_zeros, params_norm, max_attention_logit;
     double step_time_s; /* Bridge "Step Time : <s>s" */
     double step_tflops; /* Bridge "GPU utilization: <x>MODEL_TFLOP/s/GPU" */
@@ -203,10 +206,12 @@ int mt_logparse_read_file(mt_logparse *p, const char *path, mt_diag *d);
 /* 0, or -ENOMEM when an allocation failed at some point (data were lost). */
 int mt_logparse_status(const mt_logparse *p);
 
-/* ---- results: borrowed pointers, valid until the next feed/finish ---- */
+/* ---- results (borrowed pointers are valid until the next feed/finish) ---- */
 
 size_t mt_logparse_iterations(const mt_logparse *p);
-const mt_iteration *mt_logparse_iteration(const mt_logparse *p, size_t i);
+/* Copies the i-th iteration record into *out (stored compactly inside, so
+ * there is no pointer to hand out).  0, or -ERANGE. */
+int mt_logparse_iteration(const mt_logparse *p, size_t i, mt_iteration *out);
 
 /* Ranks with a memory line, ascending. */
 size_t mt_logparse_ranks(const mt_logparse *p);

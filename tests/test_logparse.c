@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef MT_SIM_BIN
@@ -97,10 +98,14 @@ static mt_logparse *parse(const char *text)
     return parse_chunked(text, strlen(text), 1 << 20);
 }
 
+/* The i-th record, copied out into one of a few rotating slots. */
 static const mt_iteration *iter(const mt_logparse *p, size_t i)
 {
-    const mt_iteration *it = mt_logparse_iteration(p, i);
-    ck_assert_msg(it != NULL, "no iteration record %zu (have %zu)", i, mt_logparse_iterations(p));
+    static mt_iteration slot[8];
+    static unsigned k;
+    mt_iteration *it = &slot[k++ % 8];
+    ck_assert_msg(mt_logparse_iteration(p, i, it) == 0, "no iteration record %zu (have %zu)", i,
+                  mt_logparse_iterations(p));
     return it;
 }
 
@@ -362,7 +367,8 @@ END_TEST
 
 START_TEST(hard_wrapped_lines_are_reassembled)
 {
-    static const size_t widths[] = {80, 120, 100, 200};
+    /* 55 cuts the "iteration i/n |" head itself */
+    static const size_t widths[] = {80, 120, 100, 200, 55};
     size_t w;
     int at_spaces, prefixed;
     for (prefixed = 0; prefixed < 2; prefixed++)
@@ -1137,6 +1143,48 @@ START_TEST(lines_over_one_mib_are_cut)
 }
 END_TEST
 
+/* Inputs built to make a careless parser quadratic: one 1 MiB line that
+ * repeats an event word, and a hard-wrapped line of 255 pieces repeated.  A
+ * quadratic scan takes minutes here; a linear one well under a second. */
+START_TEST(hostile_repetition_stays_linear)
+{
+    static const char head[] = " [2026-01-01 00:04:22.251668] iteration        1/       5 | "
+                               "consumed samples:         1024 | elapsed time per iteration "
+                               "(ms): 82251.7 | x: 1 | y: 2 | z: 3 | w: 4 | v: 5 |";
+    static const char piece[] = " nan iterations: x | lm loss: 1.0 | nan iterations: x | lm loss: "
+                                "1.0 | nan iterations: x | lm loss: 1.0 | nan iterations: x | lm "
+                                "loss: 1.0 | nan iterations: x | lm loss: 1.0 | nan iteration";
+    size_t n = 1u << 20, i, r;
+    char *line = malloc(n + 1), first[256];
+    mt_logparse *p = mt_logparse_new();
+    struct timespec t0, t1;
+    double dt;
+    for (i = 0; i < n; i++)
+        line[i] = "x NCCL WARN ibv_ Time spent in CUDA Graphs capture "[i % 52];
+    line[n] = '\n';
+    snprintf(first, sizeof first, "%-250s\n", head);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    mt_logparse_feed(p, line, n + 1);
+    for (r = 0; r < 60; r++) {
+        mt_logparse_feed(p, first, strlen(first));
+        for (i = 0; i < 255; i++) {
+            mt_logparse_feed(p, piece, sizeof piece - 1);
+            mt_logparse_feed(p, "\n", 1);
+        }
+    }
+    mt_logparse_finish(p);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    dt = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    ck_assert_msg(dt < 10.0, "%.1f s for 5 MB of repetition", dt);
+    ck_assert_uint_eq(mt_logparse_iterations(p), 60);
+    ck_assert_uint_eq(mt_logparse_counts_get(p)->wrapped_lines, 60);
+    ck_assert_int_eq(iter(p, 59)->n_losses, 1);
+    ck_assert_uint_eq(mt_logparse_event_count(p, MT_LOGEV_INFRA), 1);
+    mt_logparse_destroy(&p);
+    free(line);
+}
+END_TEST
+
 START_TEST(events_and_iterations_are_capped)
 {
     static const char warn[] =
@@ -1365,15 +1413,19 @@ static void check_sim_log(const char *contract, int gb)
 {
     static const char *const sets[] = {"train_iters=8", "pipeline_model_parallel_size=2",
                                        "expert_model_parallel_size=8", NULL};
-    static const char *const extra[] = {"--sim-memory-file", "/tmp/mt-logparse-peaks.txt", NULL};
-    simrun s = sim_run(contract, sets, extra);
-    mt_logparse *p = parse_run(&s);
+    char peaks_path[64];
+    const char *extra[] = {"--sim-memory-file", peaks_path, NULL};
+    simrun s;
+    mt_logparse *p;
     mt_logworld w;
     mt_kv *ev = mt_kv_new();
     double sum = 0, steps_s, tw, ta, sw, sa;
     int steps, r;
     size_t i;
     char *peaks;
+    snprintf(peaks_path, sizeof peaks_path, "/tmp/mt-logparse-peaks-%ld.txt", (long)getpid());
+    s = sim_run(contract, sets, extra);
+    p = parse_run(&s);
     ck_assert_msg(s.code == 0, "sim exit %d: %s", s.code, s.err);
     /* iterations: every one, with the sim's clock and learning-rate schedule */
     ck_assert_uint_eq(mt_logparse_iterations(p), 8);
@@ -1426,7 +1478,7 @@ static void check_sim_log(const char *contract, int gb)
     }
     ck_assert_int_eq(mt_logparse_rank_memory(p, 1)->rank, 8);
     /* and the sim's per-GPU side file agrees for those ranks */
-    peaks = tk_slurp("/tmp/mt-logparse-peaks.txt");
+    peaks = tk_slurp(peaks_path);
     ck_assert_ptr_nonnull(peaks);
     for (r = 0; r <= 8; r += 8) {
         char key[32];
@@ -1440,7 +1492,7 @@ static void check_sim_log(const char *contract, int gb)
                     gb ? 0.05 + 0.5e6 / 1048576.0 : 0.055, "memory file peak");
     }
     free(peaks);
-    unlink("/tmp/mt-logparse-peaks.txt");
+    unlink(peaks_path);
     /* theoretical memory */
     sim_theoretical_memory(&s.cfg, &sw, &sa);
     ck_assert_int_eq(mt_logparse_theoretical(p, &tw, &ta, NULL), 0);
@@ -1593,6 +1645,7 @@ int main(void)
     tcase_add_test(hostile, binary_garbage_nul_and_non_utf8);
     tcase_add_test(hostile, lines_over_one_mib_are_cut);
     tcase_add_test(hostile, events_and_iterations_are_capped);
+    tcase_add_test(hostile, hostile_repetition_stays_linear);
     tcase_add_test(sim, sim_log_megatron_lm);
     tcase_add_test(sim, sim_log_megatron_bridge);
     tcase_add_test(sim, sim_failures_are_events);

@@ -82,8 +82,10 @@ int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int wi
         return MT_OUTCOME_NAN;
     }
     for (i = 0; i < iters; i++) {
-        const mt_iteration *it = mt_logparse_iteration(log, i);
+        mt_iteration itv, *it = &itv;
         int k;
+        if (mt_logparse_iteration(log, i, &itv))
+            continue;
         if (it->nan_count > 0) {
             snprintf(evidence, n, "iteration %lld reports %lld NaN iterations",
                      (long long)it->iteration, (long long)it->nan_count);
@@ -147,8 +149,10 @@ static void summarize(mt_measure *m)
     double *steps = calloc(n + 1, sizeof *steps), *tf = calloc(n + 1, sizeof *tf);
     m->loss_finite = 1;
     for (i = 0; i < n; i++) {
-        const mt_iteration *it = mt_logparse_iteration(m->log, i);
+        mt_iteration itv, *it = &itv;
         int j;
+        if (mt_logparse_iteration(m->log, i, &itv))
+            continue;
         m->skipped += it->skipped > 0 ? (long)it->skipped : 0;
         m->nan += it->nan_count > 0 ? (long)it->nan_count : 0;
         for (j = 0; j < it->n_losses; j++)
@@ -263,8 +267,10 @@ static int store_result(const mt_measure_spec *spec, mt_store *st, mt_measure *m
     int rc;
     memset(&r, 0, sizeof r);
     for (i = 0; i < n; i++) {
-        const mt_iteration *it = mt_logparse_iteration(m->log, i);
+        mt_iteration itv, *it = &itv;
         int k;
+        if (mt_logparse_iteration(m->log, i, &itv))
+            continue;
         samples[i].iteration = (long)it->iteration;
         samples[i].elapsed_ms = it->has & MT_IT_ELAPSED ? it->elapsed_ms : NAN;
         samples[i].tflops = it->has & MT_IT_TFLOPS ? it->tflops : NAN;

@@ -7,7 +7,8 @@
  *
  * Build (clang from Debian, libclang-rt-*-dev for the fuzzer runtime):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Icore -Iabi \
- *       tests/fuzz/fuzz_logparse.c core/logparse.c core/kv.c -lm -o fuzz_logparse
+ *       tests/fuzz/fuzz_logparse.c core/logparse.c core/kv.c core/diag.c -lm \
+ *       -o fuzz_logparse
  * Run:
  *   ./fuzz_logparse -dict=tests/fuzz/logparse.dict -max_len=65536 \
  *       -max_total_time=60 CORPUS_DIR tests/fuzz/corpus_logparse
@@ -18,6 +19,7 @@
  */
 #include "logparse.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -84,12 +86,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     mt_logparse_finish(p);
 
     for (i = 0; i < mt_logparse_iterations(p); i++) {
-        const mt_iteration *it = mt_logparse_iteration(p, i);
+        mt_iteration it;
         int found;
-        if (it->n_losses)
-            (void)mt_iteration_loss(it, it->loss_key[it->n_losses - 1], &found);
-        (void)mt_iteration_loss(it, "lm loss", NULL);
+        if (mt_logparse_iteration(p, i, &it))
+            abort();
+        if (it.n_losses)
+            (void)mt_iteration_loss(&it, it.loss_key[it.n_losses - 1], &found);
+        (void)mt_iteration_loss(&it, "lm loss", NULL);
     }
+    if (mt_logparse_iteration(p, i, &(mt_iteration){0}) != -ERANGE)
+        abort();
     for (i = 0; i < mt_logparse_ranks(p); i++) {
         const mt_rank_memory *m = mt_logparse_rank_memory(p, i);
         if (mt_logparse_memory_of(p, m->rank) != m)
