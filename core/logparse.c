@@ -15,7 +15,9 @@
  * "number of nan iterations: N |", marks a complete line: text after it is
  * another print glued on and is read as a line of its own; a line without it
  * is a terminal hard-wrap (or a truncated file) and waits for its
- * continuation chunks.
+ * continuation pieces, each read once as it comes.  Every scan is linear in
+ * the line: a word that repeats a million times costs a million small
+ * steps, never a search of the line each.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
@@ -979,14 +981,14 @@ static int scan_iteration(mt_logparse *p, const char *t, const char *e, mt_itera
 
 /* ---- the other line forms ---------------------------------------------------------- */
 
-static void memory_line(mt_logparse *p, int rank_hint, const char *t, const char *e)
+/* The line names the global rank itself, whoever's stream it came on. */
+static void memory_line(mt_logparse *p, const char *t, const char *e)
 {
     const char *q = t + 6, *f;
     int64_t r, after = -1;
     double unit;
     int gb;
     mt_rank_memory *m;
-    (void)rank_hint; /* the line names the global rank itself */
     if (parse_i64(&q, e, &r) || r < 0 || r > INT32_MAX || q >= e || *q != ']') {
         p->counts.garbage_lines++;
         return;
@@ -1595,7 +1597,7 @@ static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const ch
             while (q < e && is_digit((unsigned char)*q))
                 q++;
             if (STARTS(q, e, "] (after ") || FIND(q, e, "] memory (")) {
-                memory_line(p, rank, t, e);
+                memory_line(p, t, e);
                 return;
             }
             break;
