@@ -200,6 +200,30 @@ static inline void pk_violation(mt_sink *s, const char *rule, const char *knobs,
     pk_host->sink_violation(s, rule, knobs, msg);
 }
 
+/* A rule checker that either reports to a check() sink or, with a NULL
+ * sink, only counts: propose() uses the counting form to skip candidates
+ * that would be illegal, with the very rules check() reports. */
+typedef struct pk_rules {
+    mt_sink *sink; /* NULL: only count */
+    int n;
+} pk_rules;
+
+static inline void pk_fail(pk_rules *ro, const char *rule, const char *knobs, const char *fmt,
+                           ...) __attribute__((format(printf, 4, 5)));
+static inline void pk_fail(pk_rules *ro, const char *rule, const char *knobs, const char *fmt,
+                           ...)
+{
+    char msg[512];
+    va_list ap;
+    ro->n++;
+    if (!ro->sink)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pk_host->sink_violation(ro->sink, rule, knobs, msg);
+}
+
 static inline void pk_note(mt_sink *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static inline void pk_note(mt_sink *s, const char *fmt, ...)
 {

@@ -367,25 +367,6 @@ static long fold_vpp(const shape *sh, const fold *f)
 /* ------------------------------------------------------------------------ */
 /* Rules                                                                     */
 
-typedef struct rules_out {
-    mt_sink *sink; /* NULL: only count */
-    int n;
-} rules_out;
-
-static void fold_fail(rules_out *ro, const char *rule, const char *knobs, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void fold_fail(rules_out *ro, const char *rule, const char *knobs, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    ro->n++;
-    if (!ro->sink)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    pk_violation(ro->sink, rule, knobs, "%s", msg);
-}
 
 /* Long layouts are quoted by their head so messages stay readable. */
 static const char *ellipsis(const char *s)
@@ -393,90 +374,90 @@ static const char *ellipsis(const char *s)
     return strlen(s) > 60 ? "..." : "";
 }
 
-static void layout_rules(rules_out *ro, const shape *sh, const fold *f)
+static void layout_rules(pk_rules *ro, const shape *sh, const fold *f)
 {
     layout_info li;
     if (f->layout_too_long) {
-        fold_fail(ro, "folding.layout_syntax", "pipeline_model_parallel_layout",
+        pk_fail(ro, "folding.layout_syntax", "pipeline_model_parallel_layout",
                   "pipeline_model_parallel_layout is malformed at character %d: longer than %d "
                   "characters; write repeats as (...)*k and t*k",
                   LAYOUT_MAX, LAYOUT_MAX - 1);
         return;
     }
     if (layout_parse(f->layout, &li) < 0) {
-        fold_fail(ro, "folding.layout_syntax", "pipeline_model_parallel_layout",
+        pk_fail(ro, "folding.layout_syntax", "pipeline_model_parallel_layout",
                   "pipeline_model_parallel_layout \"%.60s%s\" is malformed at character %ld: %s",
                   f->layout, ellipsis(f->layout), li.err_pos, li.err);
         return;
     }
     if (li.stages % f->pp)
-        fold_fail(ro, "folding.layout_stages",
+        pk_fail(ro, "folding.layout_stages",
                   "pipeline_model_parallel_layout pipeline_model_parallel_size",
                   "pipeline_model_parallel_layout \"%.60s%s\" has %ld stage%s, not a multiple "
                   "of pipeline_model_parallel_size %ld (the quotient is the VPP size); add or "
                   "merge stages or change PP",
                   f->layout, ellipsis(f->layout), li.stages, li.stages == 1 ? "" : "s", f->pp);
     else if (f->pp == 1 && li.stages > 1)
-        fold_fail(ro, "folding.vpp_needs_pp",
+        pk_fail(ro, "folding.vpp_needs_pp",
                   "pipeline_model_parallel_layout pipeline_model_parallel_size",
                   "pipeline_model_parallel_layout has %ld stages with pipeline_model_parallel_size "
                   "1, i.e. virtual pipeline stages without a pipeline; use PP > 1 or a "
                   "single-stage layout",
                   li.stages);
     if (sh->layers > 0 && li.t != sh->layers)
-        fold_fail(ro, "folding.layout_layers", "pipeline_model_parallel_layout num_layers",
+        pk_fail(ro, "folding.layout_layers", "pipeline_model_parallel_layout num_layers",
                   "pipeline_model_parallel_layout places %ld transformer layers (t) but "
                   "num_layers is %ld; every layer must be placed exactly once",
                   li.t, sh->layers);
     if (li.m != sh->mtp)
-        fold_fail(ro, "folding.layout_mtp", "pipeline_model_parallel_layout mtp_num_layers",
+        pk_fail(ro, "folding.layout_mtp", "pipeline_model_parallel_layout mtp_num_layers",
                   "pipeline_model_parallel_layout places %ld MTP layers (m) but mtp_num_layers is "
                   "%ld; place each MTP layer exactly once",
                   li.m, sh->mtp);
     else if (li.t_after_m)
-        fold_fail(ro, "folding.layout_mtp", "pipeline_model_parallel_layout mtp_num_layers",
+        pk_fail(ro, "folding.layout_mtp", "pipeline_model_parallel_layout mtp_num_layers",
                   "pipeline_model_parallel_layout puts a transformer layer (t) after an MTP "
                   "layer (m); decoder layers must come before MTP layers");
     else if (li.m_split)
-        fold_fail(ro, "folding.layout_mtp", "pipeline_model_parallel_layout mtp_num_layers",
+        pk_fail(ro, "folding.layout_mtp", "pipeline_model_parallel_layout mtp_num_layers",
                   "pipeline_model_parallel_layout spreads the %ld MTP layers over several "
                   "stages; Megatron needs them all in one stage",
                   li.m);
     else if (li.m > 0 && li.stages % f->pp == 0 && li.m_stage / f->pp != li.stages / f->pp - 1)
-        fold_fail(ro, "folding.layout_mtp", "pipeline_model_parallel_layout mtp_num_layers",
+        pk_fail(ro, "folding.layout_mtp", "pipeline_model_parallel_layout mtp_num_layers",
                   "pipeline_model_parallel_layout puts the MTP layers in stage %ld, virtual "
                   "stage %ld of %ld on its rank; Megatron needs them in the last virtual stage "
                   "(stage index >= %ld with PP %ld)",
                   li.m_stage + 1, li.m_stage / f->pp + 1, li.stages / f->pp,
                   (li.stages / f->pp - 1) * f->pp + 1, f->pp);
     if (li.e != 1)
-        fold_fail(ro, "folding.layout_embedding", "pipeline_model_parallel_layout",
+        pk_fail(ro, "folding.layout_embedding", "pipeline_model_parallel_layout",
                   "pipeline_model_parallel_layout has %ld embedding entries (E); E must appear "
                   "exactly once, first in the first stage",
                   li.e);
     else if (li.e_misplaced)
-        fold_fail(ro, "folding.layout_embedding", "pipeline_model_parallel_layout",
+        pk_fail(ro, "folding.layout_embedding", "pipeline_model_parallel_layout",
                   "pipeline_model_parallel_layout does not open with the embedding: E must be "
                   "the first entry of the first stage");
     if (li.l != 1)
-        fold_fail(ro, "folding.layout_loss", "pipeline_model_parallel_layout",
+        pk_fail(ro, "folding.layout_loss", "pipeline_model_parallel_layout",
                   "pipeline_model_parallel_layout has %ld loss entries (L); L must appear "
                   "exactly once, last in the last stage",
                   li.l);
     else if (li.last_sym != 'L' || li.last_sym_stage != li.stages - 1)
-        fold_fail(ro, "folding.layout_loss", "pipeline_model_parallel_layout",
+        pk_fail(ro, "folding.layout_loss", "pipeline_model_parallel_layout",
                   "pipeline_model_parallel_layout does not close with the loss: L must be the "
                   "last entry of the last stage (stage %ld of %ld)",
                   li.stages, li.stages);
 }
 
-static void uneven_rules(rules_out *ro, const shape *sh, const fold *f)
+static void uneven_rules(pk_rules *ro, const shape *sh, const fold *f)
 {
     const char *knobs = "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers "
                         "pipeline_model_parallel_size num_layers";
     long rem = sh->layers, mid = f->pp, v = f->vpp_stages;
     if (f->pp < 2) {
-        fold_fail(ro, "folding.uneven_stages", knobs,
+        pk_fail(ro, "folding.uneven_stages", knobs,
                   "decoder_first_pipeline_num_layers %ld / decoder_last_pipeline_num_layers %ld "
                   "need pipeline stages, but pipeline_model_parallel_size is %ld; set PP > 1 or "
                   "unset them",
@@ -484,7 +465,7 @@ static void uneven_rules(rules_out *ro, const shape *sh, const fold *f)
         return;
     }
     if (f->vpp_layers > 0)
-        fold_fail(ro, "folding.uneven_stages",
+        pk_fail(ro, "folding.uneven_stages",
                   "num_layers_per_virtual_pipeline_stage decoder_first_pipeline_num_layers "
                   "decoder_last_pipeline_num_layers",
                   "with uneven first/last stages Megatron takes VPP only as "
@@ -502,7 +483,7 @@ static void uneven_rules(rules_out *ro, const shape *sh, const fold *f)
         mid--;
     }
     if (rem < 0 || (rem > 0) != (mid > 0) || (mid > 0 && rem % mid)) {
-        fold_fail(ro, "folding.uneven_stages", knobs,
+        pk_fail(ro, "folding.uneven_stages", knobs,
                   "first stage %ld + last stage %ld layers leave %ld of num_layers %ld for %ld "
                   "middle stages (PP %ld); the rest must split evenly over the middle stages",
                   f->first, f->last, rem, sh->layers, mid, f->pp);
@@ -510,7 +491,7 @@ static void uneven_rules(rules_out *ro, const shape *sh, const fold *f)
     }
     if (v > 1 && ((f->first > 0 && f->first % v) || (f->last > 0 && f->last % v) ||
                   (mid > 0 && (rem / mid) % v)))
-        fold_fail(ro, "folding.uneven_stages",
+        pk_fail(ro, "folding.uneven_stages",
                   "num_virtual_stages_per_pipeline_rank decoder_first_pipeline_num_layers "
                   "decoder_last_pipeline_num_layers",
                   "with num_virtual_stages_per_pipeline_rank %ld the first (%ld), last (%ld) and "
@@ -519,13 +500,13 @@ static void uneven_rules(rules_out *ro, const shape *sh, const fold *f)
                   v, f->first, f->last, mid > 0 ? rem / mid : 0, v);
 }
 
-static void even_rules(rules_out *ro, const shape *sh, const fold *f)
+static void even_rules(pk_rules *ro, const shape *sh, const fold *f)
 {
     long per;
     if (sh->layers <= 0)
         return;
     if (sh->layers % f->pp) {
-        fold_fail(ro, "folding.pp_divides_layers", "pipeline_model_parallel_size num_layers",
+        pk_fail(ro, "folding.pp_divides_layers", "pipeline_model_parallel_size num_layers",
                   "num_layers %ld is not divisible by pipeline_model_parallel_size %ld; pick a PP "
                   "that divides it, or give a pipeline_model_parallel_layout or first/last stage "
                   "sizes",
@@ -534,13 +515,13 @@ static void even_rules(rules_out *ro, const shape *sh, const fold *f)
     }
     per = sh->layers / f->pp;
     if (f->vpp_layers > 0 && per % f->vpp_layers)
-        fold_fail(ro, "folding.vpp_divides_stage_layers",
+        pk_fail(ro, "folding.vpp_divides_stage_layers",
                   "num_layers_per_virtual_pipeline_stage pipeline_model_parallel_size num_layers",
                   "%ld layers per pipeline stage (num_layers %ld / PP %ld) do not divide into "
                   "chunks of num_layers_per_virtual_pipeline_stage %ld",
                   per, sh->layers, f->pp, f->vpp_layers);
     if (f->vpp_stages > 0 && per % f->vpp_stages)
-        fold_fail(ro, "folding.vpp_divides_stage_layers",
+        pk_fail(ro, "folding.vpp_divides_stage_layers",
                   "num_virtual_stages_per_pipeline_rank pipeline_model_parallel_size num_layers",
                   "%ld layers per pipeline stage (num_layers %ld / PP %ld) do not divide into "
                   "num_virtual_stages_per_pipeline_rank %ld virtual stages",
@@ -551,7 +532,7 @@ static void even_rules(rules_out *ro, const shape *sh, const fold *f)
  * when it is not NULL. */
 static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
 {
-    rules_out ro = {sink, 0};
+    pk_rules ro = {sink, 0};
     long etp = fold_etp(f), dp = 0;
     int has_layout = layout_set(f), uneven = f->first > 0 || f->last > 0;
     int vpp_forms = (f->vpp_layers > 0) + (f->vpp_stages > 0) + has_layout;
@@ -559,7 +540,7 @@ static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
     if (f->tp < 1 || f->pp < 1 || f->cp < 1 || f->ep < 1 || f->mbs < 1 ||
         f->tp > SIZE_MAX_SANE || f->pp > SIZE_MAX_SANE || f->cp > SIZE_MAX_SANE ||
         f->ep > SIZE_MAX_SANE || f->etp > SIZE_MAX_SANE || f->mbs > SIZE_MAX_SANE) {
-        fold_fail(&ro, "folding.sizes_range",
+        pk_fail(&ro, "folding.sizes_range",
                   "tensor_model_parallel_size pipeline_model_parallel_size context_parallel_size "
                   "expert_model_parallel_size expert_tensor_parallel_size micro_batch_size",
                   "TP %ld, PP %ld, CP %ld, EP %ld, MBS %ld must be between 1 and %ld (ETP %ld "
@@ -570,7 +551,7 @@ static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
 
     if (sh->world > 0) {
         if (sh->world % (f->tp * f->pp * f->cp))
-            fold_fail(&ro, "folding.dp_whole",
+            pk_fail(&ro, "folding.dp_whole",
                       "tensor_model_parallel_size pipeline_model_parallel_size "
                       "context_parallel_size",
                       "world size %ld is not divisible by TP*PP*CP = %ld*%ld*%ld = %ld, so the "
@@ -579,7 +560,7 @@ static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
         else
             dp = sh->world / (f->tp * f->pp * f->cp);
         if (sh->world % (etp * f->ep * f->pp))
-            fold_fail(&ro, "folding.expert_grid",
+            pk_fail(&ro, "folding.expert_grid",
                       "expert_model_parallel_size expert_tensor_parallel_size "
                       "pipeline_model_parallel_size",
                       "expert grid ETP*EP*PP = %ld*%ld*%ld = %ld does not divide world size %ld; "
@@ -588,45 +569,45 @@ static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
     }
 
     if (f->ep > 1 && sh->experts == 0)
-        fold_fail(&ro, "folding.ep_needs_experts", "expert_model_parallel_size num_experts",
+        pk_fail(&ro, "folding.ep_needs_experts", "expert_model_parallel_size num_experts",
                   "expert_model_parallel_size is %ld but the model has no experts "
                   "(num_experts 0); set EP 1",
                   f->ep);
     if (sh->experts > 0 && sh->experts % f->ep)
-        fold_fail(&ro, "folding.ep_divides_experts", "expert_model_parallel_size num_experts",
+        pk_fail(&ro, "folding.ep_divides_experts", "expert_model_parallel_size num_experts",
                   "num_experts %ld is not divisible by expert_model_parallel_size %ld; pick an EP "
                   "that divides the expert count",
                   sh->experts, f->ep);
     if (sh->heads > 0 && sh->heads % f->tp)
-        fold_fail(&ro, "folding.tp_divides_heads",
+        pk_fail(&ro, "folding.tp_divides_heads",
                   "tensor_model_parallel_size num_attention_heads",
                   "num_attention_heads %ld is not divisible by tensor_model_parallel_size %ld",
                   sh->heads, f->tp);
     /* MLA models too: Megatron's MLATransformerConfig runs this check. */
     if (sh->groups > 0 && sh->groups % f->tp)
-        fold_fail(&ro, "folding.tp_divides_query_groups",
+        pk_fail(&ro, "folding.tp_divides_query_groups",
                   "tensor_model_parallel_size num_query_groups",
                   "num_query_groups %ld (GQA) is not divisible by tensor_model_parallel_size %ld; "
                   "each TP rank needs whole KV groups",
                   sh->groups, f->tp);
     if (f->sp && f->tp == 1)
-        fold_fail(&ro, "folding.sp_needs_tp", "sequence_parallel tensor_model_parallel_size",
+        pk_fail(&ro, "folding.sp_needs_tp", "sequence_parallel tensor_model_parallel_size",
                   "sequence_parallel is on with tensor_model_parallel_size 1; Megatron turns it "
                   "off with a warning, so the config would not say what runs; set "
                   "sequence_parallel=false");
     if (sh->experts > 0 && f->tp > 1 && !f->sp)
-        fold_fail(&ro, "folding.moe_tp_needs_sp",
+        pk_fail(&ro, "folding.moe_tp_needs_sp",
                   "sequence_parallel tensor_model_parallel_size num_experts",
                   "a MoE model (num_experts %ld) with tensor_model_parallel_size %ld needs "
                   "sequence parallelism; set sequence_parallel=true",
                   sh->experts, f->tp);
     if (f->cp > 1 && sh->seq > 0 && sh->seq % (2 * f->cp))
-        fold_fail(&ro, "folding.cp_divides_seq", "context_parallel_size seq_length",
+        pk_fail(&ro, "folding.cp_divides_seq", "context_parallel_size seq_length",
                   "seq_length %ld is not divisible by 2*context_parallel_size = %ld (CP splits "
                   "the sequence into 2*CP chunks for load balance)",
                   sh->seq, 2 * f->cp);
     if (dp > 0 && sh->gbs > 0 && sh->gbs % (f->mbs * dp))
-        fold_fail(&ro, "folding.gbs_divisible",
+        pk_fail(&ro, "folding.gbs_divisible",
                   "micro_batch_size global_batch_size tensor_model_parallel_size "
                   "pipeline_model_parallel_size context_parallel_size",
                   "global_batch_size %ld is not divisible by MBS*DP = %ld*%ld = %ld; pick a "
@@ -634,7 +615,7 @@ static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
                   sh->gbs, f->mbs, dp, f->mbs * dp);
 
     if (vpp_forms > 1)
-        fold_fail(&ro, "folding.vpp_exclusive",
+        pk_fail(&ro, "folding.vpp_exclusive",
                   "num_layers_per_virtual_pipeline_stage num_virtual_stages_per_pipeline_rank "
                   "pipeline_model_parallel_layout",
                   "set at most one of num_layers_per_virtual_pipeline_stage (%ld), "
@@ -643,7 +624,7 @@ static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
                   f->vpp_layers, f->vpp_stages, has_layout ? "set" : "unset");
     /* A virtual pipeline size of 1 is none: Megatron resets it to None. */
     if (f->pp == 1 && (f->vpp_layers > 0 || f->vpp_stages > 0) && fold_vpp(sh, f) > 1)
-        fold_fail(&ro, "folding.vpp_needs_pp",
+        pk_fail(&ro, "folding.vpp_needs_pp",
                   f->vpp_layers > 0 ? "num_layers_per_virtual_pipeline_stage "
                                       "pipeline_model_parallel_size"
                                     : "num_virtual_stages_per_pipeline_rank "
@@ -653,7 +634,7 @@ static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
                   "> 1; it is 1",
                   f->vpp_layers, f->vpp_stages);
     if (has_layout && uneven)
-        fold_fail(&ro, "folding.layout_excludes_uneven",
+        pk_fail(&ro, "folding.layout_excludes_uneven",
                   "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers "
                   "pipeline_model_parallel_layout",
                   "pipeline_model_parallel_layout already places every layer; unset "

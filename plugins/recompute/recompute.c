@@ -184,60 +184,41 @@ static long layers_per_stage(const rc_env *e)
 /* ------------------------------------------------------------------------ */
 /* Rules                                                                     */
 
-typedef struct rules_out {
-    mt_sink *sink; /* NULL: only count */
-    int n;
-} rules_out;
-
-static void rc_fail(rules_out *ro, const char *rule, const char *knobs, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void rc_fail(rules_out *ro, const char *rule, const char *knobs, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    ro->n++;
-    if (!ro->sink)
-        return;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    pk_violation(ro->sink, rule, knobs, "%s", msg);
-}
 
 static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
 {
-    rules_out ro = {sink, 0};
+    pk_rules ro = {sink, 0};
     int selective = !strcmp(r->gran, "selective"), full = !strcmp(r->gran, "full");
     int has_method = strcmp(r->method, "none") != 0;
     double frac = 0;
 
     if (selective && (has_method || r->num_layers > 0))
-        rc_fail(&ro, "recompute.selective_takes_no_method",
+        pk_fail(&ro, "recompute.selective_takes_no_method",
                 "recompute_method recompute_num_layers recompute_granularity",
                 "selective recompute takes no recompute_method (%s) or recompute_num_layers "
                 "(%ld); set them to none and 0",
                 r->method, r->num_layers);
     if (full && (!has_method || r->num_layers <= 0))
-        rc_fail(&ro, "recompute.full_needs_method_and_layers",
+        pk_fail(&ro, "recompute.full_needs_method_and_layers",
                 "recompute_method recompute_num_layers recompute_granularity",
                 "full recompute needs recompute_method uniform or block (it is %s) and "
                 "recompute_num_layers > 0 (it is %ld)",
                 r->method, r->num_layers);
     if (full && r->num_layers > 0 && layers_per_stage(e) > 0 &&
         r->num_layers > layers_per_stage(e))
-        rc_fail(&ro, "recompute.full_layers_within_stage",
+        pk_fail(&ro, "recompute.full_layers_within_stage",
                 "recompute_num_layers pipeline_model_parallel_size num_layers",
                 "recompute_num_layers %ld exceeds the %ld layers a pipeline stage holds "
                 "(num_layers %ld over PP %ld)",
                 r->num_layers, layers_per_stage(e), e->layers, e->pp);
     if (!selective && !full && (has_method || r->num_layers > 0))
-        rc_fail(&ro, "recompute.method_needs_granularity",
+        pk_fail(&ro, "recompute.method_needs_granularity",
                 "recompute_method recompute_num_layers recompute_granularity",
                 "recompute_method %s / recompute_num_layers %ld are set but "
                 "recompute_granularity is none, so nothing is recomputed; unset them",
                 r->method, r->num_layers);
     if (!selective && !list_empty(r->modules))
-        rc_fail(&ro, "recompute.modules_need_selective",
+        pk_fail(&ro, "recompute.modules_need_selective",
                 "recompute_modules recompute_granularity",
                 "recompute_modules \"%s\" only apply to selective recompute, but "
                 "recompute_granularity is %s; empty the list or use selective",
@@ -246,52 +227,52 @@ static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
     /* The module rules below hold under selective recompute, the only time
      * Megatron reads the list (modules_need_selective covers the rest). */
     if (selective && pk_word_in(r->modules, "moe_act") && !e->grouped_gemm)
-        rc_fail(&ro, "recompute.moe_act_needs_grouped_gemm", "recompute_modules moe_grouped_gemm",
+        pk_fail(&ro, "recompute.moe_act_needs_grouped_gemm", "recompute_modules moe_grouped_gemm",
                 "moe_act recompute needs --moe-grouped-gemm, which is off; drop moe_act from "
                 "recompute_modules \"%s\"",
                 r->modules);
     if (selective && pk_word_in(r->modules, "mla_up_proj") && !e->mla)
-        rc_fail(&ro, "recompute.mla_up_proj_needs_mla",
+        pk_fail(&ro, "recompute.mla_up_proj_needs_mla",
                 "recompute_modules multi_latent_attention",
                 "mla_up_proj recompute needs multi-latent attention, which this model does not "
                 "use; drop mla_up_proj from recompute_modules \"%s\"",
                 r->modules);
     if ((pk_word_in(r->modules, "moe") || pk_word_in(r->modules, "moe_act")) && e->experts <= 0)
-        rc_fail(&ro, "recompute.moe_needs_experts", "recompute_modules num_experts",
+        pk_fail(&ro, "recompute.moe_needs_experts", "recompute_modules num_experts",
                 "recompute_modules \"%s\" names MoE modules but the model has no experts "
                 "(num_experts %ld); drop moe / moe_act",
                 r->modules, e->experts);
     if (pk_word_in(r->modules, "shared_experts") && e->shared <= 0)
-        rc_fail(&ro, "recompute.shared_experts_needs_shared_expert",
+        pk_fail(&ro, "recompute.shared_experts_needs_shared_expert",
                 "recompute_modules moe_shared_expert_intermediate_size",
                 "shared_experts recompute needs shared experts, but "
                 "moe_shared_expert_intermediate_size is %ld; drop shared_experts",
                 e->shared);
     if (selective && pk_word_in(r->modules, "shared_experts") && e->shared_overlap)
-        rc_fail(&ro, "recompute.shared_experts_excludes_overlap",
+        pk_fail(&ro, "recompute.shared_experts_excludes_overlap",
                 "recompute_modules moe_shared_expert_overlap",
                 "shared_experts recompute cannot run with --moe-shared-expert-overlap; drop "
                 "shared_experts from recompute_modules \"%s\" or turn the overlap off",
                 r->modules);
     if (selective && e->fp8_delayed &&
         (pk_word_in(r->modules, "moe_act") || pk_word_in(r->modules, "layernorm")))
-        rc_fail(&ro, "recompute.fp8_delayed_excludes_modules", "recompute_modules fp8_recipe",
+        pk_fail(&ro, "recompute.fp8_delayed_excludes_modules", "recompute_modules fp8_recipe",
                 "with fp8_recipe delayed Megatron rejects moe_act and layernorm recompute; "
                 "drop them from recompute_modules \"%s\"",
                 r->modules);
     if (selective && pk_word_in(r->modules, "gdn_norm_out") && !e->gdn)
-        rc_fail(&ro, "recompute.gdn_norm_out_needs_gdn", "recompute_modules",
+        pk_fail(&ro, "recompute.gdn_norm_out_needs_gdn", "recompute_modules",
                 "gdn_norm_out recompute only exists for gated delta net attention, which this "
                 "model does not use; drop it from recompute_modules \"%s\"",
                 r->modules);
 
     if (r->offloading && list_empty(r->offload))
-        rc_fail(&ro, "recompute.offloading_needs_modules",
+        pk_fail(&ro, "recompute.offloading_needs_modules",
                 "offload_modules fine_grained_activation_offloading",
                 "fine_grained_activation_offloading is on but offload_modules is empty; name "
                 "the modules to offload or turn offloading off");
     if (!r->offloading && !list_empty(r->offload))
-        rc_fail(&ro, "recompute.offload_modules_need_offloading",
+        pk_fail(&ro, "recompute.offload_modules_need_offloading",
                 "offload_modules fine_grained_activation_offloading",
                 "offload_modules \"%s\" do nothing without fine_grained_activation_offloading; "
                 "turn it on or empty the list",
@@ -300,7 +281,7 @@ static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
      * (offload_modules_need_offloading covers the rest). */
     if (r->offloading && pk_word_in(r->offload, "attn_proj") &&
         !pk_word_in(r->offload, "core_attn"))
-        rc_fail(&ro, "recompute.offload_attn_proj_needs_core_attn", "offload_modules",
+        pk_fail(&ro, "recompute.offload_attn_proj_needs_core_attn", "offload_modules",
                 "Megatron offloads attn_proj only together with core_attn; offload_modules is "
                 "\"%s\"",
                 r->offload);
@@ -312,7 +293,7 @@ static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
                                ? "moe_act"
                                : NULL;
         if (both)
-            rc_fail(&ro, "recompute.module_recomputed_and_offloaded",
+            pk_fail(&ro, "recompute.module_recomputed_and_offloaded",
                     "offload_modules recompute_modules",
                     "%s is both recomputed (recompute_modules \"%s\") and offloaded "
                     "(offload_modules \"%s\"); pick one",
@@ -321,7 +302,7 @@ static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
          * expert activations it would offload. */
         if (r->offloading && pk_word_in(mods, "moe") &&
             (pk_word_in(r->offload, "moe_act") || pk_word_in(r->offload, "expert_fc1")))
-            rc_fail(&ro, "recompute.moe_recompute_excludes_expert_offload",
+            pk_fail(&ro, "recompute.moe_recompute_excludes_expert_offload",
                     "offload_modules recompute_modules",
                     "recompute_modules \"%s\" recomputes whole MoE layers, so Megatron refuses "
                     "to offload expert activations inside them (offload_modules \"%s\"); drop "
@@ -330,11 +311,11 @@ static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
     }
 
     if (parse_fraction(r->fraction, &frac) < 0 || frac <= 0 || frac > 1)
-        rc_fail(&ro, "recompute.offload_fraction_range", "optimizer_offload_fraction",
+        pk_fail(&ro, "recompute.offload_fraction_range", "optimizer_offload_fraction",
                 "optimizer_offload_fraction \"%s\" must be a decimal in (0, 1], e.g. 0.25",
                 r->fraction);
     if (r->opt_offload && !e->dist_opt)
-        rc_fail(&ro, "recompute.optimizer_offload_needs_distributed_optimizer",
+        pk_fail(&ro, "recompute.optimizer_offload_needs_distributed_optimizer",
                 "optimizer_cpu_offload use_distributed_optimizer",
                 "optimizer_cpu_offload needs --use-distributed-optimizer, which is off; turn "
                 "the distributed optimizer on or the offload off");
