@@ -340,6 +340,18 @@ static int require_legal(session *s)
     return rc;
 }
 
+/* Contract, plugins, base config with the --set changes applied, and the
+ * result checked legal; returns an exit code (0 = go on). */
+static int session_open_legal(session *s, const char *path, char **sets, size_t nsets)
+{
+    int rc = session_open(s, path, 0);
+    if (!rc)
+        rc = apply_sets(s, sets, nsets);
+    if (!rc)
+        rc = require_legal(s);
+    return rc;
+}
+
 static int cmd_render(int argc, char **argv)
 {
     session s;
@@ -359,11 +371,7 @@ static int cmd_render(int argc, char **argv)
         free(sets);
         return EXIT_USAGE;
     }
-    rc = session_open(&s, argv[2], 0);
-    if (!rc)
-        rc = apply_sets(&s, sets, nsets);
-    if (!rc)
-        rc = require_legal(&s);
+    rc = session_open_legal(&s, argv[2], sets, nsets);
     free(sets);
     if (rc) {
         session_close(&s);
@@ -471,11 +479,7 @@ static int cmd_candidates(int argc, char **argv)
         free(sets);
         return EXIT_USAGE;
     }
-    rc = session_open(&s, argv[2], 0);
-    if (!rc)
-        rc = apply_sets(&s, sets, nsets);
-    if (!rc)
-        rc = require_legal(&s);
+    rc = session_open_legal(&s, argv[2], sets, nsets);
     free(sets);
     if (!rc) {
         printf("candidates for %s%s%s:\n", s.contract->name, wall ? ", wall " : "",
@@ -633,11 +637,7 @@ static int cmd_measure(int argc, char **argv)
         free(sets);
         return EXIT_USAGE;
     }
-    rc = session_open(&s, argv[2], 0);
-    if (!rc)
-        rc = apply_sets(&s, sets, nsets);
-    if (!rc)
-        rc = require_legal(&s);
+    rc = session_open_legal(&s, argv[2], sets, nsets);
     free(sets);
     if (rc) {
         session_close(&s);
