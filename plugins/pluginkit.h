@@ -13,6 +13,11 @@
  *   log.import_error         an ImportError line naming DeepEP / HybridEP
  *   log.cuda_graph_capture   a capture line (TE, local or full iteration)
  *   log.world                the "using world size: ..." line
+ *   log.oom, log.nan         the out-of-memory / NaN line, when the run had one
+ *   log.nccl_error           an NCCL error line
+ *   log.infra, log.watchdog  a lost node / Xid / IB line; a collective watchdog line
+ *   env.<NAME>               an environment variable the run was launched with
+ *   launch.<key>             a launcher setting the run was launched with
  *   trace.available          "true" when a profiled run was analysed
  *   trace.fp8_gemm           count of FP8 GEMM kernels
  *   trace.mxfp8_gemm         count of MXFP8 (block-scaled) GEMM kernels
