@@ -167,6 +167,29 @@ START_TEST(plugins_listing)
 }
 END_TEST
 
+/* moetune parse reads a real Megatron-format log (one the sim wrote). */
+START_TEST(parse_a_log)
+{
+    const char *text[] = {"parse", MT_SOURCE_DIR "/tests/fuzz/corpus_logparse/sim-mlm.log", NULL};
+    const char *json[] = {"parse", MT_SOURCE_DIR "/tests/fuzz/corpus_logparse/sim-mlm.log", "--json",
+                          NULL};
+    const char *missing[] = {"parse", "/nonexistent/train.log", NULL};
+    run r = moetune(text);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "iterations: 5"));
+    ck_assert_ptr_nonnull(strstr(r.out, "lm loss 1.162272E+01"));
+    done(&r);
+    r = moetune(json);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.out, "\"iterations\":[{\"iteration\":1,"));
+    done(&r);
+    r = moetune(missing);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "cannot open the log"));
+    done(&r);
+}
+END_TEST
+
 /* The contract's launch.plugin_path is searched too; a plugin whose init
  * fails is listed as disabled with its reason, and the others go on. */
 START_TEST(contract_plugin_path)
@@ -210,6 +233,7 @@ int main(void)
     tcase_add_test(tc, candidates_by_wall);
     tcase_add_test(tc, plugins_listing);
     tcase_add_test(tc, contract_plugin_path);
+    tcase_add_test(tc, parse_a_log);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
