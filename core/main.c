@@ -14,6 +14,7 @@
 #include "render.h"
 #include "simcalib.h"
 #include "store.h"
+#include "trace.h"
 #include "measure.h"
 #include <unistd.h>
 
@@ -51,6 +52,9 @@ static void usage(FILE *out)
             "  measure CONTRACT --dir DIR [--kind screen|validate] [--replicate N] [--set k=v]...\n"
             "                                run one measurement of the config, parse, verify, store\n"
             "  parse LOG [--json]            what moetune reads from a training log\n"
+            "  profile TRACE [--device N] [--json]\n"
+            "                                unions of a Kineto trace: communication hidden/exposed,\n"
+            "                                compute, idle gaps, and the activation evidence in it\n"
             "\n"
             "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated), then the\n"
             "contract's launch.plugin_path.  Walls: memory, communication, host, compute.\n");
@@ -742,6 +746,38 @@ static int cmd_parse(int argc, char **argv)
     return 0;
 }
 
+static int cmd_profile(int argc, char **argv)
+{
+    mt_diag *d;
+    mt_trace *t;
+    int device = -1, json = 0, j;
+    for (j = 3; j < argc; j++) {
+        if (!strcmp(argv[j], "--json"))
+            json = 1;
+        else if (!strcmp(argv[j], "--device") && j + 1 < argc)
+            device = atoi(argv[++j]);
+        else {
+            fprintf(stderr, "usage: moetune profile TRACE [--device N] [--json]\n");
+            return EXIT_USAGE;
+        }
+    }
+    if (argc < 3) {
+        fprintf(stderr, "usage: moetune profile TRACE [--device N] [--json]\n");
+        return EXIT_USAGE;
+    }
+    d = mt_diag_new();
+    t = mt_trace_open(argv[2], d);
+    if (!t) {
+        mt_diag_print(d, stderr);
+        mt_diag_destroy(&d);
+        return EXIT_BAD_INPUT;
+    }
+    j = mt_trace_print(t, device, stdout, json);
+    mt_trace_destroy(&t);
+    mt_diag_destroy(&d);
+    return j ? EXIT_BAD_INPUT : 0;
+}
+
 static int cmd_demo(int argc, char **argv)
 {
     char path[PATH_MAX];
@@ -783,6 +819,8 @@ int main(int argc, char **argv)
         return cmd_runs(argc, argv);
     if (!strcmp(argv[1], "parse"))
         return cmd_parse(argc, argv);
+    if (!strcmp(argv[1], "profile"))
+        return cmd_profile(argc, argv);
     if (!strcmp(argv[1], "measure")) {
         if (argc < 3) {
             fprintf(stderr, "moetune measure: missing CONTRACT\n");

@@ -190,6 +190,24 @@ START_TEST(parse_a_log)
 }
 END_TEST
 
+/* moetune profile on the real Kineto trace of shared/data/traces. */
+START_TEST(profile_a_trace)
+{
+    const char *trace = MT_SOURCE_DIR "/../shared/data/traces/a100-2rank-nccl.json.gz";
+    const char *args[] = {"profile", trace, NULL};
+    run r;
+    if (access(trace, R_OK) != 0) {
+        fprintf(stderr, "profile_a_trace: %s is absent; skipped\n", trace);
+        return;
+    }
+    r = moetune(args);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "hidden_comm_us   7317.025 (15.609% of communication)"));
+    ck_assert_ptr_nonnull(strstr(r.out, "trace.available = true"));
+    done(&r);
+}
+END_TEST
+
 /* The contract's launch.plugin_path is searched too; a plugin whose init
  * fails is listed as disabled with its reason, and the others go on. */
 START_TEST(contract_plugin_path)
@@ -234,6 +252,7 @@ int main(void)
     tcase_add_test(tc, plugins_listing);
     tcase_add_test(tc, contract_plugin_path);
     tcase_add_test(tc, parse_a_log);
+    tcase_add_test(tc, profile_a_trace);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
