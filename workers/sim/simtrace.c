@@ -140,6 +140,19 @@ static void add(oplist *l, int type, int stream, unsigned tag, const char *name,
     o->dur = dur;
 }
 
+/* A dispatch or combine on the EP stream: `hidden` of it runs under the
+ * compute kernel named `partner` (EP overlap). */
+static void add_ep(oplist *l, const char *name, double dur, double hidden, const char *partner)
+{
+    if (dur <= 0)
+        return;
+    add(l, OP_EP, SIM_STREAM_EP, TAG_MOE, name, dur);
+    if (!l->oom && l->n) {
+        l->v[l->n - 1].hidden = hidden;
+        l->v[l->n - 1].partner = partner;
+    }
+}
+
 /* ---- kernel names ----------------------------------------------------------------- */
 
 typedef struct names {
@@ -408,25 +421,13 @@ static void pass_ops(sim_trace *t, int bwd, int dense, double cp_budget, double 
         K(TAG_PREP, "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<long, at::native::func_wrapper<long, at::native::sum_functor<long, long, long>>, unsigned int, long, 4>>(...)", 0.5);
         K(TAG_MOE, c->moe_permute_fusion ? "void transformer_engine::moe_permute_kernel<__nv_bfloat16, float, true>(...)"
                                          : "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(...)", 3);
-        if (ep_op > 0) {
-            add(l, OP_EP, SIM_STREAM_EP, TAG_MOE, nm->dispatch, ep_op);
-            if (!l->oom && l->n) {
-                l->v[l->n - 1].hidden = hid;
-                l->v[l->n - 1].partner = partner;
-            }
-        }
+        add_ep(l, nm->dispatch, ep_op, hid, partner);
         for (i = 0; i < nexp; i++)
             K(TAG_MOE, ge, 21.0 / nexp);
         K(TAG_MOE, "void transformer_engine::swiglu_kernel<__nv_bfloat16>(...)", 3);
         for (i = 0; i < nexp; i++)
             K(TAG_MOE, ge, 21.0 / nexp);
-        if (ep_op > 0) {
-            add(l, OP_EP, SIM_STREAM_EP, TAG_MOE, nm->combine, ep_op);
-            if (!l->oom && l->n) {
-                l->v[l->n - 1].hidden = hid;
-                l->v[l->n - 1].partner = partner;
-            }
-        }
+        add_ep(l, nm->combine, ep_op, hid, partner);
         K(TAG_MOE, c->moe_permute_fusion ? "void transformer_engine::moe_unpermute_kernel<__nv_bfloat16, float, true>(...)"
                                          : "void at::native::index_put_with_sort_kernel<c10::BFloat16>(...)", 3);
         if (shared)
@@ -447,13 +448,7 @@ static void pass_ops(sim_trace *t, int bwd, int dense, double cp_budget, double 
         }
         K(TAG_MOE, c->moe_permute_fusion ? "void transformer_engine::moe_unpermute_bwd_kernel<__nv_bfloat16, float, true>(...)"
                                          : "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(...)", 3);
-        if (ep_op > 0) {
-            add(l, OP_EP, SIM_STREAM_EP, TAG_MOE, nm->dispatch, ep_op);
-            if (!l->oom && l->n) {
-                l->v[l->n - 1].hidden = hid;
-                l->v[l->n - 1].partner = partner;
-            }
-        }
+        add_ep(l, nm->dispatch, ep_op, hid, partner);
         for (i = 0; i < nexp; i++)
             K(TAG_MOE, ge, 21.0 / nexp);
         if (!c->delay_wgrad_compute)
@@ -465,13 +460,7 @@ static void pass_ops(sim_trace *t, int bwd, int dense, double cp_budget, double 
         if (!c->delay_wgrad_compute)
             for (i = 0; i < nexp; i++)
                 K(TAG_MOE, c->moe_grouped_gemm ? nm->grouped_wgrad : nm->gemm_wgrad, 21.0 / nexp);
-        if (ep_op > 0) {
-            add(l, OP_EP, SIM_STREAM_EP, TAG_MOE, nm->combine, ep_op);
-            if (!l->oom && l->n) {
-                l->v[l->n - 1].hidden = hid;
-                l->v[l->n - 1].partner = partner;
-            }
-        }
+        add_ep(l, nm->combine, ep_op, hid, partner);
         /* delayed weight gradients run after the combine was issued */
         if (c->delay_wgrad_compute)
             for (i = 0; i < 2 * nexp; i++)
