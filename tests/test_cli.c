@@ -242,8 +242,6 @@ int main(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("commands");
-    SRunner *sr;
-    int failed;
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, check_every_example);
     tcase_add_test(tc, check_bad_contract_exits_2);
@@ -254,9 +252,5 @@ int main(void)
     tcase_add_test(tc, parse_a_log);
     tcase_add_test(tc, profile_a_trace);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

@@ -189,8 +189,6 @@ int main(void)
 {
     Suite *s = suite_create("config");
     TCase *tc = tcase_create("knob model");
-    SRunner *sr;
-    int failed;
     tcase_add_test(tc, sha256_vectors);
     tcase_add_test(tc, kv_sorted_and_owned);
     tcase_add_test(tc, canonical_values);
@@ -199,9 +197,5 @@ int main(void)
     tcase_add_test(tc, meshes);
     tcase_add_test(tc, pipeline_layouts);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

@@ -284,8 +284,6 @@ int main(void)
 {
     Suite *s = suite_create("contract");
     TCase *tc = tcase_create("errors");
-    SRunner *sr;
-    int failed;
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, syntax_error);
     tcase_add_test(tc, unknown_names_suggest);
@@ -302,9 +300,5 @@ int main(void)
     tcase_add_test(tc, illegal_base);
     tcase_add_test(tc, space_value_never_legal);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

@@ -219,8 +219,6 @@ int main(void)
 {
     Suite *s = suite_create("loader");
     TCase *tc = tcase_create("errors");
-    SRunner *sr;
-    int failed;
     tcase_add_test(tc, builtins_load_clean);
     tcase_add_test(tc, not_a_shared_object);
     tcase_add_test(tc, missing_symbol);
@@ -235,9 +233,5 @@ int main(void)
     tcase_add_test(tc, loaded_twice);
     tcase_add_test(tc, missing_file);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

@@ -1615,8 +1615,6 @@ int main(void)
     TCase *lines = tcase_create("lines"), *events = tcase_create("events"),
           *stream = tcase_create("stream"), *hostile = tcase_create("hostile"),
           *sim = tcase_create("sim");
-    SRunner *sr;
-    int failed;
     tcase_add_test(lines, lm_iteration_line_every_field);
     tcase_add_test(lines, timestamps_without_microseconds_or_trimmed);
     tcase_add_test(lines, optional_fields);
@@ -1656,9 +1654,5 @@ int main(void)
     suite_add_tcase(s, stream);
     suite_add_tcase(s, hostile);
     suite_add_tcase(s, sim);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

@@ -181,8 +181,6 @@ int main(void)
 {
     Suite *s = suite_create("measure");
     TCase *tc = tcase_create("end to end");
-    SRunner *sr;
-    int failed;
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, ok_run_summarized_verified_stored);
     tcase_add_test(tc, nan_outcome);
@@ -192,9 +190,5 @@ int main(void)
     tcase_add_test(tc, oom_outcome);
     tcase_add_test(tc, launch_error_outcome);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

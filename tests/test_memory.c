@@ -86,15 +86,9 @@ int main(void)
 {
     Suite *s = suite_create("memory");
     TCase *tc = tcase_create("estimate");
-    SRunner *sr;
-    int failed;
     tcase_add_test(tc, point_a_peak);
     tcase_add_test(tc, knobs_move_memory_the_right_way);
     tcase_add_test(tc, deepseek_pipeline);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

@@ -117,8 +117,6 @@ int main(int argc, char **argv)
 {
     Suite *s = suite_create("oot");
     TCase *tc = tcase_create("flexdemo");
-    SRunner *sr;
-    int failed;
     if (argc != 2) {
         fprintf(stderr, "usage: test_oot PATH/flexdemo.so\n");
         return 2;
@@ -128,9 +126,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, proposes_legal_candidate);
     tcase_add_test(tc, legality_and_render_of_its_value);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

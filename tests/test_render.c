@@ -180,15 +180,9 @@ int main(void)
 {
     Suite *s = suite_create("render");
     TCase *tc = tcase_create("golden");
-    SRunner *sr;
-    int failed;
     tcase_add_test(tc, golden_mlm);
     tcase_add_test(tc, golden_bridge);
     tcase_add_test(tc, forced_logging);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

@@ -196,8 +196,6 @@ int main(void)
 {
     Suite *s = suite_create("repair");
     TCase *tc = tcase_create("protocol");
-    SRunner *sr;
-    int failed;
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, tp_to_one_repairs_tp_comm_overlap);
     tcase_add_test(tc, fp8_delayed_repairs_moe_act_recompute);
@@ -205,9 +203,5 @@ int main(void)
     tcase_add_test(tc, proposals_apply_cleanly);
     tcase_add_test(tc, workflow_order);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

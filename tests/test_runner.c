@@ -1536,8 +1536,6 @@ int main(void)
     TCase *proc = tcase_create("process"), *lim = tcase_create("limits");
     TCase *desc = tcase_create("descendants"), *sim = tcase_create("sim");
     TCase *launch = tcase_create("launch"), *gpu = tcase_create("gpu");
-    SRunner *sr;
-    int failed;
     tcase_add_test(proc, outcome_names_round_trip);
     tcase_add_test(proc, normal_run_streams_lines_and_logs);
     tcase_add_test(proc, nonzero_exit_is_crash);
@@ -1579,9 +1577,5 @@ int main(void)
     suite_add_tcase(s, sim);
     suite_add_tcase(s, launch);
     suite_add_tcase(s, gpu);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

@@ -134,16 +134,10 @@ int main(void)
 {
     Suite *s = suite_create("verify");
     TCase *tc = tcase_create("evidence");
-    SRunner *sr;
-    int failed;
     tcase_add_test(tc, flex_backend_fallback_is_not_applied);
     tcase_add_test(tc, fp8_needs_the_trace);
     tcase_add_test(tc, graphs_captured_but_not_replayed);
     tcase_add_test(tc, parallel_sizes_from_the_arguments_dump);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return tk_run(s);
 }

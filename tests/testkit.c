@@ -113,3 +113,13 @@ char *tk_write_temp(const char *tag, const char *text)
     fclose(f);
     return path;
 }
+
+int tk_run(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    int failed;
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}

@@ -33,6 +33,10 @@ void tk_set(tk *t, const char *assignment);
 /* The built-in plugins of this build (MT_BUILD_DIR/plugins), finished. */
 mt_registry *tk_registry(mt_diag *d);
 
+/* Runs a suite with the default fork mode; the exit status for main(). */
+struct Suite;
+int tk_run(struct Suite *s);
+
 /* Path helpers: caller frees. */
 char *tk_example(const char *name);
 
