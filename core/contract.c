@@ -12,7 +12,7 @@
 #include <string.h>
 
 /* Field schema for the fixed groups. */
-enum ftype { F_INT, F_FLOAT, F_BOOL, F_STR };
+enum ftype { F_INT, F_FLOAT, F_BOOL, F_STR, F_LIST };
 
 typedef struct field {
     const char *name;
@@ -92,6 +92,14 @@ static const field gate_fields[] = {
     {"loss_tolerance", F_FLOAT, 0, 0, 10, "0.02", NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL}};
 
+static const field profile_fields[] = {
+    {"comm_share", F_FLOAT, 0, 0.001, 1, "0.2", NULL},
+    {"host_share", F_FLOAT, 0, 0.001, 1, "0.1", NULL},
+    {"host_min_gaps", F_INT, 0, 0, 1e9, "20", NULL},
+    {"gap_us", F_FLOAT, 0, 0.001, 1e9, "20", NULL},
+    {"classes", F_LIST, 0, NOLIM, NULL, NULL},
+    {NULL, 0, 0, 0, 0, NULL, NULL}};
+
 static const field budget_fields[] = {
     {"gpu_hours", F_FLOAT, 1, 1e-6, 1e12, NULL, NULL},
     {"runs", F_INT, 1, 1, 1e9, NULL, NULL},
@@ -106,7 +114,7 @@ static const field launch_fields[] = {
 
 static const char *const top_groups[] = {
     "version", "name", "model", "hardware", "stack", "data", "batch", "base", "space",
-    "windows", "intervals", "gates", "budget", "labels", "launch"};
+    "windows", "intervals", "gates", "profile", "budget", "labels", "launch"};
 #define N_TOP (sizeof top_groups / sizeof top_groups[0])
 
 typedef struct loader {
@@ -212,6 +220,9 @@ static void unknown_name(loader *L, const config_setting_t *s, const char *group
 }
 
 /* Parses a fixed group against its schema into kv and the canonical form. */
+static char **string_array(loader *L, const config_setting_t *e, const char *path, size_t *n,
+                           int allow_empty);
+
 static void parse_group(loader *L, const config_setting_t *g, const char *gname,
                         const field *fields, mt_kv *kv)
 {
@@ -258,6 +269,26 @@ static void parse_group(loader *L, const config_setting_t *g, const char *gname,
             continue;
         }
         t = config_setting_type(e);
+        if (f->type == F_LIST) {
+            size_t nv = 0, k, off = 0;
+            char **v = string_array(L, e, path, &nv, 1);
+            if (!v)
+                continue;
+            buf[0] = '\0';
+            for (k = 0; k < nv; k++) {
+                if (off < sizeof buf)
+                    off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", k ? "\n" : "",
+                                            v[k]);
+                free(v[k]);
+            }
+            free(v);
+            if (off >= sizeof buf)
+                err(L, e, path, "'%s' is too long (at most %zu bytes in all)", path,
+                    sizeof buf - 1);
+            else
+                mt_kv_set(kv, f->name, buf);
+            continue;
+        }
         if (f->type == F_INT && t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
             err(L, e, path, "'%s' must be an integer, found %s%s", path, type_name(t),
                 t == CONFIG_TYPE_STRING ? " (write it without quotes)" : "");
@@ -531,6 +562,45 @@ fail:
         free(out[i]);
     free(out);
     return NULL;
+}
+
+/* profile.classes: "class:pattern" kernel-name rules, checked here so a typo
+ * fails at load time, not in the middle of a tune. */
+static void parse_classes(loader *L, const char *joined)
+{
+    static const char *const classes[] = {"communication", "compute", "memcpy", "other"};
+    const char *p = joined;
+    size_t n = 0, k;
+    char **v;
+    if (!joined || !*joined)
+        return;
+    for (n = 1; *p; p++)
+        n += *p == '\n';
+    if (!(v = calloc(n + 1, sizeof *v)))
+        return;
+    L->c->trace_classes = v;
+    for (p = joined, k = 0; k < n; k++) {
+        const char *nl = strchr(p, '\n'), *colon;
+        size_t len = nl ? (size_t)(nl - p) : strlen(p), i;
+        v[k] = strndup(p, len);
+        p += len + (nl ? 1 : 0);
+        if (!v[k])
+            return;
+        L->c->n_trace_classes = k + 1;
+        colon = strchr(v[k], ':');
+        for (i = 0; colon && i < 4; i++)
+            if (strlen(classes[i]) == (size_t)(colon - v[k]) &&
+                !strncmp(v[k], classes[i], (size_t)(colon - v[k])))
+                break;
+        if (!colon || i == 4)
+            err(L, NULL, "profile.classes",
+                "'profile.classes' element %zu \"%s\" is not class:pattern with class one of "
+                "communication, compute, memcpy, other",
+                k + 1, v[k]);
+        else if (!colon[1] || (colon[1] == '^' && !colon[2]))
+            err(L, NULL, "profile.classes", "'profile.classes' element %zu \"%s\": empty pattern",
+                k + 1, v[k]);
+    }
 }
 
 static void parse_labels(loader *L, const config_setting_t *e)
@@ -887,6 +957,14 @@ static mt_contract *load(config_t *cfg, int rc, const char *path, mt_diag *d)
         c->loss_tolerance = kv_double(kv, "loss_tolerance", 0.02);
         mt_kv_destroy(&kv);
         kv = mt_kv_new();
+        parse_group(&L, config_setting_get_member(root, "profile"), "profile", profile_fields, kv);
+        c->profile.comm_share = kv_double(kv, "comm_share", 0.2);
+        c->profile.host_share = kv_double(kv, "host_share", 0.1);
+        c->profile.host_min_gaps = (int)kv_long(kv, "host_min_gaps", 20);
+        c->profile.gap_us = kv_double(kv, "gap_us", 20);
+        parse_classes(&L, mt_kv_get(kv, "classes"));
+        mt_kv_destroy(&kv);
+        kv = mt_kv_new();
         parse_group(&L, config_setting_get_member(root, "budget"), "budget", budget_fields, kv);
         c->gpu_hours = kv_double(kv, "gpu_hours", 0);
         c->max_runs = (int)kv_long(kv, "runs", 0);
@@ -978,6 +1056,9 @@ void mt_contract_destroy(mt_contract **cp)
     for (i = 0; c->plugin_path && i < c->n_plugin_path; i++)
         free(c->plugin_path[i]);
     free(c->plugin_path);
+    for (i = 0; c->trace_classes && i < c->n_trace_classes; i++)
+        free(c->trace_classes[i]);
+    free(c->trace_classes);
     free(c->canonical);
     free(c);
     *cp = NULL;

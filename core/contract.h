@@ -20,6 +20,14 @@ typedef struct mt_window {
     int last;   /* last iteration of the timing window   */
 } mt_window;
 
+/* Wall classification thresholds (the `profile` group). */
+typedef struct mt_profile_rules {
+    double comm_share;  /* exposed communication share of the window      */
+    double host_share;  /* idle share net of the pipeline bubble           */
+    int host_min_gaps;  /* ... with at least this many gaps above gap_us   */
+    double gap_us;      /* an idle gap longer than this is a host gap      */
+} mt_profile_rules;
+
 typedef struct mt_contract {
     char *path;
     char *name;
@@ -37,6 +45,9 @@ typedef struct mt_contract {
     int eval_interval, save_interval; /* 0 = never */
     double alpha, min_effect, memory_headroom, loss_tolerance;
     int replicates;
+    mt_profile_rules profile;
+    char **trace_classes; /* "class:pattern" kernel-name rules, in order */
+    size_t n_trace_classes;
     double gpu_hours, deadline_hours;
     int max_runs;
     int routing;         /* enum mt_routing */

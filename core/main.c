@@ -14,6 +14,7 @@
 #include "render.h"
 #include "simcalib.h"
 #include "store.h"
+#include "profile.h"
 #include "trace.h"
 #include "measure.h"
 #include <unistd.h>
@@ -52,9 +53,9 @@ static void usage(FILE *out)
             "  measure CONTRACT --dir DIR [--kind screen|validate] [--replicate N] [--set k=v]...\n"
             "                                run one measurement of the config, parse, verify, store\n"
             "  parse LOG [--json]            what moetune reads from a training log\n"
-            "  profile TRACE [--device N] [--json]\n"
-            "                                unions of a Kineto trace: communication hidden/exposed,\n"
-            "                                compute, idle gaps, and the activation evidence in it\n"
+            "  profile TRACE [--window A:B] [--device N] [--json] [--compare TRACE2] [--contract C]\n"
+            "                                unions of a Kineto or Nsight Systems trace: hidden and exposed\n"
+            "                                communication, idle gaps, the wall, the activation evidence\n"
             "\n"
             "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated), then the\n"
             "contract's launch.plugin_path.  Walls: memory, communication, host, compute.\n");
@@ -746,36 +747,122 @@ static int cmd_parse(int argc, char **argv)
     return 0;
 }
 
+#define PROFILE_USAGE                                                                       \
+    "usage: moetune profile TRACE [--window A:B] [--device N] [--json] [--compare TRACE2]\n"  \
+    "                       [--contract CONTRACT] [--class CLASS:PATTERN]... [--bubble SHARE]\n" \
+    "                       [--gap-us US]\n"
+
+/* Opens path, applies the kernel-class rules (contract's first, then the
+ * command line's) and builds its profile.  0 or an exit code. */
+static int profile_one(const char *path, const mt_contract *c, char **classes, int nclasses,
+                       const mt_profile_opts *o, mt_profile *p, mt_diag *d)
+{
+    mt_trace *t = mt_trace_open(path, d);
+    size_t i;
+    int rc = 0;
+    if (!t)
+        return EXIT_BAD_INPUT;
+    for (i = 0; c && i < c->n_trace_classes && !rc; i++)
+        rc = mt_trace_add_class(t, c->trace_classes[i], d);
+    for (i = 0; i < (size_t)nclasses && !rc; i++)
+        rc = mt_trace_add_class(t, classes[i], d);
+    if (!rc)
+        rc = mt_profile_build(t, path, o, p, d);
+    mt_trace_destroy(&t);
+    return rc ? EXIT_BAD_INPUT : 0;
+}
+
 static int cmd_profile(int argc, char **argv)
 {
     mt_diag *d;
-    mt_trace *t;
-    int device = -1, json = 0, j;
+    mt_contract *c = NULL;
+    mt_profile pa, pb;
+    mt_profile_opts o;
+    const char *compare = NULL, *contract = NULL;
+    char **classes = calloc((size_t)argc, sizeof *classes);
+    int json = 0, j, nclasses = 0, rc;
+    char *end;
+    mt_profile_opts_init(&o);
+    memset(&pa, 0, sizeof pa);
+    memset(&pb, 0, sizeof pb);
+    if (!classes)
+        return EXIT_BAD_INPUT;
     for (j = 3; j < argc; j++) {
-        if (!strcmp(argv[j], "--json"))
+        const char *a = argv[j], *v = j + 1 < argc ? argv[j + 1] : NULL;
+        if (!strcmp(a, "--json")) {
             json = 1;
-        else if (!strcmp(argv[j], "--device") && j + 1 < argc)
-            device = atoi(argv[++j]);
-        else {
-            fprintf(stderr, "usage: moetune profile TRACE [--device N] [--json]\n");
-            return EXIT_USAGE;
+            continue;
         }
-    }
-    if (argc < 3) {
-        fprintf(stderr, "usage: moetune profile TRACE [--device N] [--json]\n");
+        if (!v)
+            goto usage;
+        j++;
+        if (!strcmp(a, "--device")) {
+            long x = strtol(v, &end, 10);
+            if (*end || x < 0 || x > INT32_MAX)
+                goto bad_value;
+            o.device = (int)x;
+        } else if (!strcmp(a, "--window")) {
+            if (sscanf(v, "%d:%d", &o.first, &o.last) != 2 || o.first < 0 || o.last < o.first)
+                goto bad_value;
+            o.has_steps = 1;
+        } else if (!strcmp(a, "--compare")) {
+            compare = v;
+        } else if (!strcmp(a, "--contract")) {
+            contract = v;
+        } else if (!strcmp(a, "--class")) {
+            classes[nclasses++] = argv[j];
+        } else if (!strcmp(a, "--bubble")) {
+            o.bubble_share = strtod(v, &end);
+            if (*end || !(o.bubble_share >= 0 && o.bubble_share < 1))
+                goto bad_value;
+        } else if (!strcmp(a, "--gap-us")) {
+            o.rules.gap_us = strtod(v, &end);
+            if (*end || !(o.rules.gap_us > 0))
+                goto bad_value;
+        } else {
+            goto usage;
+        }
+        continue;
+    bad_value:
+        fprintf(stderr, "moetune profile: %s %s: not a valid value\n" PROFILE_USAGE, a, v);
+        free(classes);
         return EXIT_USAGE;
     }
+    if (argc < 3 || argv[2][0] == '-')
+        goto usage;
     d = mt_diag_new();
-    t = mt_trace_open(argv[2], d);
-    if (!t) {
-        mt_diag_print(d, stderr);
-        mt_diag_destroy(&d);
-        return EXIT_BAD_INPUT;
+    if (contract) {
+        double gap = o.rules.gap_us;
+        if (!(c = mt_contract_load(contract, d))) {
+            mt_diag_print(d, stderr);
+            mt_diag_destroy(&d);
+            free(classes);
+            return EXIT_BAD_INPUT;
+        }
+        o.rules = c->profile;
+        if (gap != 20)
+            o.rules.gap_us = gap; /* the command line wins */
+        o.headroom_gate = c->memory_headroom;
     }
-    j = mt_trace_print(t, device, stdout, json);
-    mt_trace_destroy(&t);
+    rc = profile_one(argv[2], c, classes, nclasses, &o, &pa, d);
+    if (!rc && compare)
+        rc = profile_one(compare, c, classes, nclasses, &o, &pb, d);
+    if (rc)
+        mt_diag_print(d, stderr);
+    else if (compare)
+        mt_profile_compare(&pa, &pb, stdout, json);
+    else
+        mt_profile_print(&pa, stdout, json);
+    mt_profile_free(&pa);
+    mt_profile_free(&pb);
+    mt_contract_destroy(&c);
     mt_diag_destroy(&d);
-    return j ? EXIT_BAD_INPUT : 0;
+    free(classes);
+    return rc;
+usage:
+    fputs(PROFILE_USAGE, stderr);
+    free(classes);
+    return EXIT_USAGE;
 }
 
 static int cmd_demo(int argc, char **argv)

@@ -6,7 +6,7 @@
  * in one string table, so memory follows the number of GPU events and never
  * the size of the JSON.
  */
-#include "trace.h"
+#include "trace_int.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -20,16 +20,6 @@
 #define TRACE__MAXDEPTH 512
 #define TRACE__DEFAULT_GAP_NS 20000
 
-enum { KIND_KERNEL = 0, KIND_MEMCPY = 1 };
-
-typedef struct trace__ival {
-    int64_t start, end;
-    uint32_t name;
-    int32_t stream;
-    int32_t device;
-    uint8_t kind;
-} trace__ival;
-
 /* name facts, one bit each */
 enum {
     F_FP8 = 1 << 0,
@@ -38,28 +28,6 @@ enum {
     F_DEEPEP = 1 << 3,
     F_HYBRIDEP = 1 << 4,
     F_ALLTOALL = 1 << 5,
-};
-
-typedef struct trace__rule {
-    char *pattern; /* without the '^' */
-    int prefix;
-    mt_trace_class cls;
-} trace__rule;
-
-struct mt_trace {
-    trace__ival *iv;
-    size_t n, cap;
-    /* string table: names[i] is an offset into pool */
-    char *pool;
-    size_t pool_len, pool_cap;
-    size_t *names;
-    uint8_t *cls, *facts;
-    size_t nnames, names_cap;
-    uint32_t *hash; /* open addressing, id + 1, 0 = empty */
-    size_t hash_cap;
-    trace__rule *rules;
-    size_t nrules;
-    size_t kernels, memcpys, graph_launches, kernel_launches;
 };
 
 /* ---- exact decimal microseconds ----------------------------------------------------- */
@@ -185,6 +153,9 @@ static int trace__rehash(mt_trace *t, size_t cap)
 static long trace__intern(mt_trace *t, const char *s, size_t n)
 {
     size_t j;
+    const char *nul = memchr(s, '\0', n);
+    if (nul) /* a name ends at its first NUL (JSON "\u0000") */
+        n = (size_t)(nul - s);
     if (t->nnames * 2 >= t->hash_cap && trace__rehash(t, t->hash_cap ? t->hash_cap * 2 : 256))
         return -1;
     j = trace__hash(s, n) & (t->hash_cap - 1);
@@ -347,7 +318,7 @@ int mt_trace_add_class(mt_trace *t, const char *spec, mt_diag *d)
 
 /* ---- the stream parser ---------------------------------------------------------------- */
 
-enum { CAT_NONE, CAT_KERNEL, CAT_MEMCPY, CAT_RUNTIME, CAT_OTHER };
+enum { CAT_NONE, CAT_KERNEL, CAT_MEMCPY, CAT_RUNTIME, CAT_ANNOT, CAT_OTHER };
 enum { K_OTHER, K_CAT, K_NAME, K_PH, K_TS, K_DUR, K_PID, K_TID, K_ARGS };
 enum { A_OTHER, A_DEVICE, A_STREAM };
 /* how a field arrived */
@@ -529,6 +500,8 @@ static int trace__string(void *ctx, const unsigned char *s, size_t n)
                     : trace__eq(s, n, "gpu_memcpy") || trace__eq(s, n, "gpu_memset") ? CAT_MEMCPY
                     : trace__eq(s, n, "cuda_runtime") || trace__eq(s, n, "cuda_driver")
                         ? CAT_RUNTIME
+                    : trace__eq(s, n, "user_annotation") || trace__eq(s, n, "gpu_user_annotation")
+                        ? CAT_ANNOT
                         : CAT_OTHER;
         break;
     case K_PH:
@@ -636,33 +609,102 @@ static int trace__end_array(void *ctx)
     return 1;
 }
 
-static int trace__add_ival(trace__ctx *c, int kind)
+int mt__trace_add(mt_trace *t, int kind, int64_t start, int64_t end, const char *name, size_t n,
+                  int device, int stream)
 {
-    mt_trace *t = c->t;
-    trace__ev *e = &c->ev;
-    trace__ival *iv;
+    int gpu = kind == KIND_KERNEL || kind == KIND_MEMCPY;
+    trace__ival **v = gpu ? &t->iv : &t->rg, *iv;
+    size_t *len = gpu ? &t->n : &t->nrg, *cap = gpu ? &t->cap : &t->rg_cap;
     long id;
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 1024;
-        trace__ival *p = realloc(t->iv, cap * sizeof *p);
+    if (*len == *cap) {
+        size_t nc = *cap ? *cap * 2 : 1024;
+        trace__ival *p = realloc(*v, nc * sizeof *p);
         if (!p)
-            return trace__fail(c, NULL, "out of memory");
-        t->iv = p;
-        t->cap = cap;
+            return -ENOMEM;
+        *v = p;
+        *cap = nc;
     }
-    if ((id = trace__intern(t, e->name, e->name_len)) < 0)
-        return trace__fail(c, NULL, "out of memory");
-    iv = &t->iv[t->n++];
-    iv->start = e->ts;
-    iv->end = e->ts + e->dur;
+    if ((id = trace__intern(t, name, n)) < 0)
+        return -ENOMEM;
+    iv = &(*v)[(*len)++];
+    iv->start = start;
+    iv->end = end;
     iv->name = (uint32_t)id;
-    iv->stream = (int32_t)e->stream;
-    iv->device = (int32_t)e->dev;
+    iv->stream = stream;
+    iv->device = gpu ? device : -1;
     iv->kind = (uint8_t)kind;
     if (kind == KIND_KERNEL)
         t->kernels++;
-    else
+    else if (kind == KIND_MEMCPY)
         t->memcpys++;
+    else if (kind == KIND_GRAPH)
+        t->graph_launches++;
+    return 0;
+}
+
+int mt__trace_launch(mt_trace *t, int64_t ts)
+{
+    if (t->nlts == t->lts_cap) {
+        size_t nc = t->lts_cap ? t->lts_cap * 2 : 1024;
+        int64_t *p = realloc(t->lts, nc * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        t->lts = p;
+        t->lts_cap = nc;
+    }
+    t->lts[t->nlts++] = ts;
+    t->kernel_launches++;
+    return 0;
+}
+
+static int trace__cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int trace__cmp(const void *a, const void *b)
+{
+    const trace__ival *x = a, *y = b;
+    if (x->device != y->device)
+        return x->device < y->device ? -1 : 1;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+/* Sorts v unless it already is (traces mostly arrive in order). */
+static void trace__sort(trace__ival *v, size_t n)
+{
+    size_t i;
+    for (i = 1; i < n; i++)
+        if (trace__cmp(&v[i - 1], &v[i]) > 0)
+            break;
+    if (i < n)
+        qsort(v, n, sizeof *v, trace__cmp);
+}
+
+int mt__trace_finish(mt_trace *t)
+{
+    if (t->n < t->cap) { /* give back the growth slack */
+        trace__ival *p = realloc(t->iv, (t->n ? t->n : 1) * sizeof *p);
+        if (p)
+            t->iv = p, t->cap = t->n ? t->n : 1;
+    }
+    trace__sort(t->iv, t->n);
+    trace__sort(t->rg, t->nrg);
+    if (t->nlts)
+        qsort(t->lts, t->nlts, sizeof *t->lts, trace__cmp_i64);
+    return trace__classify_all(t);
+}
+
+static int trace__add_ival(trace__ctx *c, int kind, int64_t start, int64_t end)
+{
+    trace__ev *e = &c->ev;
+    if (mt__trace_add(c->t, kind, start, end, e->name, e->name_len, (int)e->dev, (int)e->stream))
+        return trace__fail(c, NULL, "out of memory");
     return 1;
 }
 
@@ -676,12 +718,28 @@ static int trace__event_done(trace__ctx *c)
     if (e->ph_seen && !e->ph_x)
         return 1;
     if (e->cat == CAT_RUNTIME && e->name_v == V_OK) {
-        if (!strcmp(e->name, "cudaGraphLaunch") || !strcmp(e->name, "cuGraphLaunch"))
-            c->t->graph_launches++;
-        else if (!strncmp(e->name, "cudaLaunchKernel", 16) ||
-                 !strncmp(e->name, "cuLaunchKernel", 14))
-            c->t->kernel_launches++;
+        if (!strcmp(e->name, "cudaGraphLaunch") || !strcmp(e->name, "cuGraphLaunch")) {
+            /* kept with its time so replays can be placed against the steps */
+            int64_t ts = e->ts_v == V_OK ? e->ts : 0, dur = 0;
+            if (e->ts_v == V_OK && e->dur_v == V_OK && e->dur >= 0 && e->ts >= 0 &&
+                e->ts <= INT64_MAX / 2 - e->dur)
+                dur = e->dur;
+            return trace__add_ival(c, KIND_GRAPH, ts, ts + dur);
+        }
+        if (!strncmp(e->name, "cudaLaunchKernel", 16) || !strncmp(e->name, "cuLaunchKernel", 14)) {
+            if (e->ts_v != V_OK)
+                c->t->kernel_launches++; /* counted, but cannot be placed in a step */
+            else if (mt__trace_launch(c->t, e->ts))
+                return trace__fail(c, NULL, "out of memory");
+        }
         return 1;
+    }
+    if (e->cat == CAT_ANNOT) {
+        /* a range without usable times cannot mark anything: skipped */
+        if (e->name_v != V_OK || e->ts_v != V_OK || e->dur_v != V_OK || e->dur < 0 ||
+            e->ts < 0 || e->ts > INT64_MAX / 2 - e->dur)
+            return 1;
+        return trace__add_ival(c, KIND_RANGE, e->ts, e->ts + e->dur);
     }
     if (e->cat != CAT_KERNEL && e->cat != CAT_MEMCPY)
         return 1;
@@ -706,9 +764,12 @@ static int trace__event_done(trace__ctx *c)
         snprintf(f, sizeof f, "traceEvents[%zu].dur", i);
         return trace__fail(c, f, "%s event '%.80s': negative duration", what, e->name);
     }
-    if (e->ts > INT64_MAX - e->dur) {
+    if (e->ts < 0 || e->ts > INT64_MAX / 2 - e->dur) {
+        /* a profiler's clock starts at or after zero; bounding it keeps every
+         * window difference inside int64 */
         snprintf(f, sizeof f, "traceEvents[%zu].ts", i);
-        return trace__fail(c, f, "%s event '%.80s': time out of range", what, e->name);
+        return trace__fail(c, f, "%s event '%.80s': time out of range (negative or past 2^62 ns)",
+                           what, e->name);
     }
     if (e->dev_v != V_OK) {
         if (e->dev_v != V_ABSENT) {
@@ -732,7 +793,8 @@ static int trace__event_done(trace__ctx *c)
         snprintf(f, sizeof f, "traceEvents[%zu]", i);
         return trace__fail(c, f, "%s event '%.80s': device or stream out of range", what, e->name);
     }
-    return trace__add_ival(c, e->cat == CAT_KERNEL ? KIND_KERNEL : KIND_MEMCPY);
+    return trace__add_ival(c, e->cat == CAT_KERNEL ? KIND_KERNEL : KIND_MEMCPY, e->ts,
+                           e->ts + e->dur);
 }
 
 static int trace__end_map(void *ctx)
@@ -789,16 +851,14 @@ static long trace__read(trace__reader *r, unsigned char *buf, size_t cap, char *
     }
 }
 
-static int trace__cmp(const void *a, const void *b)
+/* Newlines in buf (for the line numbers of messages). */
+static long trace__lines(const unsigned char *buf, size_t n)
 {
-    const trace__ival *x = a, *y = b;
-    if (x->device != y->device)
-        return x->device < y->device ? -1 : 1;
-    if (x->start != y->start)
-        return x->start < y->start ? -1 : 1;
-    if (x->end != y->end)
-        return x->end < y->end ? -1 : 1;
-    return 0;
+    const unsigned char *p = buf, *end = buf + n;
+    long k = 0;
+    while (p < end && (p = memchr(p, '\n', (size_t)(end - p))) != NULL)
+        k++, p++;
+    return k;
 }
 
 static mt_trace *trace__load(trace__reader *r, const char *label, mt_diag *d)
@@ -819,13 +879,11 @@ static mt_trace *trace__load(trace__reader *r, const char *label, mt_diag *d)
     while ((n = trace__read(r, buf, TRACE__CHUNK, rerr, sizeof rerr)) > 0) {
         st = yajl_parse(h, buf, (size_t)n);
         if (st != yajl_status_ok) {
-            size_t used = yajl_get_bytes_consumed(h), i;
-            for (i = 0; i < used && i < (size_t)n; i++)
-                line += buf[i] == '\n';
+            size_t used = yajl_get_bytes_consumed(h);
+            line += trace__lines(buf, used < (size_t)n ? used : (size_t)n);
             break;
         }
-        for (long i = 0; i < n; i++)
-            line += buf[i] == '\n';
+        line += trace__lines(buf, (size_t)n);
     }
     if (n < 0) {
         mt_diag_add(d, label, 0, NULL, "%s", rerr);
@@ -853,9 +911,7 @@ static mt_trace *trace__load(trace__reader *r, const char *label, mt_diag *d)
                     "array of events)");
         goto fail;
     }
-    if (t->n)
-        qsort(t->iv, t->n, sizeof *t->iv, trace__cmp);
-    if (trace__classify_all(t)) {
+    if (mt__trace_finish(t)) {
         mt_diag_add(d, label, 0, NULL, "out of memory reading the trace");
         goto fail;
     }
@@ -887,7 +943,7 @@ mt_trace *mt_trace_parse(const char *text, size_t len, const char *label, mt_dia
 mt_trace *mt_trace_open(const char *path, mt_diag *d)
 {
     trace__reader r;
-    unsigned char magic[2] = {0, 0};
+    unsigned char magic[16] = {0};
     size_t got;
     mt_trace *t;
     memset(&r, 0, sizeof r);
@@ -895,8 +951,12 @@ mt_trace *mt_trace_open(const char *path, mt_diag *d)
         mt_diag_add(d, path, 0, NULL, "cannot open the trace: %s", strerror(errno));
         return NULL;
     }
-    got = fread(magic, 1, 2, r.f);
-    if (got == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
+    got = fread(magic, 1, sizeof magic, r.f);
+    if (got == sizeof magic && !memcmp(magic, "SQLite format 3", 16)) {
+        fclose(r.f);
+        return mt__trace_nsys_open(path, d);
+    }
+    if (got >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
         fclose(r.f);
         r.f = NULL;
         if (!(r.gz = gzopen(path, "rb"))) {
@@ -926,6 +986,8 @@ void mt_trace_destroy(mt_trace **tp)
         free(t->rules[i].pattern);
     free(t->rules);
     free(t->iv);
+    free(t->rg);
+    free(t->lts);
     free(t->pool);
     free(t->names);
     free(t->cls);
@@ -1022,6 +1084,94 @@ static size_t trace__minus(const span *a, size_t na, const span *b, size_t nb, s
     return k;
 }
 
+/* ---- host marks: steps and NVTX ranges --------------------------------------------------- */
+
+/* The step number of a "ProfilerStep#N" mark, or -1. */
+static long trace__step_of(const char *name)
+{
+    const char *p;
+    char *end;
+    long v;
+    if (strncmp(name, "ProfilerStep#", 13))
+        return -1;
+    p = name + 13;
+    if (*p < '0' || *p > '9')
+        return -1;
+    v = strtol(p, &end, 10);
+    return *end || v > INT32_MAX ? -1 : v;
+}
+
+size_t mt_trace_steps(const mt_trace *t, int *first, int *last)
+{
+    size_t i, n = 0;
+    long lo = 0, hi = 0;
+    for (i = 0; i < t->nrg; i++) {
+        long s;
+        if (t->rg[i].kind != KIND_RANGE || (s = trace__step_of(trace__name(t, t->rg[i].name))) < 0)
+            continue;
+        if (!n || s < lo)
+            lo = s;
+        if (!n || s > hi)
+            hi = s;
+        n++;
+    }
+    if (first)
+        *first = (int)lo;
+    if (last)
+        *last = (int)hi;
+    return n;
+}
+
+int mt_trace_step_window(const mt_trace *t, int first, int last, int64_t *start_ns,
+                         int64_t *end_ns)
+{
+    size_t i;
+    int have0 = 0, have1 = 0;
+    if (last < first)
+        return -EINVAL;
+    for (i = 0; i < t->nrg; i++) {
+        long s;
+        if (t->rg[i].kind != KIND_RANGE || (s = trace__step_of(trace__name(t, t->rg[i].name))) < 0)
+            continue;
+        if (s == first && (!have0 || t->rg[i].start < *start_ns))
+            *start_ns = t->rg[i].start, have0 = 1;
+        if (s == last && (!have1 || t->rg[i].end > *end_ns))
+            *end_ns = t->rg[i].end, have1 = 1;
+    }
+    return have0 && have1 ? 0 : -ENOENT;
+}
+
+static int trace__has_ci(const char *name, const char *word)
+{
+    size_t n = strlen(word);
+    for (; *name; name++)
+        if (!strncasecmp(name, word, n))
+            return 1;
+    return 0;
+}
+
+/* Union of the ranges whose names contain word, clipped to [w0, w1). */
+static int trace__range_union(const mt_trace *t, const char *word, int64_t w0, int64_t w1,
+                              size_t *count, int64_t *ns)
+{
+    span *v = malloc((t->nrg ? t->nrg : 1) * sizeof *v);
+    size_t i, k = 0;
+    if (!v)
+        return -ENOMEM;
+    for (i = 0; i < t->nrg; i++) {
+        const trace__ival *r = &t->rg[i];
+        span s = {r->start < w0 ? w0 : r->start, r->end > w1 ? w1 : r->end};
+        if (r->kind != KIND_RANGE || s.e <= s.s || !trace__has_ci(trace__name(t, r->name), word))
+            continue;
+        v[k++] = s; /* rg is sorted by start */
+    }
+    *count = k;
+    k = trace__merge(v, k);
+    *ns = trace__measure(v, k);
+    free(v);
+    return 0;
+}
+
 int mt_trace_metrics_get(const mt_trace *t, int device, const mt_trace_query *q,
                          mt_trace_metrics *m)
 {
@@ -1031,8 +1181,17 @@ int mt_trace_metrics_get(const mt_trace *t, int device, const mt_trace_query *q,
     int rc = 0;
     memset(m, 0, sizeof *m);
     m->device = device;
-    while (lo < t->n && t->iv[lo].device < device)
-        lo++;
+    {
+        size_t a = 0, b = t->n; /* first interval of device */
+        while (a < b) {
+            size_t mid = a + (b - a) / 2;
+            if (t->iv[mid].device < device)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        lo = a;
+    }
     for (hi = lo; hi < t->n && t->iv[hi].device == device; hi++)
         if (t->iv[hi].kind == KIND_KERNEL) {
             if (t->iv[hi].start < w0)
@@ -1167,6 +1326,9 @@ int mt_trace_metrics_get(const mt_trace *t, int device, const mt_trace_query *q,
                 m->ntop++;
         }
     }
+    if ((rc = trace__range_union(t, "dispatch", w0, w1, &m->dispatch_ranges, &m->dispatch_ns)) ||
+        (rc = trace__range_union(t, "combine", w0, w1, &m->combine_ranges, &m->combine_ns)))
+        goto out;
 out:
     free(all), free(comm), free(comp), free(cp), free(ex), free(per);
     return rc;
@@ -1197,6 +1359,86 @@ static int trace__hidden_fraction(const mt_trace *t, double *frac)
     return 0;
 }
 
+/* How many sorted times in v fall in [a, b). */
+static size_t trace__count_in(const int64_t *v, size_t n, int64_t a, int64_t b)
+{
+    size_t lo = 0, hi = n, l2, h2;
+    while (lo < hi) { /* first >= a */
+        size_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    l2 = lo, h2 = n;
+    while (l2 < h2) { /* first >= b */
+        size_t mid = l2 + (h2 - l2) / 2;
+        if (v[mid] < b)
+            l2 = mid + 1;
+        else
+            h2 = mid;
+    }
+    return l2 - lo;
+}
+
+/* Graph replay against the step marks: which steps launched graphs, and how
+ * many individual kernel launches the graphed and the eager steps made. */
+static int trace__graph_evidence(const mt_trace *t, mt_kv *ev)
+{
+    size_t i, steps = 0, gsteps = 0, esteps = 0, glaunch = 0, elaunch = 0;
+    long gfirst = -1, glast = -1;
+    int64_t *gts = malloc((t->nrg ? t->nrg : 1) * sizeof *gts);
+    size_t ng = 0;
+    int rc = 0;
+    if (!gts)
+        return -ENOMEM;
+    for (i = 0; i < t->nrg; i++)
+        if (t->rg[i].kind == KIND_GRAPH)
+            gts[ng++] = t->rg[i].start; /* sorted: rg is sorted by start */
+    for (i = 0; i < t->nrg; i++) {
+        const trace__ival *r = &t->rg[i];
+        long s;
+        size_t g, k, j;
+        int64_t end = r->end;
+        if (r->kind != KIND_RANGE || (s = trace__step_of(trace__name(t, r->name))) < 0)
+            continue;
+        /* a launch on the boundary of two steps (their rounded ends and
+         * starts may overlap by a nanosecond) belongs to the later one */
+        for (j = i + 1; j < t->nrg && t->rg[j].start < end; j++)
+            if (t->rg[j].kind == KIND_RANGE && trace__step_of(trace__name(t, t->rg[j].name)) >= 0) {
+                end = t->rg[j].start;
+                break;
+            }
+        steps++;
+        g = trace__count_in(gts, ng, r->start, end);
+        k = trace__count_in(t->lts, t->nlts, r->start, end);
+        if (g) {
+            gsteps++, glaunch += k;
+            if (gfirst < 0 || s < gfirst)
+                gfirst = s;
+            if (s > glast)
+                glast = s;
+        } else {
+            esteps++, elaunch += k;
+        }
+    }
+    free(gts);
+    if (!steps)
+        return 0;
+    rc |= mt_kv_setf(ev, "trace.steps", "%zu", steps);
+    rc |= mt_kv_setf(ev, "trace.graph_steps", "%zu", gsteps);
+    if (gsteps) {
+        rc |= mt_kv_setf(ev, "trace.graph_first_step", "%ld", gfirst);
+        rc |= mt_kv_setf(ev, "trace.graph_last_step", "%ld", glast);
+        rc |= mt_kv_setf(ev, "trace.launches_per_graph_step", "%.1f",
+                         (double)glaunch / (double)gsteps);
+    }
+    if (esteps)
+        rc |= mt_kv_setf(ev, "trace.launches_per_eager_step", "%.1f",
+                         (double)elaunch / (double)esteps);
+    return rc ? -ENOMEM : 0;
+}
+
 int mt_trace_evidence(const mt_trace *t, mt_kv *ev)
 {
     size_t cnt[6] = {0}, i;
@@ -1224,11 +1466,13 @@ int mt_trace_evidence(const mt_trace *t, mt_kv *ev)
     rc |= mt_kv_setf(ev, "trace.graph_launches", "%zu", t->graph_launches);
     rc |= mt_kv_setf(ev, "trace.kernel_launches", "%zu", t->kernel_launches);
     rc |= mt_kv_setf(ev, "trace.comm_hidden_fraction", "%.6f", frac);
+    if (!rc)
+        rc = trace__graph_evidence(t, ev);
     return rc ? -ENOMEM : 0;
 }
 
 /* Nanoseconds as microseconds with three decimals, exactly. */
-static void trace__us(FILE *out, int64_t ns)
+void mt_trace_print_us(FILE *out, int64_t ns)
 {
     uint64_t a = ns < 0 ? (uint64_t)0 - (uint64_t)ns : (uint64_t)ns;
     fprintf(out, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", a / 1000, (unsigned)(a % 1000));
@@ -1254,7 +1498,7 @@ static void trace__json_str(FILE *out, const char *s)
     fputc('"', out);
 }
 
-static void trace__print_one(const mt_trace_metrics *m, FILE *out, int json)
+void mt_trace_metrics_print(const mt_trace_metrics *m, FILE *out, int json)
 {
     static const char *const keys[] = {"window_us",       "active_us",  "idle_us",
                                        "comm_us",         "compute_us", "hidden_comm_us",
@@ -1265,12 +1509,12 @@ static void trace__print_one(const mt_trace_metrics *m, FILE *out, int json)
     size_t i;
     if (json) {
         fprintf(out, "{\"device\": %d, \"window_start_us\": ", m->device);
-        trace__us(out, m->window_start_ns);
+        mt_trace_print_us(out, m->window_start_ns);
         fputs(", \"window_end_us\": ", out);
-        trace__us(out, m->window_end_ns);
+        mt_trace_print_us(out, m->window_end_ns);
         for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
             fprintf(out, ", \"%s\": ", keys[i]);
-            trace__us(out, vals[i]);
+            mt_trace_print_us(out, vals[i]);
         }
         fprintf(out,
                 ", \"kernels\": %zu, \"comm_kernels\": %zu, \"compute_kernels\": %zu, "
@@ -1280,87 +1524,51 @@ static void trace__print_one(const mt_trace_metrics *m, FILE *out, int json)
                 trace__share(m->hidden_ns, m->comm_ns) / 100,
                 trace__share(m->exposed_comm_ns, m->window_ns) / 100,
                 trace__share(m->idle_ns, m->window_ns) / 100);
-        trace__us(out, m->gap_threshold_ns);
-        fprintf(out, ", \"gaps\": %zu, \"gaps_above\": %zu, \"top_exposed\": [", m->gaps,
-                m->gaps_above);
+        mt_trace_print_us(out, m->gap_threshold_ns);
+        fprintf(out, ", \"gaps\": %zu, \"gaps_above\": %zu, \"dispatch_ranges\": %zu, "
+                "\"combine_ranges\": %zu, \"dispatch_us\": ",
+                m->gaps, m->gaps_above, m->dispatch_ranges, m->combine_ranges);
+        mt_trace_print_us(out, m->dispatch_ns);
+        fputs(", \"combine_us\": ", out);
+        mt_trace_print_us(out, m->combine_ns);
+        fputs(", \"top_exposed\": [", out);
         for (i = 0; i < m->ntop; i++) {
             fputs(i ? ", {\"name\": " : "{\"name\": ", out);
             trace__json_str(out, m->top[i].name);
             fputs(", \"exposed_us\": ", out);
-            trace__us(out, m->top[i].exposed_ns);
+            mt_trace_print_us(out, m->top[i].exposed_ns);
             fputc('}', out);
         }
         fputs("]}", out);
         return;
     }
     fprintf(out, "device %d: window ", m->device);
-    trace__us(out, m->window_ns);
+    mt_trace_print_us(out, m->window_ns);
     fprintf(out, " us, %zu kernels (%zu communication, %zu compute)\n", m->kernels, m->comm_kernels,
             m->compute_kernels);
     for (i = 1; i < sizeof keys / sizeof keys[0] - 1; i++) {
         fprintf(out, "  %-16s ", keys[i]);
-        trace__us(out, vals[i]);
+        mt_trace_print_us(out, vals[i]);
         if (i == 5)
             fprintf(out, " (%.3f%% of communication)\n", trace__share(m->hidden_ns, m->comm_ns));
         else
             fprintf(out, " (%.3f%% of window)\n", trace__share(vals[i], m->window_ns));
     }
     fprintf(out, "  gaps             %zu, %zu above ", m->gaps, m->gaps_above);
-    trace__us(out, m->gap_threshold_ns);
+    mt_trace_print_us(out, m->gap_threshold_ns);
     fputs(" us totalling ", out);
-    trace__us(out, m->gaps_above_ns);
+    mt_trace_print_us(out, m->gaps_above_ns);
     fputs(" us\n", out);
+    if (m->dispatch_ranges || m->combine_ranges) {
+        fprintf(out, "  nvtx dispatch    ");
+        mt_trace_print_us(out, m->dispatch_ns);
+        fprintf(out, " us in %zu ranges; combine ", m->dispatch_ranges);
+        mt_trace_print_us(out, m->combine_ns);
+        fprintf(out, " us in %zu ranges\n", m->combine_ranges);
+    }
     for (i = 0; i < m->ntop; i++) {
         fputs("  exposed         ", out);
-        trace__us(out, m->top[i].exposed_ns);
+        mt_trace_print_us(out, m->top[i].exposed_ns);
         fprintf(out, " us  %.100s\n", m->top[i].name);
     }
-}
-
-int mt_trace_print(const mt_trace *t, int device, FILE *out, int json)
-{
-    size_t nd = mt_trace_devices(t, NULL, 0), i, k;
-    int *dev = malloc((nd ? nd : 1) * sizeof *dev);
-    mt_kv *ev = mt_kv_new();
-    const char *key, *val;
-    int rc = 0, printed = 0;
-    if (!dev || !ev) {
-        rc = -ENOMEM;
-        goto out;
-    }
-    mt_trace_devices(t, dev, nd);
-    if ((rc = mt_trace_evidence(t, ev)))
-        goto out;
-    if (json)
-        fputs("{\"devices\": [", out);
-    for (i = 0; i < nd; i++) {
-        mt_trace_metrics m;
-        if (device >= 0 && dev[i] != device)
-            continue;
-        if ((rc = mt_trace_metrics_get(t, dev[i], NULL, &m)))
-            goto out;
-        if (json && printed)
-            fputs(", ", out);
-        trace__print_one(&m, out, json);
-        printed++;
-    }
-    if (device >= 0 && !printed) {
-        rc = -ENOENT;
-        if (json)
-            fputs("]}\n", out);
-        goto out;
-    }
-    fputs(json ? "], \"evidence\": {" : "evidence:\n", out);
-    for (k = 0; mt_kv_entry(ev, k, &key, &val) == 0; k++) {
-        if (json)
-            fprintf(out, "%s\"%s\": \"%s\"", k ? ", " : "", key, val);
-        else
-            fprintf(out, "  %s = %s\n", key, val);
-    }
-    if (json)
-        fputs("}}\n", out);
-out:
-    free(dev);
-    mt_kv_destroy(&ev);
-    return rc;
 }

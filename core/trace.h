@@ -99,6 +99,11 @@ typedef struct mt_trace_metrics {
      * covering it), so the entries never double count. */
     size_t ntop;
     mt_trace_top top[MT_TRACE_TOP];
+    /* NVTX / user-annotation ranges whose names contain "dispatch" or
+     * "combine" (any case), as unions clipped to the window; ranges are host
+     * marks and apply to every device of the trace */
+    size_t dispatch_ranges, combine_ranges;
+    int64_t dispatch_ns, combine_ns;
 } mt_trace_metrics;
 
 /* Figures of one device; q may be NULL (defaults).  0, -ENOENT when the
@@ -106,17 +111,33 @@ typedef struct mt_trace_metrics {
 int mt_trace_metrics_get(const mt_trace *t, int device, const mt_trace_query *q,
                          mt_trace_metrics *m);
 
+/* Steps: the profiler's "ProfilerStep#N" ranges (Kineto user annotations or
+ * NVTX ranges of that name).  Writes the lowest and highest step number
+ * present and returns how many there are (0: no step marks). */
+size_t mt_trace_steps(const mt_trace *t, int *first, int *last);
+/* The window from the start of step first to the end of step last.  0, or
+ * -ENOENT when either step has no mark, -EINVAL when last < first. */
+int mt_trace_step_window(const mt_trace *t, int first, int last, int64_t *start_ns,
+                         int64_t *end_ns);
+
 /* Activation evidence: sets trace.available=true, trace.fp8_gemm,
  * trace.mxfp8_gemm, trace.nvfp4_gemm, trace.deepep_kernels,
  * trace.hybridep_kernels, trace.alltoall_kernels (kernel event counts),
  * trace.graph_launches, trace.kernel_launches and trace.comm_hidden_fraction
  * (hidden / communication union over every device, default windows, as a
- * decimal).  0 or -ENOMEM. */
+ * decimal).  Where the trace marks steps, also trace.steps, and for CUDA
+ * graph replay: trace.graph_first_step / trace.graph_last_step (the steps
+ * whose marks hold a graph launch, absent without one), trace.graph_steps
+ * (how many steps hold one), and the kernel launches per step in steps
+ * with and without graph launches (trace.launches_per_graph_step,
+ * trace.launches_per_eager_step, absent when there is no such step).
+ * 0 or -ENOMEM. */
 int mt_trace_evidence(const mt_trace *t, mt_kv *evidence);
 
-/* Prints the figures of device (every device when device < 0) and the
- * evidence, as text or as one JSON object.  0, or a negative error. */
-int mt_trace_print(const mt_trace *t, int device, FILE *out, int json);
+/* Prints one device's figures as text lines or one JSON object. */
+void mt_trace_metrics_print(const mt_trace_metrics *m, FILE *out, int json);
+/* Nanoseconds as microseconds with three decimals, exactly. */
+void mt_trace_print_us(FILE *out, int64_t ns);
 
 /* Parses decimal microseconds text ("4458676983543.183", "1e3") exactly into
  * nanoseconds, rounding sub-nanosecond digits half away from zero.  0, or

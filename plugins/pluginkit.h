@@ -26,6 +26,13 @@
  *   trace.hybridep_kernels   count of HybridEP dispatch/combine kernels
  *   trace.alltoall_kernels   count of NCCL all-to-all / send-recv kernels
  *   trace.graph_launches     count of CUDA graph launches
+ *   trace.kernel_launches    count of individual kernel launches (runtime API)
+ *   trace.comm_hidden_fraction  hidden / all communication time (unions)
+ *   trace.steps              steps the trace marks (ProfilerStep#N ranges)
+ *   trace.graph_steps        ... of which hold a graph launch
+ *   trace.graph_first_step, trace.graph_last_step  the first and last of those
+ *   trace.launches_per_graph_step, trace.launches_per_eager_step
+ *                            kernel launches per step with / without graphs
  */
 #ifndef MOETUNE_PLUGINKIT_H
 #define MOETUNE_PLUGINKIT_H

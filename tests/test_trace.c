@@ -7,7 +7,9 @@
  * Needs MT_SIM_BIN (the built moetune-sim) besides testkit's definitions.
  */
 #include "testkit.h"
+#include "profile.h"
 #include "trace.h"
+#include "wall.h"
 
 #include <check.h>
 #include <errno.h>
@@ -545,9 +547,10 @@ END_TEST
 /* The Qwen3 example's base config plus sets, rendered as the worker launches
  * it, plus extra flags; runs the sim and returns the trace path (caller frees
  * and removes). */
-static char *sim_trace(const char *const *sets, const char *dir)
+static char *sim_trace_of(const char *contract, const char *const *sets, const char *const *extra,
+                          const char *dir)
 {
-    tk *t = tk_open("qwen3-30b-a3b-h100x16.cfg");
+    tk *t = tk_open(contract);
     mt_rendered out;
     mt_strlist argv, envs;
     const char *k, *v;
@@ -579,6 +582,8 @@ static char *sim_trace(const char *const *sets, const char *dir)
     mt_strlist_push(&argv, "--use-pytorch-profiler");
     mt_strlist_push(&argv, "--tensorboard-dir");
     mt_strlist_push(&argv, tb);
+    for (i = 0; extra && extra[i]; i++)
+        mt_strlist_push(&argv, extra[i]);
     for (i = 0; mt_kv_entry(out.env, i, &k, &v) == 0; i++) {
         char buf[512];
         snprintf(buf, sizeof buf, "%s=%s", k, v);
@@ -620,6 +625,15 @@ static char *sim_trace(const char *const *sets, const char *dir)
     tk_close(&t);
     return path;
 }
+
+static char *sim_trace(const char *const *sets, const char *dir)
+{
+    return sim_trace_of("qwen3-30b-a3b-h100x16.cfg", sets, NULL, dir);
+}
+
+/* Runs the sim and opens its trace (the directory is removed again). */
+static mt_trace *sim_open(const char *contract, const char *const *sets,
+                          const char *const *extra);
 
 static void rm_trace(const char *dir, char *path)
 {
@@ -673,23 +687,359 @@ START_TEST(sim_ep_overlap_hides_communication)
     ck_assert_str_eq(mt_kv_get(e1, "trace.graph_launches"), "0");
     ck_assert_str_eq(mt_kv_get(e1, "trace.fp8_gemm"), "0");
     ck_assert_int_gt(atoi(mt_kv_get(e1, "trace.kernel_launches")), 0);
-    /* printing: text and JSON */
+    /* the profile: text, JSON, and the A/B side by side */
     {
         char *buf = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&buf, &len);
-        ck_assert_int_eq(mt_trace_print(on, -1, f, 0), 0);
-        ck_assert_int_eq(mt_trace_print(on, -1, f, 1), 0);
-        ck_assert_int_eq(mt_trace_print(on, 9999, f, 0), -ENOENT);
+        mt_profile pa, pb;
+        mt_profile_opts o;
+        mt_profile_opts_init(&o);
+        ck_assert_int_eq(mt_profile_build(off, "off", &o, &pa, d), 0);
+        ck_assert_int_eq(mt_profile_build(on, "on", &o, &pb, d), 0);
+        mt_profile_print(&pb, f, 0);
+        mt_profile_print(&pb, f, 1);
+        mt_profile_compare(&pa, &pb, f, 0);
+        mt_profile_compare(&pa, &pb, f, 1);
         fclose(f);
         ck_assert_ptr_nonnull(strstr(buf, "hidden_comm_us"));
         ck_assert_ptr_nonnull(strstr(buf, "\"trace.hybridep_kernels\""));
+        ck_assert_ptr_nonnull(strstr(buf, "hidden_share_of_comm"));
+        /* off: every bit of communication is exposed, and it is the wall */
+        ck_assert_int_eq(pa.wall.wall, MT_WALL_IDX_COMM);
+        ck_assert_int_lt(pb.exposed_ns, pa.exposed_ns);
+        o.device = 9999;
+        mt_profile_free(&pa);
+        ck_assert_int_eq(mt_profile_build(on, "on", &o, &pa, d), -ENOENT);
+        ck_assert(mt_diag_contains(d, "device 9999"));
+        mt_profile_free(&pb);
         free(buf);
     }
     mt_kv_destroy(&e1), mt_kv_destroy(&e2);
     mt_trace_destroy(&off), mt_trace_destroy(&on);
     rm_trace(d1, p1), rm_trace(d2, p2);
     mt_diag_destroy(&d);
+}
+END_TEST
+
+static mt_trace *sim_open(const char *contract, const char *const *sets,
+                          const char *const *extra)
+{
+    char dir[] = "/tmp/moetune-trace-sim-XXXXXX", *path;
+    mt_diag *d = mt_diag_new();
+    mt_trace *t;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    path = sim_trace_of(contract, sets, extra, dir);
+    t = mt_trace_open(path, d);
+    if (!t)
+        mt_diag_print(d, stderr);
+    ck_assert_ptr_nonnull(t);
+    rm_trace(dir, path);
+    mt_diag_destroy(&d);
+    return t;
+}
+
+static mt_wall_verdict sim_wall(mt_trace *t)
+{
+    mt_profile p;
+    mt_profile_opts o;
+    mt_wall_verdict v;
+    mt_diag *d = mt_diag_new();
+    mt_profile_opts_init(&o);
+    ck_assert_int_eq(mt_profile_build(t, "sim", &o, &p, d), 0);
+    v = p.wall;
+    fprintf(stderr, "  wall %s (runner-up %s, confidence %.2f): %s\n", mt_wall_name(v.wall),
+            mt_wall_name(v.runner_up), v.confidence, v.reason);
+    mt_profile_free(&p);
+    mt_diag_destroy(&d);
+    return v;
+}
+
+/* The same A/B with the experts inside one NVLink domain (EP 8 of 16
+ * GPUs): the overlap hides enough that communication stops being the wall. */
+START_TEST(sim_wall_moves_when_overlap_hides_comm)
+{
+    static const char *const off[] = {
+        "moe_token_dispatcher_type=flex", "moe_flex_dispatcher_backend=hybridep",
+        "moe_flex_dispatcher_num_sms=32", "moe_permute_fusion=true",
+        "expert_model_parallel_size=8",   NULL};
+    static const char *const on[] = {
+        "moe_token_dispatcher_type=flex", "moe_flex_dispatcher_backend=hybridep",
+        "moe_flex_dispatcher_num_sms=32", "moe_permute_fusion=true",
+        "expert_model_parallel_size=8",   "overlap_moe_expert_parallel_comm=true",
+        NULL};
+    mt_trace *a = sim_open("qwen3-30b-a3b-h100x16.cfg", off, NULL);
+    mt_trace *b = sim_open("qwen3-30b-a3b-h100x16.cfg", on, NULL);
+    mt_wall_verdict va = sim_wall(a), vb = sim_wall(b);
+    ck_assert_int_eq(va.wall, MT_WALL_IDX_COMM);
+    ck_assert_int_eq(vb.wall, MT_WALL_IDX_COMPUTE);
+    ck_assert_int_eq(vb.runner_up, MT_WALL_IDX_COMM);
+    ck_assert(vb.exposed_share < va.exposed_share);
+    mt_trace_destroy(&a), mt_trace_destroy(&b);
+}
+END_TEST
+
+/* A fast Blackwell node with a fast dispatcher and no CUDA graphs: the GPU
+ * waits for the host's launches. */
+START_TEST(sim_host_bound_blackwell)
+{
+    static const char *const sets[] = {
+        "moe_token_dispatcher_type=flex", "moe_flex_dispatcher_backend=hybridep",
+        "moe_flex_dispatcher_num_sms=32", "moe_permute_fusion=true", NULL};
+    mt_trace *t = sim_open("qwen3-30b-a3b-gb300x8.cfg", sets, NULL);
+    mt_wall_verdict v = sim_wall(t);
+    ck_assert_int_eq(v.wall, MT_WALL_IDX_HOST);
+    ck_assert(v.idle_net_share > 0.1);
+    mt_trace_destroy(&t);
+}
+END_TEST
+
+static const mt_knob_verdict *verdict_for(const mt_verdicts *vs, const char *knob)
+{
+    size_t i;
+    for (i = 0; i < vs->n; i++)
+        if (!strcmp(vs->v[i].knob, knob))
+            return &vs->v[i];
+    return NULL;
+}
+
+/* The evidence of a sim trace of contract + sets, then what the plugins'
+ * verify says of knob from it. */
+static uint32_t trace_verdict(const char *contract, const char *const *sets,
+                              const char *const *extra, const char *knob, mt_kv *ev)
+{
+    tk *t = tk_open(contract);
+    mt_trace *tr = sim_open(contract, sets, extra);
+    mt_verdicts vs = {0};
+    mt_ctx_v1 ctx;
+    const mt_knob_verdict *kv;
+    uint32_t v;
+    size_t i;
+    for (i = 0; sets && sets[i]; i++)
+        tk_set(t, sets[i]);
+    ck_assert_int_eq(mt_trace_evidence(tr, ev), 0);
+    ctx = mt_ctx_make(t->contract, t->cfg, ev, NULL);
+    ck_assert_int_eq(mt_registry_verify(t->reg, &ctx, &vs, t->diag), 0);
+    kv = verdict_for(&vs, knob);
+    ck_assert_msg(kv != NULL, "no verdict for %s", knob);
+    fprintf(stderr, "  %s: %s\n", knob, kv->evidence);
+    v = kv->verdict;
+    mt_verdicts_free(&vs);
+    mt_trace_destroy(&tr);
+    tk_close(&t);
+    return v;
+}
+
+START_TEST(sim_evidence_fp8)
+{
+    static const char *const fp8[] = {"fp8_format=e4m3", "fp8_recipe=mxfp8", NULL};
+    mt_kv *ev = mt_kv_new(), *base = mt_kv_new();
+    mt_trace *t = sim_open("qwen3-30b-a3b-gb300x8.cfg", NULL, NULL);
+    ck_assert_uint_eq(trace_verdict("qwen3-30b-a3b-gb300x8.cfg", fp8, NULL, "fp8_recipe", ev),
+                      MT_VERDICT_APPLIED);
+    ck_assert_int_gt(atoi(mt_kv_get(ev, "trace.mxfp8_gemm")), 0);
+    ck_assert_int_eq(mt_trace_evidence(t, base), 0);
+    ck_assert_str_eq(mt_kv_get(base, "trace.fp8_gemm"), "0");
+    ck_assert_str_eq(mt_kv_get(base, "trace.mxfp8_gemm"), "0");
+    mt_kv_destroy(&ev), mt_kv_destroy(&base);
+    mt_trace_destroy(&t);
+}
+END_TEST
+
+START_TEST(sim_evidence_hybridep)
+{
+    static const char *const flex[] = {
+        "moe_token_dispatcher_type=flex", "moe_flex_dispatcher_backend=hybridep",
+        "moe_flex_dispatcher_num_sms=32", "moe_permute_fusion=true", NULL};
+    mt_kv *ev = mt_kv_new();
+    ck_assert_uint_eq(
+        trace_verdict("qwen3-30b-a3b-gb300x8.cfg", flex, NULL, "moe_flex_dispatcher_backend", ev),
+        MT_VERDICT_APPLIED);
+    ck_assert_int_gt(atoi(mt_kv_get(ev, "trace.hybridep_kernels")), 0);
+    ck_assert_str_eq(mt_kv_get(ev, "trace.alltoall_kernels"), "0");
+    mt_kv_destroy(&ev);
+}
+END_TEST
+
+/* Profiled steps 3 to 6 with 3 warm-up steps: steps 3 and 4 (the capture
+ * step) run eagerly, 5 and 6 replay the graphs with fewer launches. */
+START_TEST(sim_evidence_graph_replay_after_capture)
+{
+    static const char *const graphs[] = {
+        "moe_token_dispatcher_type=flex",      "moe_flex_dispatcher_backend=hybridep",
+        "moe_flex_dispatcher_num_sms=32",      "moe_permute_fusion=true",
+        "cuda_graph_impl=transformer_engine",  "cuda_graph_modules=attn moe_router moe_preprocess",
+        NULL};
+    static const char *const steps[] = {"--profile-step-start", "3", "--profile-step-end", "7",
+                                        NULL};
+    mt_kv *ev = mt_kv_new(), *none = mt_kv_new();
+    mt_trace *t;
+    ck_assert_uint_eq(
+        trace_verdict("qwen3-30b-a3b-gb300x8.cfg", graphs, steps, "cuda_graph_impl", ev),
+        MT_VERDICT_APPLIED);
+    ck_assert_str_eq(mt_kv_get(ev, "trace.steps"), "4");
+    ck_assert_str_eq(mt_kv_get(ev, "trace.graph_first_step"), "5");
+    ck_assert_str_eq(mt_kv_get(ev, "trace.graph_last_step"), "6");
+    ck_assert(strtod(mt_kv_get(ev, "trace.launches_per_graph_step"), NULL) <
+              strtod(mt_kv_get(ev, "trace.launches_per_eager_step"), NULL));
+    /* only the eager steps profiled: graphs were captured, never replayed */
+    {
+        static const char *const early[] = {"--profile-step-start", "2", "--profile-step-end", "5",
+                                            NULL};
+        mt_kv *e2 = mt_kv_new();
+        ck_assert_uint_ne(
+            trace_verdict("qwen3-30b-a3b-gb300x8.cfg", graphs, early, "cuda_graph_impl", e2),
+            MT_VERDICT_APPLIED);
+        ck_assert_str_eq(mt_kv_get(e2, "trace.graph_launches"), "0");
+        mt_kv_destroy(&e2);
+    }
+    /* no graphs configured: no graph launches */
+    t = sim_open("qwen3-30b-a3b-gb300x8.cfg", NULL, steps);
+    ck_assert_int_eq(mt_trace_evidence(t, none), 0);
+    ck_assert_str_eq(mt_kv_get(none, "trace.graph_launches"), "0");
+    ck_assert_str_eq(mt_kv_get(none, "trace.graph_steps"), "0");
+    mt_trace_destroy(&t);
+    mt_kv_destroy(&ev), mt_kv_destroy(&none);
+}
+END_TEST
+
+/* ---- steps, NVTX ranges, ranks, the wall rule (hand-built) ------------------------------ */
+
+START_TEST(hand_steps_nvtx_and_ranks)
+{
+    /* two devices, two steps; NVTX dispatch/combine ranges on the host */
+    static const char json[] =
+        "{\"traceEvents\": ["
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#7\",\"pid\":1,"
+        "\"tid\":1,\"ts\":0,\"dur\":100},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#8\",\"pid\":1,"
+        "\"tid\":1,\"ts\":100,\"dur\":100},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"MoE token_dispatch\",\"pid\":1,"
+        "\"tid\":1,\"ts\":110,\"dur\":20},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"moe_dispatch_inner\",\"pid\":1,"
+        "\"tid\":1,\"ts\":120,\"dur\":20},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"token_COMBINE\",\"pid\":1,"
+        "\"tid\":1,\"ts\":160,\"dur\":10},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm_a\",\"pid\":0,\"tid\":7,\"ts\":5,"
+        "\"dur\":50,\"args\":{\"device\":0}},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm_a\",\"pid\":0,\"tid\":7,\"ts\":100,"
+        "\"dur\":40,\"args\":{\"device\":0}},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ncclDevKernel_SendRecv\",\"pid\":0,"
+        "\"tid\":8,\"ts\":130,\"dur\":30,\"args\":{\"device\":0}},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm_a\",\"pid\":1,\"tid\":7,\"ts\":100,"
+        "\"dur\":20,\"args\":{\"device\":1}},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"ncclDevKernel_SendRecv\",\"pid\":1,"
+        "\"tid\":8,\"ts\":120,\"dur\":70,\"args\":{\"device\":1}}"
+        "]}";
+    mt_trace *t = parse_ok(json);
+    mt_profile p;
+    mt_profile_opts o;
+    mt_diag *d = mt_diag_new();
+    int lo, hi;
+    int64_t a, b;
+    ck_assert_uint_eq(mt_trace_steps(t, &lo, &hi), 2);
+    ck_assert_int_eq(lo, 7);
+    ck_assert_int_eq(hi, 8);
+    ck_assert_int_eq(mt_trace_step_window(t, 8, 8, &a, &b), 0);
+    ck_assert_int_eq(a, 100000);
+    ck_assert_int_eq(b, 200000);
+    ck_assert_int_eq(mt_trace_step_window(t, 8, 9, &a, &b), -ENOENT);
+    ck_assert_int_eq(mt_trace_step_window(t, 8, 7, &a, &b), -EINVAL);
+    mt_profile_opts_init(&o);
+    o.has_steps = 1, o.first = 8, o.last = 8;
+    ck_assert_int_eq(mt_profile_build(t, "hand", &o, &p, d), 0);
+    ck_assert_uint_eq(p.ndev, 2);
+    /* device 0 in [100, 200): gemm 100-140, nccl 130-160: comm 30, hidden 10,
+     * exposed 20, idle 40.  device 1: gemm 100-120, nccl 120-190: comm 70,
+     * exposed 70, idle 10 */
+    ck_assert_int_eq(p.dev[0].comm_ns, 30000);
+    ck_assert_int_eq(p.dev[0].hidden_ns, 10000);
+    ck_assert_int_eq(p.dev[0].exposed_comm_ns, 20000);
+    ck_assert_int_eq(p.dev[0].idle_ns, 40000);
+    ck_assert_int_eq(p.dev[1].exposed_comm_ns, 70000);
+    ck_assert_int_eq(p.exposed.min, 20000);
+    ck_assert_int_eq(p.exposed.min_dev, 0);
+    ck_assert_int_eq(p.exposed.max, 70000);
+    ck_assert_int_eq(p.exposed.max_dev, 1);
+    ck_assert_int_eq(p.idle.min, 10000);
+    ck_assert_int_eq(p.idle.max, 40000);
+    /* dispatch: 110-130 and 120-140 overlap: union 30 us in 2 ranges;
+     * combine (any case): 10 us */
+    ck_assert_uint_eq(p.dev[0].dispatch_ranges, 2);
+    ck_assert_int_eq(p.dev[0].dispatch_ns, 30000);
+    ck_assert_uint_eq(p.dev[0].combine_ranges, 1);
+    ck_assert_int_eq(p.dev[0].combine_ns, 10000);
+    /* exposed 90 of 200 us: communication */
+    ck_assert_int_eq(p.wall.wall, MT_WALL_IDX_COMM);
+    mt_profile_free(&p);
+    /* a window the trace does not mark */
+    o.first = 3, o.last = 4;
+    ck_assert_int_ne(mt_profile_build(t, "hand", &o, &p, d), 0);
+    ck_assert(mt_diag_contains(d, "marks steps 7 to 8"));
+    mt_trace_destroy(&t);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(wall_rule)
+{
+    mt_wall_input in;
+    mt_wall_verdict v;
+    mt_profile_rules r;
+    mt_wall_default_rules(&r);
+    memset(&in, 0, sizeof in);
+    in.window_ns = 1000000;
+    in.headroom = -1;
+    /* nothing crosses a threshold: compute, runner-up the closest */
+    in.exposed_comm_ns = 100000; /* 10% of 20%: ratio 0.5 */
+    in.idle_ns = 20000;
+    in.gaps_per_device = 100;
+    mt_wall_classify(&in, &r, &v);
+    ck_assert_int_eq(v.wall, MT_WALL_IDX_COMPUTE);
+    ck_assert_int_eq(v.runner_up, MT_WALL_IDX_COMM);
+    ck_assert_double_eq_tol(v.confidence, 0.5, 1e-9);
+    /* exposed 40%: communication, confidence 1 - 1/2 */
+    in.exposed_comm_ns = 400000;
+    mt_wall_classify(&in, &r, &v);
+    ck_assert_int_eq(v.wall, MT_WALL_IDX_COMM);
+    ck_assert_int_eq(v.runner_up, MT_WALL_IDX_COMPUTE);
+    ck_assert_double_eq_tol(v.confidence, 0.5, 1e-9);
+    /* idle 30% with many gaps beats exposed 40% (1.5 < 3) */
+    in.idle_ns = 300000;
+    mt_wall_classify(&in, &r, &v);
+    ck_assert_int_eq(v.wall, MT_WALL_IDX_HOST);
+    ck_assert_int_eq(v.runner_up, MT_WALL_IDX_COMM);
+    /* ... unless the pipeline bubble explains it */
+    in.bubble_share = 0.25;
+    mt_wall_classify(&in, &r, &v);
+    ck_assert_int_eq(v.wall, MT_WALL_IDX_COMM);
+    ck_assert_double_eq_tol(v.idle_net_share, 0.05, 1e-9);
+    /* ... or the idle time sits in a few long gaps: not the launch signature */
+    in.bubble_share = 0;
+    in.gaps_per_device = 2; /* 2 of 20: ratio 3 x 0.1 */
+    mt_wall_classify(&in, &r, &v);
+    ck_assert_int_eq(v.wall, MT_WALL_IDX_COMM);
+    /* memory beats everything when the run ran out of it */
+    in.oom = 1;
+    mt_wall_classify(&in, &r, &v);
+    ck_assert_int_eq(v.wall, MT_WALL_IDX_MEMORY);
+    ck_assert_double_eq_tol(v.confidence, 1.0, 1e-9);
+    in.oom = 0;
+    in.headroom = 0.04, in.headroom_gate = 0.1; /* 2.5 */
+    in.exposed_comm_ns = 100000;
+    mt_wall_classify(&in, &r, &v);
+    ck_assert_int_eq(v.wall, MT_WALL_IDX_MEMORY);
+    ck_assert(strstr(v.reason, "headroom") != NULL);
+    /* thresholds come from the contract */
+    in.headroom = -1;
+    r.comm_share = 0.05;
+    mt_wall_classify(&in, &r, &v);
+    ck_assert_int_eq(v.wall, MT_WALL_IDX_COMM);
+    /* the bubble of a 1F1B pipeline */
+    ck_assert_double_eq_tol(mt_wall_bubble_share(4, 1, 12), 3.0 / 15.0, 1e-12);
+    ck_assert_double_eq_tol(mt_wall_bubble_share(4, 2, 12), 3.0 / 27.0, 1e-12);
+    ck_assert_double_eq_tol(mt_wall_bubble_share(1, 1, 12), 0.0, 1e-12);
+    ck_assert_str_eq(mt_wall_name(MT_WALL_IDX_HOST), "host");
 }
 END_TEST
 
@@ -705,6 +1055,13 @@ static Suite *suite(void)
     tcase_add_test(t, gzip_input);
     tcase_add_test(t, malformed_input);
     tcase_add_test(t, sim_ep_overlap_hides_communication);
+    tcase_add_test(t, sim_wall_moves_when_overlap_hides_comm);
+    tcase_add_test(t, sim_host_bound_blackwell);
+    tcase_add_test(t, sim_evidence_fp8);
+    tcase_add_test(t, sim_evidence_hybridep);
+    tcase_add_test(t, sim_evidence_graph_replay_after_capture);
+    tcase_add_test(t, hand_steps_nvtx_and_ranks);
+    tcase_add_test(t, wall_rule);
     suite_add_tcase(s, t);
     return s;
 }

@@ -13,6 +13,8 @@
  */
 #include "pluginkit.h"
 
+#include <stdlib.h>
+
 static const char *const impls[] = {"none", "local", "transformer_engine", "full_iteration", NULL};
 static const char *const modules[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess", NULL};
 
@@ -306,6 +308,34 @@ static uint32_t graph_verdict(const mt_ctx_v1 *ctx, char *text, size_t n)
     long launches = pk_int(ctx->evidence, "trace.graph_launches", 0);
     int traced = pk_eq(ctx->evidence, "trace.available", "true");
 
+    if (launches > 0 && pk_get(ctx->evidence, "trace.graph_last_step")) {
+        /* placed against the steps: replays come after the capture step
+         * (warm-up + 1) and stand in for the scope's kernel launches */
+        long capture_step = pk_int(ctx->config, "cuda_graph_warmup_steps", 3) + 1;
+        long last = pk_int(ctx->evidence, "trace.graph_last_step", 0);
+        const char *g = pk_get(ctx->evidence, "trace.launches_per_graph_step");
+        const char *e = pk_get(ctx->evidence, "trace.launches_per_eager_step");
+        if (last <= capture_step) {
+            snprintf(text, n,
+                     "graph launches only up to step %ld, none after the capture step %ld: "
+                     "nothing was replayed",
+                     last, capture_step);
+            return MT_VERDICT_NOT_APPLIED;
+        }
+        if (g && e && strtod(g, NULL) >= strtod(e, NULL)) {
+            snprintf(text, n,
+                     "graph launches after the capture step, but steps with graphs still make "
+                     "%s kernel launches (eager steps %s): the scope's kernels are not in them",
+                     g, e);
+            return MT_VERDICT_NOT_APPLIED;
+        }
+        snprintf(text, n,
+                 "replayed: %ld graph launches, steps %s to %ld after the capture step %ld, "
+                 "%s kernel launches per replayed step%s%s%s",
+                 launches, pk_get(ctx->evidence, "trace.graph_first_step"), last, capture_step,
+                 g ? g : "?", e ? " (eager steps " : "", e ? e : "", e ? ")" : "");
+        return MT_VERDICT_APPLIED;
+    }
     if (launches > 0) {
         snprintf(text, n, "trace.graph_launches = %ld: captured graphs were replayed%s%.200s%s",
                  launches, capture ? " (log.cuda_graph_capture: \"" : "", capture ? capture : "",

@@ -560,13 +560,15 @@ void sim_trace_step(sim_trace *t, int it, double start_s, double dur_s)
     const sim_breakdown *b;
     double k, T, compute, ep, ex_frac, tp, cp, host, gap, tcur, bubble;
     double pass_fwd, pass_bwd, ep_op, tp_op, cp_op, hid_pair, hid_f, hid_b;
-    int M, L, m, l, launches = 0, in_graph = 0, dense0, moe_groups;
+    int M, L, m, l, launches = 0, in_graph = 0, dense0, moe_groups, replay;
     size_t i;
     long graph_corr = 0;
     if (!t || dur_s <= 0)
         return;
     c = &t->c;
     b = &t->b;
+    /* graphs exist only once captured, at step warm-up + 1 */
+    replay = c->cuda_graph_impl != SIM_CG_NONE && it > c->cuda_graph_warmup_steps + 1;
     T = dur_s * 1e6; /* microseconds */
     k = t->total > 0 ? T / t->total : 0;
     compute = (b->compute > 0 ? b->compute : (t->total > 0 ? 0 : 0.6 * dur_s)) * (t->total > 0 ? k : 1e6);
@@ -643,7 +645,7 @@ void sim_trace_step(sim_trace *t, int it, double start_s, double dur_s)
     /* ---- launches: every individually launched kernel and every graph ---- */
     for (i = 0; i < t->ops.n; i++) {
         op *o = &t->ops.v[i];
-        o->graphed = o->type != OP_IDLE && o->type != OP_MEMCPY && captured(c, o->tag);
+        o->graphed = o->type != OP_IDLE && o->type != OP_MEMCPY && replay && captured(c, o->tag);
         if (o->type == OP_IDLE)
             continue;
         if (o->graphed) {

@@ -27,6 +27,9 @@ int sim_trace_in_window(const sim_cfg *c, int it);
 sim_trace *sim_trace_open(const sim_cfg *c, const sim_breakdown *b);
 /* One profiled iteration that started at start_s (simulated clock) and took
  * dur_s.  The timeline is scaled to dur_s. */
+/* Lays out step it.  Steps up to and including the CUDA graph capture step
+ * (warm-up + 1) run eagerly: every kernel is launched on its own; graphs
+ * are replayed (one cudaGraphLaunch per captured segment) after it. */
 void sim_trace_step(sim_trace *t, int it, double start_s, double dur_s);
 /* Writes DIR/trace_rank0.json (creating DIR) and frees t.  1 written (path
  * set), 0 nothing profiled (no file), -1 error (err set). */

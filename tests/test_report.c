@@ -1,0 +1,657 @@
+/*
+ * test_report.c - the bundle's human views: REPORT.md and report.html
+ * rendered from hand-made bundle.json files (tests/fixtures/bundle-full.json
+ * and variants of it built here): every section and plot present, nothing
+ * fetched from the network, bundle text escaped, the unconfirmed and the
+ * unvalidated cases worded plainly, edge cases drawn without a NaN, and
+ * malformed bundles refused with the JSON path of the problem.
+ */
+#include "testkit.h"
+#include "report.h"
+
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FIXTURE MT_SOURCE_DIR "/tests/fixtures/bundle-full.json"
+
+static const char *const sections[] = {"summary",    "recipe",   "meshes", "decisions",
+                                       "distributions", "throughput", "memory", "walls",
+                                       "ablation",   "validation"};
+
+/* ---- helpers ---------------------------------------------------------- */
+
+typedef struct out {
+    char dir[64];
+    char *html, *md;
+    int rc;
+    mt_diag *d;
+} out;
+
+static cJSON *fixture(void)
+{
+    char *text = tk_slurp(FIXTURE);
+    cJSON *j;
+    ck_assert_msg(text != NULL, "cannot read %s", FIXTURE);
+    j = cJSON_Parse(text);
+    ck_assert_msg(j != NULL, "%s is not JSON", FIXTURE);
+    free(text);
+    return j;
+}
+
+static char *path_in(const char *dir, const char *name)
+{
+    char *p = malloc(strlen(dir) + strlen(name) + 2);
+    sprintf(p, "%s/%s", dir, name);
+    return p;
+}
+
+static void write_text(const char *dir, const char *name, const char *text, size_t len)
+{
+    char *p = path_in(dir, name);
+    FILE *f = fopen(p, "wb");
+    ck_assert_msg(f != NULL, "cannot write %s", p);
+    ck_assert_int_eq(fwrite(text, 1, len, f), len);
+    fclose(f);
+    free(p);
+}
+
+static void rm_dir(const char *dir)
+{
+    DIR *dp = opendir(dir);
+    struct dirent *e;
+    if (!dp)
+        return;
+    while ((e = readdir(dp))) {
+        char *p;
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        p = path_in(dir, e->d_name);
+        unlink(p);
+        free(p);
+    }
+    closedir(dp);
+    rmdir(dir);
+}
+
+/* Renders raw bundle text in a fresh directory. */
+static void render_text(out *o, const char *text, size_t len)
+{
+    char *p;
+    memset(o, 0, sizeof *o);
+    strcpy(o->dir, "/tmp/moetune-test-report-XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(o->dir));
+    if (text)
+        write_text(o->dir, "bundle.json", text, len);
+    o->d = mt_diag_new();
+    o->rc = mt_report_write(o->dir, o->d);
+    p = path_in(o->dir, "report.html");
+    o->html = tk_slurp(p);
+    free(p);
+    p = path_in(o->dir, "REPORT.md");
+    o->md = tk_slurp(p);
+    free(p);
+}
+
+static void render_json(out *o, const cJSON *j)
+{
+    char *text = cJSON_Print(j);
+    render_text(o, text, strlen(text));
+    free(text);
+}
+
+static void render_ok(out *o, const cJSON *j)
+{
+    render_json(o, j);
+    if (o->rc)
+        mt_diag_print(o->d, stderr);
+    ck_assert_int_eq(o->rc, 0);
+    ck_assert_int_eq(mt_diag_count(o->d), 0);
+    ck_assert_msg(o->html && o->md, "a report file is missing");
+}
+
+static void out_free(out *o)
+{
+    free(o->html);
+    free(o->md);
+    mt_diag_destroy(&o->d);
+    rm_dir(o->dir);
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    const char *p = hay;
+    while ((p = strstr(p, needle))) {
+        n++;
+        p += strlen(needle);
+    }
+    return n;
+}
+
+#define ck_has(hay, needle) ck_assert_msg(strstr((hay), (needle)) != NULL, "missing: %s", (needle))
+#define ck_lacks(hay, needle)                                                                      \
+    ck_assert_msg(strstr((hay), (needle)) == NULL, "unexpected: %s", (needle))
+
+static void ck_has_plot(const char *html, const char *name)
+{
+    char want[96];
+    snprintf(want, sizeof want, "<svg class=\"plot\" data-plot=\"%s\"", name);
+    ck_has(html, want);
+}
+
+/* Every section present; no network reference of any kind; the only script
+ * is the inline check; no number in a drawing attribute is NaN or infinite. */
+static void ck_page(const char *html)
+{
+    static const char *const attrs[] = {" x=\"", " y=\"", " x1=\"", " x2=\"", " y1=\"", " y2=\"",
+                                        " cx=\"", " cy=\"", " width=\"", " height=\"", " d=\""};
+    size_t i;
+    char want[64];
+    for (i = 0; i < sizeof sections / sizeof *sections; i++) {
+        snprintf(want, sizeof want, "<section id=\"%s\"", sections[i]);
+        ck_has(html, want);
+    }
+    ck_lacks(html, "http://");
+    ck_lacks(html, "https://");
+    ck_lacks(html, "<link");
+    ck_lacks(html, "@import");
+    ck_lacks(html, "url(");
+    ck_lacks(html, "<script src");
+    ck_assert_int_eq(count(html, "<script"), 1);
+    ck_has(html, "document.body.dataset.check");
+    for (i = 0; i < sizeof attrs / sizeof *attrs; i++) {
+        const char *p = html;
+        while ((p = strstr(p, attrs[i]))) {
+            const char *v = p + strlen(attrs[i]), *end = strchr(v, '"');
+            char val[256];
+            size_t n = end ? (size_t)(end - v) : 0;
+            if (n >= sizeof val)
+                n = sizeof val - 1;
+            memcpy(val, v, n);
+            val[n] = '\0';
+            ck_assert_msg(!strstr(val, "nan") && !strstr(val, "inf") && !strstr(val, "NAN") &&
+                              !strstr(val, "INF"),
+                          "bad number in%s%s\"", attrs[i], val);
+            p = v;
+        }
+    }
+}
+
+/* Expects a refusal naming bundle.json and needle (in the field or the
+ * message), and no report written. */
+static void ck_refused(out *o, const char *needle)
+{
+    size_t i;
+    int named = 0;
+    ck_assert_int_lt(o->rc, 0);
+    ck_assert_int_ge(mt_diag_count(o->d), 1);
+    if (!mt_diag_contains(o->d, needle)) {
+        mt_diag_print(o->d, stderr);
+        ck_abort_msg("no problem mentions '%s'", needle);
+    }
+    for (i = 0; i < mt_diag_count(o->d); i++) {
+        const char *f = mt_diag_at(o->d, i)->file;
+        named |= f && strstr(f, "bundle.json") != NULL;
+    }
+    ck_assert_msg(named, "no problem names bundle.json");
+    ck_assert_ptr_null(o->html);
+    ck_assert_ptr_null(o->md);
+}
+
+static cJSON *at(cJSON *j, const char *key) { return cJSON_GetObjectItemCaseSensitive(j, key); }
+
+static cJSON *decision(cJSON *j, int i) { return cJSON_GetArrayItem(at(j, "decisions"), i); }
+
+static void set(cJSON *obj, const char *key, cJSON *v)
+{
+    if (at(obj, key))
+        cJSON_ReplaceItemInObjectCaseSensitive(obj, key, v);
+    else
+        cJSON_AddItemToObject(obj, key, v);
+}
+
+/* ---- the full bundle -------------------------------------------------- */
+
+START_TEST(full_bundle)
+{
+    static const char *const plots[] = {"ab-1",   "ab-2",           "ab-3",          "throughput",
+                                        "walls",  "memory-baseline", "memory-winner", "validation"};
+    cJSON *j = fixture();
+    out o;
+    size_t i;
+    DIR *dp;
+    struct dirent *e;
+    int files = 0;
+    render_ok(&o, j);
+    ck_page(o.html);
+    for (i = 0; i < sizeof plots / sizeof *plots; i++)
+        ck_has_plot(o.html, plots[i]);
+    ck_assert_int_eq(count(o.html, "<svg class=\"plot\""), 8);
+    /* the summary: the validated gain, the contract's fingerprint and stack */
+    ck_has(o.html, "Validated gain: +14.15%");
+    ck_lacks(o.html, "did not confirm");
+    ck_has(o.html, "9f2c1e7a4b3d5c6e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9012345678abcd");
+    ck_has(o.html, "transformer-engine");
+    ck_has(o.html, "training-equivalent");
+    /* the recipe in both dialects, the meshes, every decision */
+    ck_has(o.html, "--tensor-model-parallel-size 1");
+    ck_has(o.html, "CUDA_DEVICE_MAX_CONNECTIONS=1");
+    ck_has(o.html, "model.moe_token_dispatcher_type=flex");
+    ck_has(o.html, "<span class=\"add\">+  --moe-token-dispatcher-type flex</span>");
+    ck_has(o.html, "TP1 x CP1 x DP16 x PP1");
+    ck_has(o.html, "ETP1 x EP8 x EDP2 x PP1");
+    ck_has(o.html, "deep_ep::intranode::dispatch");
+    ck_has(o.html, "[+8.10%, +9.75%]");
+    ck_has(o.html, "0.0043");
+    ck_has(o.html, "2.412, 2.398, 2.431, 2.405, 2.42");
+    /* every sample drawn: 3 A/Bs x 10, the validation's 20, 13 runs with a
+     * figure and 5 phases in the legend */
+    ck_assert_int_eq(count(o.html, "<circle cx="), 3 * 10 + 20 + 13 + 5);
+    /* capacity and limit lines */
+    ck_has(o.html, "capacity 80 GB");
+    ck_has(o.html, "limit 72 GB");
+
+    /* REPORT.md: the recipe as flags, env and overrides; the tables */
+    ck_has(o.md, "# moetune report: qwen3-30b-a3b-h100x16");
+    ck_has(o.md, "```sh\nCUDA_DEVICE_MAX_CONNECTIONS=1 \\\n");
+    ck_has(o.md, "--tensor-model-parallel-size 1 \\\n");
+    ck_has(o.md, "--recompute-modules moe_act layernorm");
+    ck_has(o.md, "model.recompute_modules=[moe_act,layernorm]");
+    ck_has(o.md, "| gain | +14.15% |");
+    ck_has(o.md, "| Total gain | +14.15% (validated) |");
+    ck_has(o.md, "| 2 | retune | `dispatcher` |");
+    ck_has(o.md, "Attention (TP x CP x DP x PP): `TP1 x CP1 x DP16 x PP1`");
+    ck_has(o.md, "| 7 | 63.40 | 71.10 |");
+    ck_lacks(o.md, "did not confirm");
+
+    /* written atomically: no temporary file is left behind */
+    dp = opendir(o.dir);
+    while ((e = readdir(dp)))
+        if (e->d_name[0] != '.') {
+            files++;
+            ck_assert_msg(!strstr(e->d_name, ".tmp"), "left behind: %s", e->d_name);
+        }
+    closedir(dp);
+    ck_assert_int_eq(files, 3);
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(rewrite_replaces)
+{
+    cJSON *j = fixture();
+    mt_diag *d = mt_diag_new();
+    out o;
+    char *p, *again;
+    render_ok(&o, j);
+    ck_assert_int_eq(mt_report_write(o.dir, d), 0);
+    p = path_in(o.dir, "report.html");
+    again = tk_slurp(p);
+    ck_assert_str_eq(again, o.html); /* deterministic */
+    free(again);
+    free(p);
+    mt_diag_destroy(&d);
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+/* ---- escaping --------------------------------------------------------- */
+
+START_TEST(escapes_bundle_text)
+{
+    cJSON *j = fixture(), *rec = at(j, "recipe");
+    out o;
+    set(at(rec, "config"), "moe_token_dispatcher_type",
+        cJSON_CreateString("<script>alert(1)</script>"));
+    set(cJSON_GetArrayItem(at(rec, "changes"), 1), "to",
+        cJSON_CreateString("<script>alert(2)</script>"));
+    set(decision(j, 0), "reason", cJSON_CreateString("a|b <script>alert(3)</script> & `x`"));
+    set(decision(j, 0), "variable", cJSON_CreateString("tp\"onload=\"x"));
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_lacks(o.html, "<script>alert");
+    ck_has(o.html, "&lt;script&gt;alert(1)&lt;/script&gt;");
+    ck_has(o.html, "&lt;script&gt;alert(2)&lt;/script&gt;");
+    ck_has(o.html, "a|b &lt;script&gt;alert(3)&lt;/script&gt; &amp; `x`");
+    ck_has(o.html, "tp&quot;onload=&quot;x");
+    ck_lacks(o.html, "tp\"onload");
+    /* Markdown: '|' cannot split a table cell, no raw HTML, no code span */
+    ck_has(o.md, "a\\|b &lt;script&gt;alert(3)&lt;/script&gt; &amp; \\`x\\`");
+    ck_lacks(o.md, "alert(3)</script>");
+    ck_has(o.md, "`<script>alert(2)</script>`"); /* literal inside a code span */
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+/* ---- validation outcomes ---------------------------------------------- */
+
+START_TEST(unconfirmed_says_so)
+{
+    cJSON *j = fixture(), *v = at(j, "validation"), *ci = cJSON_CreateArray();
+    out o;
+    cJSON_AddItemToArray(ci, cJSON_CreateNumber(-0.011));
+    cJSON_AddItemToArray(ci, cJSON_CreateNumber(0.019));
+    set(v, "confirmed", cJSON_CreateFalse());
+    set(v, "gain", cJSON_CreateNumber(0.004));
+    set(v, "ci", ci);
+    set(v, "p_value", cJSON_CreateNumber(0.41));
+    set(v, "recommendation",
+        cJSON_CreateString("keep the baseline; the best validated config is the baseline"));
+    set(j, "status", cJSON_CreateString("not_confirmed"));
+    set(j, "total_gain", cJSON_CreateNumber(0.004));
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_has_plot(o.html, "validation");
+    ck_has(o.html, "<div class=\"banner bad\"><strong>Validation did not confirm the winner.");
+    ck_has(o.html, "Recommendation: keep the baseline; the best validated config is the baseline");
+    ck_lacks(o.html, "Validated gain");
+    ck_has(o.html, "none claimed (validation measured +0.40%, not confirmed)");
+    ck_has(o.md, "**Validation did not confirm the winner.**");
+    ck_has(o.md, "> **Recommendation:** keep the baseline; the best validated config is");
+    ck_has(o.md, "| confirmed | no |");
+    ck_lacks(o.md, "Validated gain");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(no_validation_no_decisions)
+{
+    cJSON *j = fixture();
+    out o;
+    set(j, "validation", cJSON_CreateNull());
+    set(j, "total_gain", cJSON_CreateNull());
+    set(j, "decisions", cJSON_CreateArray());
+    set(j, "timeline", cJSON_CreateArray());
+    set(j, "ablation", cJSON_CreateArray());
+    set(j, "memory", cJSON_CreateArray());
+    set(j, "walls", cJSON_CreateNull());
+    set(j, "status", cJSON_CreateString("baseline_only"));
+    set(at(j, "recipe"), "changes", cJSON_CreateArray());
+    set(at(j, "recipe"), "command_diff", cJSON_CreateArray());
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_lacks(o.html, "<svg");
+    ck_has(o.html, "No validation was run</strong>, so no total gain is claimed");
+    ck_has(o.html, "No decisions were made.");
+    ck_has(o.html, "None: the baseline is the recommendation.");
+    ck_has(o.md, "No validation was run, so no total gain is claimed.");
+    ck_has(o.md, "| Total gain | none claimed (no validation) |");
+    ck_lacks(o.md, "did not confirm");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+/* ---- edge cases in the data ------------------------------------------- */
+
+static cJSON *numbers(int n, double first, double step)
+{
+    cJSON *a = cJSON_CreateArray();
+    int i;
+    for (i = 0; i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(first + step * i));
+    return a;
+}
+
+START_TEST(edge_cases_draw)
+{
+    cJSON *j = fixture(), *d0 = decision(j, 0), *d1 = decision(j, 1), *d2 = decision(j, 2);
+    cJSON *tl = cJSON_CreateArray(), *t = cJSON_CreateObject(), *mem, *m0;
+    out o;
+    /* one sample against all-equal samples; a never-run candidate */
+    set(at(d0, "control"), "samples", numbers(1, 2.5, 0));
+    set(at(d0, "control"), "median", cJSON_CreateNumber(2.5));
+    set(at(d0, "candidate"), "samples", numbers(6, 2.5, 0));
+    set(at(d0, "candidate"), "median", cJSON_CreateNumber(2.5));
+    set(d1, "candidate", cJSON_CreateNull());
+    set(d1, "verdict", cJSON_CreateString("failed"));
+    set(d1, "gain", cJSON_CreateNull());
+    set(d1, "ci", cJSON_CreateNull());
+    set(d1, "p_value", cJSON_CreateNull());
+    set(d1, "wall", cJSON_CreateNull());
+    set(d1, "evidence", cJSON_CreateNull());
+    set(at(d2, "control"), "samples", cJSON_CreateArray());
+    set(at(d2, "control"), "median", cJSON_CreateNull());
+    set(at(d2, "candidate"), "samples", cJSON_CreateArray());
+    set(at(d2, "candidate"), "median", cJSON_CreateNull());
+    /* a single run without a figure */
+    cJSON_AddNumberToObject(t, "run", 1);
+    cJSON_AddNumberToObject(t, "gpu_hours", 0);
+    cJSON_AddNullToObject(t, "tflops");
+    cJSON_AddNullToObject(t, "best_tflops");
+    cJSON_AddStringToObject(t, "phase", "fit");
+    cJSON_AddItemToArray(tl, t);
+    set(j, "timeline", tl);
+    /* zero capacity, a GPU without a figure, one GPU */
+    mem = at(j, "memory");
+    m0 = cJSON_GetArrayItem(mem, 0);
+    set(m0, "capacity_gb", cJSON_CreateNumber(0));
+    set(m0, "headroom_gb", cJSON_CreateNumber(0));
+    cJSON_ReplaceItemInArray(at(m0, "per_gpu_gb"), 2, cJSON_CreateNull());
+    set(cJSON_GetArrayItem(mem, 1), "per_gpu_gb", numbers(1, 0, 0));
+    /* all walls zero after; validation with one sample each, equal */
+    set(at(at(j, "walls"), "after"), "shares", cJSON_Parse("{\"compute\":0,\"exposed_comm\":0,"
+                                                           "\"hidden_comm\":0,\"idle\":0,"
+                                                           "\"bubble\":0}"));
+    set(at(at(j, "validation"), "baseline"), "samples", numbers(1, 2, 0));
+    set(at(at(j, "validation"), "winner"), "samples", numbers(1, 2, 0));
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_has_plot(o.html, "ab-1");
+    ck_has_plot(o.html, "ab-2"); /* the control alone */
+    ck_lacks(o.html, "data-plot=\"ab-3\"");
+    ck_has_plot(o.html, "throughput");
+    ck_has(o.html, "not run");
+    ck_has(o.md, "| 1 | fit | 0 | failed | n/a |");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(hundreds_of_decisions)
+{
+    cJSON *j = fixture(), *ds = at(j, "decisions"), *tl = at(j, "timeline");
+    out o;
+    int i;
+    char plot[32];
+    for (i = 4; i <= 400; i++) {
+        cJSON *d = cJSON_Duplicate(cJSON_GetArrayItem(ds, i % 3), 1);
+        set(d, "index", cJSON_CreateNumber(i));
+        set(at(d, "candidate"), "samples", numbers(5, 2.0 + i * 0.001, 0.003));
+        cJSON_AddItemToArray(ds, d);
+    }
+    for (i = 15; i <= 800; i++) {
+        cJSON *t = cJSON_Duplicate(cJSON_GetArrayItem(tl, i % 14), 1);
+        set(t, "run", cJSON_CreateNumber(i));
+        cJSON_AddItemToArray(tl, t);
+    }
+    render_ok(&o, j);
+    ck_page(o.html);
+    for (i = 1; i <= 400; i += 57) {
+        snprintf(plot, sizeof plot, "ab-%d", i);
+        ck_has_plot(o.html, plot);
+    }
+    ck_has_plot(o.html, "ab-400");
+    ck_assert_int_eq(count(o.html, "<svg class=\"plot\" data-plot=\"ab-"), 400);
+    ck_has(o.md, "| 400 | ");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+/* ---- malformed bundles ------------------------------------------------ */
+
+START_TEST(not_json)
+{
+    out o;
+    render_text(&o, "this is not a bundle\n", 21);
+    ck_refused(&o, "not valid JSON");
+    ck_assert_int_eq(o.rc, -EINVAL);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(truncated)
+{
+    char *text = tk_slurp(FIXTURE);
+    out o;
+    render_text(&o, text, strlen(text) / 2);
+    ck_refused(&o, "truncated");
+    ck_assert_int_gt(mt_diag_at(o.d, 0)->line, 1);
+    free(text);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(no_bundle)
+{
+    out o;
+    render_text(&o, NULL, 0);
+    ck_refused(&o, "cannot read the bundle");
+    ck_assert_int_eq(o.rc, -ENOENT);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(not_an_object)
+{
+    out o;
+    render_text(&o, "[1, 2]", 6);
+    ck_refused(&o, "not a JSON object");
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(wrong_type_named)
+{
+    cJSON *j = fixture();
+    out o;
+    set(at(decision(j, 1), "control"), "samples", cJSON_CreateString("fast"));
+    render_json(&o, j);
+    ck_refused(&o, "decisions[1].control.samples");
+    ck_assert_str_eq(mt_diag_at(o.d, 0)->field, "decisions[1].control.samples");
+    ck_assert_str_eq(mt_diag_at(o.d, 0)->message, "expected an array, found a string");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(wrong_element_named)
+{
+    cJSON *j = fixture();
+    out o;
+    cJSON_ReplaceItemInArray(at(at(decision(j, 2), "candidate"), "samples"), 3,
+                             cJSON_CreateString("x"));
+    cJSON_ReplaceItemInArray(at(at(j, "validation"), "window"), 1, cJSON_CreateNumber(50.5));
+    render_json(&o, j);
+    ck_refused(&o, "decisions[2].candidate.samples[3]");
+    ck_assert(mt_diag_contains(o.d, "validation.window[1]"));
+    ck_assert(mt_diag_contains(o.d, "expected an integer, found the number 50.5"));
+    ck_assert_int_eq(mt_diag_count(o.d), 2);
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(missing_and_null_named)
+{
+    cJSON *j = fixture();
+    out o;
+    cJSON_DeleteItemFromObject(at(at(j, "recipe"), "meshes"), "moe");
+    set(j, "contract", cJSON_CreateNull());
+    set(at(j, "recipe"), "label", cJSON_CreateString("fast"));
+    set(at(j, "walls"), "before", cJSON_CreateArray());
+    render_json(&o, j);
+    ck_refused(&o, "recipe.meshes.moe");
+    ck_assert(mt_diag_contains(o.d, "missing; expected a string"));
+    ck_assert(mt_diag_contains(o.d, "is null; expected an object"));
+    ck_assert(mt_diag_contains(o.d, "\"fast\" is not one of"));
+    ck_assert(mt_diag_contains(o.d, "walls.before"));
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(total_gain_is_validation_gain)
+{
+    cJSON *j = fixture();
+    out o;
+    set(j, "total_gain", cJSON_CreateNumber(0.09 + 0.0582)); /* a sum of A/Bs */
+    render_json(&o, j);
+    ck_refused(&o, "total_gain");
+    ck_assert(mt_diag_contains(o.d, "never a sum"));
+    cJSON_Delete(j);
+    out_free(&o);
+    j = fixture();
+    set(j, "validation", cJSON_CreateNull());
+    render_json(&o, j);
+    ck_refused(&o, "there is no validation");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(other_schema_refused)
+{
+    cJSON *j = fixture();
+    out o;
+    set(j, "schema", cJSON_CreateNumber(2));
+    render_json(&o, j);
+    ck_refused(&o, "schema version 2 is not supported");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+START_TEST(many_problems_capped)
+{
+    cJSON *j = fixture(), *ds = at(j, "decisions");
+    out o;
+    int i;
+    for (i = 0; i < 200; i++)
+        cJSON_AddItemToArray(ds, cJSON_CreateNumber(i));
+    render_json(&o, j);
+    ck_refused(&o, "decisions[3]");
+    ck_assert(mt_diag_contains(o.d, "more problems"));
+    ck_assert_int_le(mt_diag_count(o.d), 41);
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("test_report");
+    TCase *tc = tcase_create("all");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, full_bundle);
+    tcase_add_test(tc, rewrite_replaces);
+    tcase_add_test(tc, escapes_bundle_text);
+    tcase_add_test(tc, unconfirmed_says_so);
+    tcase_add_test(tc, no_validation_no_decisions);
+    tcase_add_test(tc, edge_cases_draw);
+    tcase_add_test(tc, hundreds_of_decisions);
+    tcase_add_test(tc, not_json);
+    tcase_add_test(tc, truncated);
+    tcase_add_test(tc, no_bundle);
+    tcase_add_test(tc, not_an_object);
+    tcase_add_test(tc, wrong_type_named);
+    tcase_add_test(tc, wrong_element_named);
+    tcase_add_test(tc, missing_and_null_named);
+    tcase_add_test(tc, total_gain_is_validation_gain);
+    tcase_add_test(tc, other_schema_refused);
+    tcase_add_test(tc, many_problems_capped);
+    suite_add_tcase(s, tc);
+    return tk_run(s);
+}
