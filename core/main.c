@@ -14,12 +14,18 @@
 #include "render.h"
 #include "simcalib.h"
 #include "store.h"
+#include "engine.h"
 #include "profile.h"
 #include "trace.h"
 #include "measure.h"
 #include <unistd.h>
 
 #include <limits.h>
+#include <errno.h>
+#include <time.h>
+#include <sys/wait.h>
+#include <spawn.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -865,6 +871,290 @@ usage:
     return EXIT_USAGE;
 }
 
+/* ---- tune and status ------------------------------------------------------------------ */
+
+#define TUNE_USAGE                                                                               \
+    "usage: moetune tune CONTRACT --dir DIR [--strategy ofat|grid|random] [--until HH:MM]\n"      \
+    "                    [--jobs N] [--executor local|model] [--gpu-hours X] [--runs N]\n"         \
+    "                    [--seed N] [--notify CMD] [--quiet]\n"                                  \
+    "       moetune tune --resume DIR [same options]\n"
+
+/* "07:00" -> the next such local time (today or tomorrow); 0 when malformed. */
+static double parse_until(const char *s)
+{
+    int h, m;
+    char tail;
+    time_t now = time(NULL), t;
+    struct tm tm;
+    if (sscanf(s, "%d:%d%c", &h, &m, &tail) != 2 || h < 0 || h > 23 || m < 0 || m > 59)
+        return 0;
+    localtime_r(&now, &tm);
+    tm.tm_hour = h, tm.tm_min = m, tm.tm_sec = 0;
+    t = mktime(&tm);
+    if (t <= now)
+        t += 24 * 3600;
+    return (double)t;
+}
+
+static int copy_file(const char *from, const char *to)
+{
+    FILE *a = fopen(from, "rb"), *b;
+    char buf[65536];
+    size_t n;
+    int rc = 0;
+    if (!a)
+        return -1;
+    if (!(b = fopen(to, "wb"))) {
+        fclose(a);
+        return -1;
+    }
+    while ((n = fread(buf, 1, sizeof buf, a)) > 0)
+        if (fwrite(buf, 1, n, b) != n)
+            rc = -1;
+    fclose(a);
+    if (fclose(b))
+        rc = -1;
+    return rc;
+}
+
+/* Runs --notify's argv (split on blanks, no shell) with the bundle path. */
+static void notify(const char *cmd, const char *bundle, const char *status)
+{
+    char *copy = strdup(cmd), *tok, *save = NULL, *av[64];
+    int n = 0;
+    pid_t pid;
+    extern char **environ;
+    if (!copy)
+        return;
+    for (tok = strtok_r(copy, " \t", &save); tok && n < 62; tok = strtok_r(NULL, " \t", &save))
+        av[n++] = tok;
+    av[n++] = (char *)bundle;
+    av[n] = NULL;
+    setenv("MOETUNE_STATUS", status, 1);
+    if (n > 1 && posix_spawnp(&pid, av[0], NULL, NULL, av, environ) == 0) {
+        int st;
+        waitpid(pid, &st, 0);
+    } else {
+        fprintf(stderr, "moetune tune: --notify: cannot run '%s'\n", av[0]);
+    }
+    free(copy);
+}
+
+static int cmd_tune(int argc, char **argv)
+{
+    session s;
+    mt_tune_opts o;
+    mt_tune_result res;
+    const char *dir = NULL, *contract = NULL, *notify_cmd = NULL;
+    char simbin[PATH_MAX], path[PATH_MAX], saved[PATH_MAX];
+    int j, rc, quiet = 0;
+    mt_diag *d;
+    struct stat sb;
+    mt_tune_opts_init(&o);
+    for (j = 2; j < argc; j++) {
+        const char *a = argv[j], *v = j + 1 < argc ? argv[j + 1] : NULL;
+        if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+            continue;
+        }
+        if (a[0] != '-') {
+            if (contract)
+                goto usage;
+            contract = a;
+            continue;
+        }
+        if (!v)
+            goto usage;
+        j++;
+        if (!strcmp(a, "--dir"))
+            dir = v;
+        else if (!strcmp(a, "--resume"))
+            dir = v, o.resume = 1;
+        else if (!strcmp(a, "--strategy")) {
+            if ((o.strategy = mt_strategy_parse(v)) < 0)
+                goto usage;
+        } else if (!strcmp(a, "--until")) {
+            if (!(o.until = parse_until(v))) {
+                fprintf(stderr, "moetune tune: --until %s: write a local time HH:MM\n", v);
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--jobs"))
+            o.slots = atoi(v);
+        else if (!strcmp(a, "--executor"))
+            o.executor = !strcmp(v, "model") ? MT_EXEC_MODEL : MT_EXEC_LOCAL;
+        else if (!strcmp(a, "--gpu-hours"))
+            o.gpu_hours = strtod(v, NULL);
+        else if (!strcmp(a, "--runs"))
+            o.runs = atoi(v);
+        else if (!strcmp(a, "--seed"))
+            o.seed = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--notify"))
+            notify_cmd = v;
+        else
+            goto usage;
+    }
+    if (!dir || (!contract && !o.resume) || (contract && o.resume) || o.slots < 1)
+        goto usage;
+    snprintf(saved, sizeof saved, "%s/contract.path", dir);
+    if (o.resume) {
+        FILE *f = fopen(saved, "r");
+        if (!f || !fgets(path, sizeof path, f)) {
+            fprintf(stderr, "moetune tune --resume %s: not a tune directory (no contract.path)\n",
+                    dir);
+            if (f)
+                fclose(f);
+            return EXIT_BAD_INPUT;
+        }
+        fclose(f);
+        path[strcspn(path, "\n")] = '\0';
+        if (stat(path, &sb)) { /* moved: the copy taken at the start */
+            snprintf(path, sizeof path, "%s/contract.cfg", dir);
+        }
+        contract = path;
+    } else {
+        char store[PATH_MAX];
+        snprintf(store, sizeof store, "%s/moetune.db", dir);
+        if (stat(store, &sb) == 0) {
+            fprintf(stderr,
+                    "moetune tune: %s already holds a tune; continue it with --resume %s, or "
+                    "choose a new directory\n",
+                    dir, dir);
+            return EXIT_BAD_INPUT;
+        }
+    }
+    rc = session_open(&s, contract, 0);
+    if (rc) {
+        session_close(&s);
+        return rc;
+    }
+    d = mt_diag_new();
+    if (!o.resume) {
+        char copy[PATH_MAX], real[PATH_MAX];
+        FILE *f;
+        mkdir(dir, 0755);
+        snprintf(copy, sizeof copy, "%s/contract.cfg", dir);
+        if (!realpath(contract, real))
+            snprintf(real, sizeof real, "%s", contract);
+        if (copy_file(contract, copy) || !(f = fopen(saved, "w"))) {
+            fprintf(stderr, "moetune tune: cannot write into %s: %s\n", dir, strerror(errno));
+            mt_diag_destroy(&d);
+            session_close(&s);
+            return EXIT_BAD_INPUT;
+        }
+        fprintf(f, "%s\n", real);
+        fclose(f);
+        /* the options a resume must keep: the same budget, strategy, seed */
+        snprintf(copy, sizeof copy, "%s/tune.opts", dir);
+        if ((f = fopen(copy, "w"))) {
+            fprintf(f, "%d %d %.17g %d %llu %.17g\n", o.strategy, o.executor, o.gpu_hours, o.runs,
+                    (unsigned long long)o.seed, o.until);
+            fclose(f);
+        }
+    } else {
+        char copy[PATH_MAX];
+        FILE *f;
+        int strategy, executor, runs;
+        double gh, until;
+        unsigned long long seed;
+        snprintf(copy, sizeof copy, "%s/tune.opts", dir);
+        if ((f = fopen(copy, "r"))) {
+            if (fscanf(f, "%d %d %lg %d %llu %lg", &strategy, &executor, &gh, &runs, &seed,
+                       &until) == 6) {
+                o.strategy = strategy, o.executor = executor, o.seed = seed;
+                if (o.gpu_hours <= 0)
+                    o.gpu_hours = gh;
+                if (o.runs <= 0)
+                    o.runs = runs;
+                if (o.until <= 0)
+                    o.until = until;
+            }
+            fclose(f);
+        }
+    }
+    sim_path(simbin, sizeof simbin);
+    o.sim_path = simbin;
+    o.dir = dir;
+    o.progress = quiet ? NULL : stderr;
+    o.tty = !quiet && isatty(2);
+    rc = mt_tune(s.reg, s.contract, &o, &res, d);
+    if (rc) {
+        mt_diag_print(d, stderr);
+        if (notify_cmd)
+            notify(notify_cmd, "", "failed");
+        rc = EXIT_FAILURE;
+    } else {
+        static const char *const words[] = {"validated", "not-confirmed", "baseline-only",
+                                            "nothing-fits"};
+        printf("bundle: %s\nreport: %s/report.html\n", res.bundle, dir);
+        if (isfinite(res.gain))
+            printf("validated gain: %.2f%% shorter steps (%s)\n", 100 * res.gain,
+                   words[res.status]);
+        else
+            printf("result: %s (%s)\n", words[res.status], res.stopped);
+        printf("spent: %.1f GPU-hours, %d runs (%d executed now)\n", res.gpu_hours, res.runs,
+               res.runs_executed);
+        if (notify_cmd)
+            notify(notify_cmd, res.bundle, words[res.status]);
+        rc = res.status == 0 || res.status == 2 ? 0 : res.status == 1 ? 3 : 4;
+    }
+    mt_tune_result_free(&res);
+    mt_diag_destroy(&d);
+    session_close(&s);
+    return rc;
+usage:
+    fputs(TUNE_USAGE, stderr);
+    return EXIT_USAGE;
+}
+
+/* moetune status DIR: the live state a tune writes, and its store. */
+static int cmd_status(int argc, char **argv)
+{
+    char path[PATH_MAX], buf[8192];
+    FILE *f;
+    size_t n;
+    mt_diag *d;
+    mt_store *st;
+    mt_store_run *runs = NULL;
+    size_t nr = 0, i, ok = 0;
+    double gh = 0;
+    if (argc != 3) {
+        fprintf(stderr, "usage: moetune status DIR\n");
+        return EXIT_USAGE;
+    }
+    snprintf(path, sizeof path, "%s/status.json", argv[2]);
+    if ((f = fopen(path, "r"))) {
+        n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        fputs(buf, stdout);
+    } else {
+        fprintf(stderr, "%s: no status.json (not a tune directory, or it has not started)\n",
+                argv[2]);
+        return EXIT_BAD_INPUT;
+    }
+    d = mt_diag_new();
+    if ((st = mt_store_open(argv[2], NULL, d)) &&
+        mt_store_list_runs(st, NULL, NULL, &runs, &nr, d) == 0) {
+        for (i = 0; i < nr; i++) {
+            ok += !strcmp(runs[i].outcome, "ok");
+            gh += isfinite(runs[i].gpu_hours) ? runs[i].gpu_hours : 0;
+        }
+        printf("store: %zu runs (%zu ok), %.2f GPU-hours\n", nr, ok, gh);
+        for (i = nr > 5 ? nr - 5 : 0; i < nr; i++)
+            printf("  run %lld %s %s r%d: %s\n", (long long)runs[i].id, runs[i].kind,
+                   runs[i].config_id, runs[i].replicate, runs[i].outcome);
+        mt_store_runs_free(runs, nr);
+    } else {
+        mt_diag_print(d, stderr);
+    }
+    mt_store_close(&st);
+    mt_diag_destroy(&d);
+    snprintf(path, sizeof path, "%s/bundle.json", argv[2]);
+    if (access(path, R_OK) == 0)
+        printf("finished: %s/report.html\n", argv[2]);
+    return 0;
+}
+
 static int cmd_demo(int argc, char **argv)
 {
     char path[PATH_MAX];
@@ -908,6 +1198,10 @@ int main(int argc, char **argv)
         return cmd_parse(argc, argv);
     if (!strcmp(argv[1], "profile"))
         return cmd_profile(argc, argv);
+    if (!strcmp(argv[1], "tune"))
+        return cmd_tune(argc, argv);
+    if (!strcmp(argv[1], "status"))
+        return cmd_status(argc, argv);
     if (!strcmp(argv[1], "measure")) {
         if (argc < 3) {
             fprintf(stderr, "moetune measure: missing CONTRACT\n");

@@ -17,6 +17,7 @@
 #include "report.h"
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -159,7 +160,8 @@ static void sb_html(sb *b, const char *s)
 }
 
 /* Markdown inline text, safe in a table cell: one line, no raw HTML, no
- * code spans or emphasis started by the bundle's text. */
+ * code span or strong emphasis started by the bundle's text.  '<' and '&' stay
+ * readable ("p <= 0.05") where they cannot start a tag or an entity. */
 static void sb_md(sb *b, const char *s)
 {
     const char *p;
@@ -174,9 +176,13 @@ static void sb_md(sb *b, const char *s)
         case '\\': sb_puts(b, "\\\\"); break;
         case '`': sb_puts(b, "\\`"); break;
         case '*': sb_puts(b, "\\*"); break;
-        case '<': sb_puts(b, "&lt;"); break;
-        case '>': sb_puts(b, "&gt;"); break;
-        case '&': sb_puts(b, "&amp;"); break;
+        case '<': /* only where a tag, comment or autolink could start */
+            sb_puts(b, isalpha((unsigned char)p[1]) || (p[1] && strchr("/!?", p[1])) ? "&lt;"
+                                                                                 : "<");
+            break;
+        case '&': /* only where an entity could start */
+            sb_puts(b, isalnum((unsigned char)p[1]) || p[1] == '#' ? "&amp;" : "&");
+            break;
         case '\n':
         case '\r':
         case '\t': sb_putn(b, " ", 1); break;
@@ -1095,9 +1101,9 @@ typedef struct arm_view {
 /* A strip plot: one row per arm, every sample a dot (jittered), the
  * interquartile box and range behind, the median a black bar. */
 static void svg_strip(sb *b, const char *plot, const char *label, const arm_view *arms,
-                      int narms)
+                      int narms, int W)
 {
-    const int W = 440, L = 78, R = 14, T = 8, ROW = 40;
+    const int L = 112, R = 14, T = 8, ROW = 40;
     int H = T + narms * ROW + 34, i, nt, base = T + narms * ROW;
     double lo = INFINITY, hi = -INFINITY, ticks[16];
     size_t k;
@@ -1452,24 +1458,46 @@ static int is_flag(const char *a)
                            (a[1] >= 'a' && a[1] <= 'z'));
 }
 
-/* The launch as shell text: environment, then the arguments, one flag with
- * its values per line. */
-static void sb_command(sb *b, const model *m)
+/* The Megatron-LM arguments as shell text, one flag with its values per
+ * line. */
+static void sb_flags(sb *b, const model *m)
+{
+    size_t i;
+    for (i = 0; i < m->megatron_args.n; i++) {
+        const char *a = m->megatron_args.v[i];
+        if (i)
+            sb_puts(b, is_flag(a) ? " \\\n" : " ");
+        sb_shword(b, a);
+    }
+    sb_puts(b, m->megatron_args.n ? "\n" : "# no arguments\n");
+}
+
+/* The environment as shell assignments, one a line. */
+static void sb_env(sb *b, const model *m)
 {
     size_t i;
     for (i = 0; i < m->env.n; i++) {
         sb_puts(b, m->env.key[i]);
         sb_putn(b, "=", 1);
         sb_shword(b, m->env.val[i]);
-        sb_puts(b, " \\\n");
+        sb_putn(b, "\n", 1);
     }
-    sb_puts(b, "  pretrain_gpt.py");
-    for (i = 0; i < m->megatron_args.n; i++) {
-        const char *a = m->megatron_args.v[i];
-        sb_puts(b, is_flag(a) ? " \\\n    " : " ");
-        sb_shword(b, a);
+    if (!m->env.n)
+        sb_puts(b, "# no variables\n");
+}
+
+/* "9.6 of 24", or "14 (no limit)". */
+static void sb_used(sb *b, const char *fmt, double used, double limit)
+    __attribute__((format(printf, 2, 0)));
+static void sb_used(sb *b, const char *fmt, double used, double limit)
+{
+    sb_num(b, fmt, used);
+    if (isnan(limit)) {
+        sb_puts(b, " (no limit)");
+        return;
     }
-    sb_puts(b, "\n");
+    sb_puts(b, " of ");
+    sb_num(b, fmt, limit);
 }
 
 static void sb_samples(sb *b, const vec *s)
@@ -1516,7 +1544,9 @@ static const char html_css[] =
     "svg.plot text{font:11px system-ui,sans-serif;fill:#424a53}\n"
     ".diff .add{color:var(--ok)}.diff .del{color:var(--bad)}\n"
     ".mesh{font-size:17px;margin:6px 0}.mesh b{display:inline-block;width:100px}\n"
-    "details summary{cursor:pointer;color:var(--mute)}.note{color:var(--mute)}\n";
+    "details summary{cursor:pointer;color:var(--mute)}.note{color:var(--mute)}\n"
+    ".wide{overflow-x:auto}table.dec{font-size:13px}tr.more td{color:#424a53;"
+    "border-top:none;padding-bottom:6px}tr.more b{color:var(--mute);font-weight:600}\n";
 
 /* Checks on load that every section and plot rendered; a headless browser's
  * DOM dump then carries the verdict on <body>. */
@@ -1652,19 +1682,9 @@ static void h_summary(sb *b, const model *m)
     } else
         sb_puts(b, "none claimed (no validation)");
     sb_puts(b, "</td></tr>\n<tr><th>GPU hours</th><td>");
-    sb_num(b, "%.4g", m->gh_used);
-    sb_puts(b, " of ");
-    if (isnan(m->gh_limit))
-        sb_puts(b, "no limit");
-    else
-        sb_num(b, "%.4g", m->gh_limit);
+    sb_used(b, "%.4g", m->gh_used, m->gh_limit);
     sb_puts(b, "</td></tr>\n<tr><th>Runs</th><td>");
-    sb_num(b, "%.0f", m->runs_used);
-    sb_puts(b, " of ");
-    if (isnan(m->runs_limit))
-        sb_puts(b, "no limit");
-    else
-        sb_num(b, "%.0f", m->runs_limit);
+    sb_used(b, "%.0f", m->runs_used, m->runs_limit);
     sb_puts(b, "</td></tr>\n");
     if (m->deadline)
         h_kv(b, "Deadline", m->deadline);
@@ -1684,7 +1704,14 @@ static void h_recipe(sb *b, const model *m)
     sb_html(b, m->label);
     sb_puts(b, "</span> &mdash; ");
     sb_html(b, label_words(m->label));
-    sb_puts(b, ".</p>\n<h3>Changes from the baseline</h3>\n");
+    sb_puts(b, ".</p>\n");
+    if (m->val.present && !m->val.confirmed) {
+        sb_puts(b, "<p class=\"banner bad\">Validation did not confirm the winner; the "
+                   "recommendation is: ");
+        sb_html(b, m->val.recommendation);
+        sb_puts(b, "</p>\n");
+    }
+    sb_puts(b, "<h3>Changes from the baseline</h3>\n");
     if (!m->change.n)
         sb_puts(b, "<p class=\"note\">None: the baseline is the recommendation.</p>\n");
     else {
@@ -1702,16 +1729,18 @@ static void h_recipe(sb *b, const model *m)
     }
     {
         sb cmd = {0};
-        sb_command(&cmd, m);
-        sb_puts(b, "<h3>Megatron-LM: environment and flags</h3>\n<pre class=\"cmd\">");
+        sb_flags(&cmd, m);
+        sb_puts(b, "<h3>Megatron-LM flags</h3>\n<pre class=\"cmd\">");
+        sb_html(b, cmd.s ? cmd.s : "");
+        cmd.n = 0;
+        sb_env(&cmd, m);
+        sb_puts(b, "</pre>\n<h3>Environment</h3>\n<pre class=\"cmd\">");
         sb_html(b, cmd.s ? cmd.s : "");
         sb_puts(b, "</pre>\n");
         if (cmd.oom)
             b->oom = 1;
         free(cmd.s);
     }
-    sb_puts(b, "<h3>Environment</h3>\n");
-    h_map_table(b, &m->env, "variable", "value");
     sb_puts(b, "<h3>Megatron-Bridge overrides</h3>\n<pre>");
     for (i = 0; i < m->bridge_overrides.n; i++) {
         sb_html(b, m->bridge_overrides.v[i]);
@@ -1782,13 +1811,13 @@ static void h_decisions(sb *b, const model *m)
         sb_puts(b, "<p class=\"note\">No decisions were made.</p>\n</section>\n");
         return;
     }
-    sb_puts(b, "<table><tr><th>#</th><th>phase</th><th>variable</th><th>wall</th>"
-               "<th>change</th><th>repairs</th><th>verdict</th><th>control median</th>"
-               "<th>candidate median</th><th>gain</th><th>CI</th><th>p</th><th>evidence</th>"
-               "<th>reason</th></tr>\n");
+    sb_puts(b, "<div class=\"wide\"><table class=\"dec\"><tr><th>#</th><th>phase</th>"
+               "<th>variable</th><th>wall</th><th>change</th><th>verdict</th>"
+               "<th>control median</th><th>candidate median</th><th>gain</th><th>CI</th>"
+               "<th>p</th></tr>\n");
     for (i = 0; i < m->ndec; i++) {
         const decision *dc = &m->dec[i];
-        sb_puts(b, "<tr><td class=\"n\">");
+        sb_puts(b, "<tr><td class=\"n\" rowspan=\"2\">");
         if (has_samples(dc))
             sb_printf(b, "<a href=\"#ab-%.0f\">%.0f</a>", dc->index, dc->index);
         else
@@ -1801,12 +1830,6 @@ static void h_decisions(sb *b, const model *m)
         sb_html(b, dc->wall ? dc->wall : "");
         sb_puts(b, "</td><td>");
         h_changes(b, &dc->change);
-        sb_puts(b, "</td><td>");
-        for (j = 0; j < dc->repairs.n; j++) {
-            if (j)
-                sb_puts(b, "<br>");
-            sb_html(b, dc->repairs.v[j]);
-        }
         sb_printf(b, "</td><td class=\"v-%s\">", dc->verdict ? dc->verdict : "none");
         sb_html(b, dc->verdict);
         sb_puts(b, "</td>");
@@ -1818,20 +1841,30 @@ static void h_decisions(sb *b, const model *m)
         sb_ci(b, dc->has_ci, dc->ci);
         sb_puts(b, "</td><td class=\"n\">");
         sb_p(b, dc->p);
-        sb_puts(b, "</td><td>");
-        for (j = 0; j < dc->evidence.n; j++) {
-            if (j)
-                sb_puts(b, "<br>");
-            h_code(b, dc->evidence.key[j]);
-            sb_puts(b, " = ");
-            sb_html(b, dc->evidence.val[j]);
-        }
-        sb_puts(b, "</td><td>");
+        sb_puts(b, "</td></tr>\n<tr class=\"more\"><td colspan=\"10\"><b>reason</b> ");
         sb_html(b, dc->reason);
+        if (dc->repairs.n) {
+            sb_puts(b, "<br><b>repairs</b> ");
+            for (j = 0; j < dc->repairs.n; j++) {
+                if (j)
+                    sb_puts(b, "; ");
+                sb_html(b, dc->repairs.v[j]);
+            }
+        }
+        if (dc->evidence.n) {
+            sb_puts(b, "<br><b>evidence</b> ");
+            for (j = 0; j < dc->evidence.n; j++) {
+                if (j)
+                    sb_puts(b, "; ");
+                h_code(b, dc->evidence.key[j]);
+                sb_puts(b, " = ");
+                sb_html(b, dc->evidence.val[j]);
+            }
+        }
         sb_puts(b, "</td></tr>\n");
     }
-    sb_puts(b, "</table>\n<p class=\"note\">gain: the candidate's median step time shorter than "
-               "the control's, as a fraction of the control's.</p>\n</section>\n");
+    sb_puts(b, "</table></div>\n<p class=\"note\">gain: the candidate's median step time "
+               "shorter than the control's, as a fraction of the control's.</p>\n</section>\n");
 }
 
 static void h_distributions(sb *b, const model *m)
@@ -1869,7 +1902,7 @@ static void h_distributions(sb *b, const model *m)
         sb_puts(b, ", p = ");
         sb_p(b, dc->p);
         sb_puts(b, "</figcaption>\n");
-        svg_strip(b, plot, label, arms, 2);
+        svg_strip(b, plot, label, arms, 2, 440);
         sb_puts(b, "\n<details><summary>samples (s)</summary>control: ");
         sb_samples(b, &dc->control.s);
         sb_puts(b, "<br>candidate: ");
@@ -2065,7 +2098,7 @@ static void h_validation(sb *b, const model *m)
     arms[1] = (arm_view){"winner", &v->win.s, v->win.median, v->confirmed ? "#1e7b34" : "#d9822b"};
     if (v->base.s.n + v->win.s.n) {
         sb_puts(b, "<figure><figcaption>Step times in the validation window</figcaption>\n");
-        svg_strip(b, "validation", "validation step times: baseline and winner", arms, 2);
+        svg_strip(b, "validation", "validation step times: baseline and winner", arms, 2, 900);
         sb_puts(b, "\n<details><summary>samples (s)</summary>baseline: ");
         sb_samples(b, &v->base.s);
         sb_puts(b, "<br>winner: ");
@@ -2227,19 +2260,9 @@ static void render_md(sb *b, const model *m)
     } else
         sb_puts(b, "none claimed (no validation)");
     sb_puts(b, " |\n| GPU hours | ");
-    sb_num(b, "%.4g", m->gh_used);
-    sb_puts(b, " of ");
-    if (isnan(m->gh_limit))
-        sb_puts(b, "no limit");
-    else
-        sb_num(b, "%.4g", m->gh_limit);
+    sb_used(b, "%.4g", m->gh_used, m->gh_limit);
     sb_puts(b, " |\n| Runs | ");
-    sb_num(b, "%.0f", m->runs_used);
-    sb_puts(b, " of ");
-    if (isnan(m->runs_limit))
-        sb_puts(b, "no limit");
-    else
-        sb_num(b, "%.0f", m->runs_limit);
+    sb_used(b, "%.0f", m->runs_used, m->runs_limit);
     if (m->deadline) {
         sb_puts(b, " |\n| Deadline | ");
         sb_md(b, m->deadline);
@@ -2267,7 +2290,13 @@ static void render_md(sb *b, const model *m)
     sb_md(b, m->label);
     sb_puts(b, "**: ");
     sb_md(b, label_words(m->label));
-    sb_puts(b, ".\n\n### Changes from the baseline\n\n");
+    sb_puts(b, ".\n\n");
+    if (m->val.present && !m->val.confirmed) {
+        sb_puts(b, "Validation did not confirm the winner; the recommendation is: ");
+        sb_md(b, m->val.recommendation);
+        sb_puts(b, "\n\n");
+    }
+    sb_puts(b, "### Changes from the baseline\n\n");
     if (!m->change.n)
         sb_puts(b, "None: the baseline is the recommendation.\n\n");
     else {
@@ -2283,18 +2312,13 @@ static void render_md(sb *b, const model *m)
         }
         sb_puts(b, "\n");
     }
-    sb_puts(b, "### Megatron-LM: environment and flags\n\n");
-    sb_command(&body, m);
+    sb_puts(b, "### Megatron-LM flags\n\n");
+    sb_flags(&body, m);
     sb_mdfence(b, "sh", body.s ? body.s : "");
     body.n = 0;
     sb_puts(b, "### Environment\n\n");
-    for (i = 0; i < m->env.n; i++) {
-        sb_puts(&body, m->env.key[i]);
-        sb_putn(&body, "=", 1);
-        sb_shword(&body, m->env.val[i]);
-        sb_putn(&body, "\n", 1);
-    }
-    sb_mdfence(b, "sh", m->env.n && body.s ? body.s : "# none\n");
+    sb_env(&body, m);
+    sb_mdfence(b, "sh", body.s ? body.s : "");
     body.n = 0;
     sb_puts(b, "### Megatron-Bridge overrides\n\n");
     for (i = 0; i < m->bridge_overrides.n; i++) {

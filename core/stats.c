@@ -430,16 +430,16 @@ int mt_stats_bootstrap_ci(const double *x, size_t n, const double *y, size_t m, 
 
 /* ---- design and verdict -------------------------------------------------------- */
 
-const char *mt_stats_verdict_name(mt_verdict v)
+const char *mt_stats_verdict_name(mt_stats_verdict v)
 {
     switch (v) {
-    case MT_VERDICT_BETTER:
+    case MT_STATS_BETTER:
         return "better";
-    case MT_VERDICT_WORSE:
+    case MT_STATS_WORSE:
         return "worse";
-    case MT_VERDICT_SAME:
+    case MT_STATS_SAME:
         return "same";
-    case MT_VERDICT_UNKNOWN:
+    case MT_STATS_UNKNOWN:
         break;
     }
     return "unknown";
@@ -555,26 +555,26 @@ int mt_stats_decide(const mt_stats_design *d, const double *control, size_t n,
     significant = r.p <= r.alpha_look;
     mag = fabs(r.effect);
     if (significant && r.effect <= -d->min_effect) {
-        r.verdict = MT_VERDICT_BETTER;
+        r.verdict = MT_STATS_BETTER;
         r.reason = "significant, and faster by at least the minimum effect";
     } else if (significant && r.effect >= d->min_effect) {
-        r.verdict = MT_VERDICT_WORSE;
+        r.verdict = MT_STATS_WORSE;
         r.reason = "significant, and slower by at least the minimum effect";
     } else if (significant) {
-        r.verdict = MT_VERDICT_SAME;
+        r.verdict = MT_STATS_SAME;
         r.reason = "significant, but the change is smaller than the minimum effect";
     } else if (mag < d->min_effect && r.ci_lo > -d->same_band && r.ci_hi < d->same_band) {
-        r.verdict = MT_VERDICT_SAME;
+        r.verdict = MT_STATS_SAME;
         r.reason = "no change as large as the same band is plausible (CI inside it)";
     } else if (r.capped && mag < d->min_effect) {
-        r.verdict = MT_VERDICT_SAME;
+        r.verdict = MT_STATS_SAME;
         r.reason = "replicate cap reached; the estimated change is below the minimum effect";
     } else if (r.capped) {
-        r.verdict = MT_VERDICT_UNKNOWN;
+        r.verdict = MT_STATS_UNKNOWN;
         r.reason = "replicate cap reached with a possible change left unresolved";
     } else {
         int next = mt_stats_design_replicates(d, look + 1);
-        r.verdict = MT_VERDICT_UNKNOWN;
+        r.verdict = MT_STATS_UNKNOWN;
         r.reason = "not decided yet; add replicates";
         r.add_control = (size_t)next > n ? next - (int)n : 0;
         r.add_candidate = (size_t)next > m ? next - (int)m : 0;

@@ -95,15 +95,15 @@ int mt_stats_bootstrap_ci(const double *x, size_t n, const double *y, size_t m, 
 
 /* ---- the verdict ----------------------------------------------------------- */
 
-typedef enum mt_verdict {
-    MT_VERDICT_UNKNOWN = 0, /* not decided: add replicates (or, at the cap, unresolved) */
-    MT_VERDICT_BETTER,      /* candidate faster by at least min_effect, significantly */
-    MT_VERDICT_WORSE,       /* candidate slower by at least min_effect, significantly */
-    MT_VERDICT_SAME         /* no change that matters (see the rule below) */
-} mt_verdict;
+typedef enum mt_stats_verdict {
+    MT_STATS_UNKNOWN = 0, /* not decided: add replicates (or, at the cap, unresolved) */
+    MT_STATS_BETTER,      /* candidate faster by at least min_effect, significantly */
+    MT_STATS_WORSE,       /* candidate slower by at least min_effect, significantly */
+    MT_STATS_SAME         /* no change that matters (see the rule below) */
+} mt_stats_verdict;
 
 /* "better", "worse", "same", "unknown".  Static storage. */
-const char *mt_stats_verdict_name(mt_verdict v);
+const char *mt_stats_verdict_name(mt_stats_verdict v);
 
 typedef enum mt_stats_spending {
     MT_SPEND_POCOCK = 0,    /* Lan-DeMets Pocock type: alpha ln(1 + (e - 1) t); spends early */
@@ -161,7 +161,7 @@ int mt_stats_design_replicates(const mt_stats_design *d, int look);
 double mt_stats_design_alpha(const mt_stats_design *d, int look);
 
 typedef struct mt_stats_decision {
-    mt_verdict verdict;
+    mt_stats_verdict verdict;
     int look;          /* the look this decision was made at */
     int capped;        /* 1 at the last look: no more replicates will be asked for */
     int add_control;   /* UNKNOWN below the cap: replicates to add to each arm */

@@ -142,6 +142,8 @@ enum {
     ST_PUT_EVENT,
     ST_PUT_DECISION,
     ST_PUT_DECISION_RUN,
+    ST_GET_MEMO,
+    ST_PUT_MEMO,
     ST_COUNT
 };
 
@@ -167,6 +169,8 @@ static const char *const st_sql[ST_COUNT] = {
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
     [ST_PUT_DECISION_RUN] =
         "INSERT INTO decision_runs(decision_id, run_id, arm) VALUES (?1, ?2, ?3)",
+    [ST_GET_MEMO] = "SELECT value FROM memo WHERE key = ?1",
+    [ST_PUT_MEMO] = "INSERT OR IGNORE INTO memo(key, value, created) VALUES (?1, ?2, ?3)",
 };
 
 static double now_s(void)
@@ -452,6 +456,14 @@ int mt_store_rollback(mt_store *s)
 
 /* ---- schema ----------------------------------------------------------- */
 
+/* The engine's memo: a finished job's or decision's summary by key, so a
+ * resumed tune replays without re-running anything. */
+#define MEMO_TABLE                                                                                 \
+    "CREATE TABLE IF NOT EXISTS memo("                                                             \
+    " key TEXT PRIMARY KEY,"                                                                       \
+    " value TEXT NOT NULL CHECK (json_valid(value)),"                                              \
+    " created REAL NOT NULL);"
+
 static const char schema_v1[] =
     "CREATE TABLE schema_version("
     " version INTEGER PRIMARY KEY,"
@@ -528,7 +540,8 @@ static const char schema_v1[] =
     " time REAL NOT NULL,"
     " kind TEXT NOT NULL,"
     " text TEXT NOT NULL);"
-    "CREATE INDEX events_time ON events(time);";
+    "CREATE INDEX events_time ON events(time);"
+    MEMO_TABLE;
 
 /* Runs a one-row, one-column integer query; 0, or -1 (errors in d). */
 static int query_int(mt_store *s, const char *sql, long long *out, mt_diag *d, const char *what)
@@ -670,6 +683,9 @@ static int init_schema(mt_store *s, const mt_contract *c, mt_diag *d)
         if (exec(s, sql, d, "cannot record the schema version"))
             goto out;
     }
+    /* stores made before the memo existed get it on first open */
+    if (c && exec(s, MEMO_TABLE, d, "cannot create the memo table"))
+        goto out;
     if (query_int(s, "SELECT coalesce(max(version), 0) FROM schema_version", &version, d,
                   "cannot read the schema version"))
         goto out;
@@ -1328,6 +1344,53 @@ int mt_store_add_event(mt_store *s, double time, const char *kind, const char *t
             db_error(s, d, "cannot store an event");
     }
     return tx_end(s, tok, ok, d);
+}
+
+int mt_store_memo_get(mt_store *s, const char *key, char **value, mt_diag *d)
+{
+    sqlite3_stmt *st = stmt(s, ST_GET_MEMO, d);
+    int rc;
+    *value = NULL;
+    if (!st)
+        return -1;
+    bind_text(st, 1, key);
+    rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW) {
+        const char *v = (const char *)sqlite3_column_text(st, 0);
+        *value = strdup(v ? v : "null");
+        sqlite3_reset(st);
+        return *value ? 1 : -1;
+    }
+    sqlite3_reset(st);
+    if (rc == SQLITE_DONE)
+        return 0;
+    db_error(s, d, "cannot read the memo");
+    return -1;
+}
+
+int mt_store_memo_put(mt_store *s, const char *key, const char *value, mt_diag *d)
+{
+    sqlite3_stmt *st;
+    int tok, ok = 0, existed = 0;
+    if (!key || !*key || !value) {
+        mt_diag_add(d, s->path, 0, NULL, "memo: key and value are required");
+        return -1;
+    }
+    if ((tok = tx_begin(s, d)) < 0)
+        return -1;
+    if ((st = stmt(s, ST_PUT_MEMO, d))) {
+        bind_text(st, 1, key);
+        bind_text(st, 2, value);
+        sqlite3_bind_double(st, 3, now_s());
+        ok = sqlite3_step(st) == SQLITE_DONE;
+        if (!ok)
+            db_error(s, d, "cannot store the memo (is the value valid JSON?)");
+        else
+            existed = sqlite3_changes(s->db) == 0;
+    }
+    if (tx_end(s, tok, ok, d))
+        return -1;
+    return existed;
 }
 
 static int put_links(mt_store *s, int64_t dec, const int64_t *runs, size_t n, const char *arm,

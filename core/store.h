@@ -227,6 +227,14 @@ int mt_store_add_decision(mt_store *s, const mt_store_decision *dec, int64_t *id
 int mt_store_list_decisions(mt_store *s, mt_store_decision **out, size_t *n, mt_diag *d);
 void mt_store_decisions_free(mt_store_decision *v, size_t n);
 
+/* The engine's memo: a JSON summary of a finished job or decision by key.
+ * get: 1 and *value (caller frees) when found, 0 when not, negative on
+ * error.  put: 0 stored, 1 the key existed (nothing changes), negative on
+ * error (a value that is not JSON is refused).  Inside mt_store_begin/commit
+ * a put is part of the caller's transaction. */
+int mt_store_memo_get(mt_store *s, const char *key, char **value, mt_diag *d);
+int mt_store_memo_put(mt_store *s, const char *key, const char *value, mt_diag *d);
+
 /* An event of the tune ("phase", "resume", "worker-lost", ...); time NAN =
  * now.  0 or negative. */
 int mt_store_add_event(mt_store *s, double time, const char *kind, const char *text, mt_diag *d);

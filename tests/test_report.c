@@ -260,8 +260,13 @@ START_TEST(full_bundle)
 
     /* REPORT.md: the recipe as flags, env and overrides; the tables */
     ck_has(o.md, "# moetune report: qwen3-30b-a3b-h100x16");
-    ck_has(o.md, "```sh\nCUDA_DEVICE_MAX_CONNECTIONS=1 \\\n");
-    ck_has(o.md, "--tensor-model-parallel-size 1 \\\n");
+    ck_has(o.md, "### Environment\n\n```sh\nCUDA_DEVICE_MAX_CONNECTIONS=1\n"
+                 "NVTE_FWD_LAYERNORM_SM_MARGIN=16\n```");
+    ck_has(o.md, "### Megatron-LM flags\n\n```sh\n--tensor-model-parallel-size 1 \\\n"
+                 "--expert-model-parallel-size 8 \\\n");
+    ck_has(o.md, "--bf16\n```");
+    ck_has(o.md, "| p=0.0043 <= 0.05 and gain 9.1% >= min_effect 2% |");
+    ck_has(o.md, "| Runs | 14 (no limit) |");
     ck_has(o.md, "--recompute-modules moe_act layernorm");
     ck_has(o.md, "model.recompute_modules=[moe_act,layernorm]");
     ck_has(o.md, "| gain | +14.15% |");
@@ -325,7 +330,7 @@ START_TEST(escapes_bundle_text)
     ck_has(o.html, "tp&quot;onload=&quot;x");
     ck_lacks(o.html, "tp\"onload");
     /* Markdown: '|' cannot split a table cell, no raw HTML, no code span */
-    ck_has(o.md, "a\\|b &lt;script&gt;alert(3)&lt;/script&gt; &amp; \\`x\\`");
+    ck_has(o.md, "a\\|b &lt;script>alert(3)&lt;/script> & \\`x\\`");
     ck_lacks(o.md, "alert(3)</script>");
     ck_has(o.md, "`<script>alert(2)</script>`"); /* literal inside a code span */
     cJSON_Delete(j);

@@ -341,7 +341,7 @@ START_TEST(verdicts_follow_the_rule)
 
     /* 2.8% faster with full separation: p = 1.55e-4 <= alpha_0 = 6.2e-3 */
     ck_assert_int_eq(mt_stats_decide(&d, ctrl, 8, fast, 8, 0, &r), 0);
-    ck_assert_int_eq(r.verdict, MT_VERDICT_BETTER);
+    ck_assert_int_eq(r.verdict, MT_STATS_BETTER);
     ck_assert_double_eq_tol(r.p, 0.0001554001554001554, 1e-12);
     ck_assert_double_lt(r.effect, -0.02);
     ck_assert_double_lt(r.ci_hi, 0);
@@ -349,7 +349,7 @@ START_TEST(verdicts_follow_the_rule)
     ck_assert_str_eq(mt_stats_verdict_name(r.verdict), "better");
     /* the same runs with the arms swapped are a regression */
     ck_assert_int_eq(mt_stats_decide(&d, fast, 8, ctrl, 8, 0, &r), 0);
-    ck_assert_int_eq(r.verdict, MT_VERDICT_WORSE);
+    ck_assert_int_eq(r.verdict, MT_STATS_WORSE);
 
     /* a significant but 0.1% change is SAME: real, too small to matter */
     for (i = 0; i < 8; i++) {
@@ -359,21 +359,21 @@ START_TEST(verdicts_follow_the_rule)
     ck_assert_int_eq(mt_stats_decide(&d, steady, 8, tiny, 8, 0, &r), 0);
     ck_assert_double_lt(fabs(r.effect), 0.0015);
     ck_assert_double_le(r.p, r.alpha_look);
-    ck_assert_int_eq(r.verdict, MT_VERDICT_SAME);
+    ck_assert_int_eq(r.verdict, MT_STATS_SAME);
 
     /* overlapping arms, the CI fits inside +-3% and the effect is under 1%: SAME */
     ck_assert_int_eq(mt_stats_decide(&d, ctrl, 8, near, 8, 0, &r), 0);
     ck_assert_double_gt(r.p, 0.5);
     ck_assert_double_gt(r.ci_lo, -0.03);
     ck_assert_double_lt(r.ci_hi, 0.03);
-    ck_assert_int_eq(r.verdict, MT_VERDICT_SAME);
+    ck_assert_int_eq(r.verdict, MT_STATS_SAME);
 
     /* the same data with a band tighter than the CI (-0.97%, +0.69%) is not
      * SAME before the cap */
     d.min_effect = 0.005;
     d.same_band = 0.005;
     ck_assert_int_eq(mt_stats_decide(&d, ctrl, 8, near, 8, 0, &r), 0);
-    ck_assert_int_eq(r.verdict, MT_VERDICT_UNKNOWN);
+    ck_assert_int_eq(r.verdict, MT_STATS_UNKNOWN);
     ck_assert_int_eq(r.capped, 0);
     ck_assert_int_eq(r.add_control, 4);
     ck_assert_int_eq(r.add_candidate, 4);
@@ -384,7 +384,7 @@ START_TEST(verdicts_follow_the_rule)
     /* at the cap, an estimated change under the minimum effect is SAME ... */
     ck_assert_int_eq(mt_stats_decide(&d, ctrl, 8, near, 8, 2, &r), 0);
     ck_assert_int_eq(r.capped, 1);
-    ck_assert_int_eq(r.verdict, MT_VERDICT_SAME);
+    ck_assert_int_eq(r.verdict, MT_STATS_SAME);
 
     /* ... while a possible 1.5% gain in noisy runs (5% spread), not
      * significant, stays UNKNOWN, capped, with nothing more to add: never
@@ -394,7 +394,7 @@ START_TEST(verdicts_follow_the_rule)
     ck_assert_int_eq(mt_stats_decide(&d, noisy, 8, slight, 8, 2, &r), 0);
     ck_assert_double_gt(r.p, r.alpha_look);
     ck_assert_double_lt(r.effect, -0.01);
-    ck_assert_int_eq(r.verdict, MT_VERDICT_UNKNOWN);
+    ck_assert_int_eq(r.verdict, MT_STATS_UNKNOWN);
     ck_assert_int_eq(r.capped, 1);
     ck_assert_int_eq(r.add_control + r.add_candidate, 0);
 }
@@ -440,7 +440,7 @@ static void one_decision(const mt_stats_design *d, uint64_t seed, double speedup
             cand[n] = run_step_time(seed, CANDIDATE_ID, n, 1.0 - speedup);
         }
         ck_assert_int_eq(mt_stats_decide(d, ctrl, (size_t)n, cand, (size_t)n, look, &r), 0);
-        if (r.verdict != MT_VERDICT_UNKNOWN || r.capped)
+        if (r.verdict != MT_STATS_UNKNOWN || r.capped)
             break;
         ck_assert_int_eq(r.add_control, mt_stats_design_replicates(d, look + 1) - n);
     }
@@ -452,10 +452,10 @@ static void report(const char *what, const tally *t, int decisions)
 {
     printf("stats property: %-16s better %5.2f%%  same %5.2f%%  worse %5.2f%%  unknown %5.2f%%  "
            "replicates/decision %.2f (%.2f per arm)\n",
-           what, 100.0 * t->verdicts[MT_VERDICT_BETTER] / decisions,
-           100.0 * t->verdicts[MT_VERDICT_SAME] / decisions,
-           100.0 * t->verdicts[MT_VERDICT_WORSE] / decisions,
-           100.0 * t->verdicts[MT_VERDICT_UNKNOWN] / decisions, (double)t->replicates / decisions,
+           what, 100.0 * t->verdicts[MT_STATS_BETTER] / decisions,
+           100.0 * t->verdicts[MT_STATS_SAME] / decisions,
+           100.0 * t->verdicts[MT_STATS_WORSE] / decisions,
+           100.0 * t->verdicts[MT_STATS_UNKNOWN] / decisions, (double)t->replicates / decisions,
            (double)t->replicates / decisions / 2);
 }
 
@@ -487,12 +487,12 @@ START_TEST(property_at_default_noise)
            (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec), d.alpha,
            d.min_effect, mt_stats_design_replicates(&d, 0), mt_stats_design_replicates(&d, 1),
            mt_stats_design_replicates(&d, 2));
-    ck_assert_msg(null.verdicts[MT_VERDICT_BETTER] <= decisions / 100,
-                  "false 'better' in %d of %d decisions", null.verdicts[MT_VERDICT_BETTER],
+    ck_assert_msg(null.verdicts[MT_STATS_BETTER] <= decisions / 100,
+                  "false 'better' in %d of %d decisions", null.verdicts[MT_STATS_BETTER],
                   decisions);
-    ck_assert_msg(real.verdicts[MT_VERDICT_BETTER] >= decisions * 95 / 100,
+    ck_assert_msg(real.verdicts[MT_STATS_BETTER] >= decisions * 95 / 100,
                   "a true 3%% improvement found in only %d of %d decisions",
-                  real.verdicts[MT_VERDICT_BETTER], decisions);
+                  real.verdicts[MT_STATS_BETTER], decisions);
 }
 END_TEST
 

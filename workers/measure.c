@@ -1,6 +1,7 @@
 #include "measure.h"
 
 #include "config.h"
+#include "profile.h"
 #include "fingerprint.h"
 #include "launch.h"
 #include "nvml.h"
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -148,11 +150,16 @@ static void summarize(mt_measure *m)
     size_t i, n = mt_logparse_iterations(m->log), k = 0, kt = 0;
     double *steps = calloc(n + 1, sizeof *steps), *tf = calloc(n + 1, sizeof *tf);
     m->loss_finite = 1;
+    m->last_loss = NAN;
     for (i = 0; i < n; i++) {
         mt_iteration itv, *it = &itv;
-        int j;
+        int j, found = 0;
+        double lm;
         if (mt_logparse_iteration(m->log, i, &itv))
             continue;
+        lm = mt_iteration_loss(it, "lm loss", &found);
+        if (found)
+            m->last_loss = lm;
         m->skipped += it->skipped > 0 ? (long)it->skipped : 0;
         m->nan += it->nan_count > 0 ? (long)it->nan_count : 0;
         for (j = 0; j < it->n_losses; j++)
@@ -228,6 +235,92 @@ static void collect_memory(mt_measure *m, mt_gpu_mems *nv, const char *sim_file,
     mt_gpu_mems_free(&sim);
 }
 
+/* The first trace file under dir (depth-first, names sorted), or "". */
+static int find_trace(const char *dir, char *out, size_t n, int depth)
+{
+    struct dirent **ents = NULL;
+    int k, i, found = 0;
+    if (depth > 4 || (k = scandir(dir, &ents, NULL, alphasort)) < 0)
+        return 0;
+    for (i = 0; i < k; i++) {
+        const char *nm = ents[i]->d_name;
+        char path[4096];
+        struct stat sb;
+        size_t len = strlen(nm);
+        if (found || nm[0] == '.')
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, nm);
+        if (stat(path, &sb))
+            continue;
+        if (S_ISDIR(sb.st_mode))
+            found = find_trace(path, out, n, depth + 1);
+        else if ((len > 5 && !strcmp(nm + len - 5, ".json")) ||
+                 (len > 8 && !strcmp(nm + len - 8, ".json.gz")) ||
+                 (len > 7 && !strcmp(nm + len - 7, ".sqlite"))) {
+            found = strlen(path) < n; /* a path too long to keep is skipped */
+            if (found)
+                memcpy(out, path, strlen(path) + 1);
+        }
+    }
+    for (i = 0; i < k; i++)
+        free(ents[i]);
+    free(ents);
+    return found;
+}
+
+/* Reads the profiled run's trace: its wall and its trace.* evidence. */
+static void analyse_trace(const mt_measure_spec *spec, mt_measure *m, mt_kv *ev, mt_diag *d)
+{
+    const mt_contract *c = spec->contract;
+    char tb[4096];
+    mt_trace *t;
+    mt_profile p;
+    mt_profile_opts o;
+    size_t i;
+    const char *k, *v;
+    snprintf(tb, sizeof tb, "%s/tb", spec->run_dir);
+    if (m->outcome != MT_OUTCOME_OK || !find_trace(tb, m->trace_path, sizeof m->trace_path, 0))
+        return;
+    if (!(t = mt_trace_open(m->trace_path, d)))
+        return;
+    for (i = 0; i < c->n_trace_classes; i++)
+        mt_trace_add_class(t, c->trace_classes[i], d);
+    mt_profile_opts_init(&o);
+    o.rules = spec->rules ? *spec->rules : c->profile;
+    o.headroom_gate = c->memory_headroom;
+    {
+        long pp = strtol(mt_kv_get(spec->config, "pipeline_model_parallel_size")
+                             ? mt_kv_get(spec->config, "pipeline_model_parallel_size")
+                             : "1",
+                         NULL, 10);
+        long vpp = strtol(mt_kv_get(spec->config, "virtual_pipeline_model_parallel_size")
+                              ? mt_kv_get(spec->config, "virtual_pipeline_model_parallel_size")
+                              : "1",
+                          NULL, 10);
+        long mbs = strtol(mt_kv_get(spec->config, "micro_batch_size")
+                              ? mt_kv_get(spec->config, "micro_batch_size")
+                              : "1",
+                          NULL, 10);
+        long gbs = strtol(mt_kv_get(c->batch, "global_batch_size"), NULL, 10);
+        mt_mesh mesh;
+        mt_config_mesh(spec->config, c->hardware, &mesh);
+        if (mesh.dp > 0 && mbs > 0)
+            o.bubble_share = mt_wall_bubble_share((int)pp, (int)(vpp > 0 ? vpp : 1),
+                                                  (int)(gbs / (mbs * mesh.dp)));
+    }
+    if (mt_profile_build(t, m->trace_path, &o, &p, d) == 0) {
+        m->profiled = 1;
+        m->wall = p.wall;
+        m->share_compute = p.window_ns ? (double)p.compute_ns / (double)p.window_ns : 0;
+        m->share_hidden = p.window_ns ? (double)p.hidden_ns / (double)p.window_ns : 0;
+        for (i = 0; mt_kv_entry(p.evidence, i, &k, &v) == 0; i++)
+            mt_kv_set(ev, k, v);
+        mt_kv_setf(ev, "trace.wall", "%s", mt_wall_name(p.wall.wall));
+        mt_profile_free(&p);
+    }
+    mt_trace_destroy(&t);
+}
+
 static void verify(const mt_measure_spec *spec, mt_measure *m, const mt_kv *cfg,
                    const mt_rendered *r, mt_diag *d)
 {
@@ -247,11 +340,13 @@ static void verify(const mt_measure_spec *spec, mt_measure *m, const mt_kv *cfg,
         snprintf(key, sizeof key, "launch.%s", k);
         mt_kv_set(ev, key, v);
     }
+    if (spec->profile)
+        analyse_trace(spec, m, ev, d);
     ctx = mt_ctx_make(spec->contract, cfg, ev, NULL);
     mt_registry_verify(spec->reg, &ctx, &m->verdicts, d);
     for (i = 0; i < m->verdicts.n; i++)
         m->not_applied += m->verdicts.v[i].verdict == MT_VERDICT_NOT_APPLIED;
-    mt_kv_destroy(&ev);
+    m->verify_evidence = ev;
 }
 
 static int store_result(const mt_measure_spec *spec, mt_store *st, mt_measure *m,
@@ -303,7 +398,26 @@ static int store_result(const mt_measure_spec *spec, mt_store *st, mt_measure *m
     r.n_samples = n;
     r.gpus = gpus;
     r.n_gpus = ngpus;
-    rc = mt_store_put_result(st, &r, &m->run_id, d);
+    m->gpu_hours = r.run.gpu_hours;
+    if (spec->memo_key && spec->memo) {
+        /* the run and its summary commit together: a resumed tune either
+         * finds both or runs the job again, never half of it */
+        char *memo = NULL;
+        if ((rc = mt_store_begin(st, d)) == 0) {
+            rc = mt_store_put_result(st, &r, &m->run_id, d);
+            if (rc >= 0 && !(memo = spec->memo(m, spec->memo_ctx)))
+                rc = -1;
+            if (rc >= 0)
+                rc = mt_store_memo_put(st, spec->memo_key, memo, d);
+            if (rc >= 0)
+                rc = mt_store_commit(st, d);
+            else
+                mt_store_rollback(st);
+        }
+        free(memo);
+    } else {
+        rc = mt_store_put_result(st, &r, &m->run_id, d);
+    }
     free(canon);
     free(samples);
     free(losses);
@@ -360,6 +474,30 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     mt_kv_set(ph, "gpus_per_node", mt_kv_get(c->hardware, "gpus_per_node"));
     mt_kv_set(ph, "world_size", mt_kv_get(c->hardware, "world_size"));
     mt_kv_set(ph, "job_name", job);
+    if (spec->profile) {
+        /* the PyTorch profiler over the screen window, as Megatron takes it */
+        char a[32], b[32], tbdir[4096];
+        snprintf(a, sizeof a, "%d", m->first);
+        /* three steps of the window (the end is exclusive, and must be
+         * reached for the profiler to flush) */
+        snprintf(b, sizeof b, "%d", m->first + 3 < m->last ? m->first + 3 : m->last);
+        snprintf(tbdir, sizeof tbdir, "%s/tb", spec->run_dir);
+        if (c->dialect == MT_DIALECT_BRIDGE) {
+            char o1[64], o2[64], o3[4200];
+            snprintf(o1, sizeof o1, "profiling.profile_step_start=%s", a);
+            snprintf(o2, sizeof o2, "profiling.profile_step_end=%s", b);
+            snprintf(o3, sizeof o3, "logger.tensorboard_dir=%s", tbdir);
+            mt_strlist_push(&r.argv, "profiling.use_pytorch_profiler=true");
+            mt_strlist_push(&r.argv, o1);
+            mt_strlist_push(&r.argv, o2);
+            mt_strlist_push(&r.argv, o3);
+        } else {
+            const char *fl[] = {"--profile", "--use-pytorch-profiler", "--profile-step-start", a,
+                                "--profile-step-end", b, "--tensorboard-dir", tbdir};
+            for (i = 0; i < sizeof fl / sizeof fl[0]; i++)
+                mt_strlist_push(&r.argv, fl[i]);
+        }
+    }
     if (mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph, &r.argv,
                          &argv, d))
         goto out;
@@ -378,6 +516,11 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         snprintf(rep, sizeof rep, "%d", spec->replicate);
         mt_kv_set(env, "MOETUNE_SIM_REPLICATE", rep);
         mt_kv_set(env, "MOETUNE_SIM_MEMORY_FILE", memfile);
+        if (spec->sim_seed) {
+            char seed[32];
+            snprintf(seed, sizeof seed, "%llu", (unsigned long long)spec->sim_seed);
+            mt_kv_set(env, "MOETUNE_SIM_SEED", seed);
+        }
         if (mt_kv_get(r.launch, "cpu_bind"))
             mt_kv_set(env, "MOETUNE_SIM_CPU_BIND", mt_kv_get(r.launch, "cpu_bind"));
         mt_kv_unset(env, "WORLD_SIZE");
@@ -462,6 +605,7 @@ out:
 
 void mt_measure_clear(mt_measure *m)
 {
+    mt_kv_destroy(&m->verify_evidence);
     mt_verdicts_free(&m->verdicts);
     mt_logparse_destroy(&m->log);
 }

@@ -19,6 +19,9 @@
 #include "runner.h"
 #include "sink.h"
 #include "store.h"
+#include "wall.h"
+
+struct mt_measure;
 
 typedef struct mt_measure_spec {
     const mt_contract *contract;
@@ -31,9 +34,21 @@ typedef struct mt_measure_spec {
     const char *sim_path;   /* the {sim} placeholder */
     double time_limit_s;    /* 0: from the contract's step count, generous */
     double hang_factor;     /* k; 0: 10 */
+    /* a profiled run: the profiler is switched on for the screen window
+     * (PyTorch profiler, traces under run_dir/tb), the trace is analysed
+     * (profile.h) and its trace.* evidence joins the log's for verify */
+    int profile;
+    const mt_profile_rules *rules; /* wall thresholds; NULL: the contract's */
+    uint64_t sim_seed;      /* sim backend: the noise seed (0: the contract's data.seed) */
+    /* the engine's memo: when set, memo(m) (a JSON text, freed by the
+     * caller) is stored under memo_key in the run's own transaction */
+    const char *memo_key;
+    char *(*memo)(const struct mt_measure *m, void *ctx);
+    void *memo_ctx;
 } mt_measure_spec;
 
 typedef struct mt_measure {
+    double gpu_hours;            /* charged to the budget (stored runs) */
     int outcome;                 /* enum mt_outcome */
     char evidence[600];          /* the line that decided it */
     int first, last;             /* the declared window */
@@ -46,6 +61,12 @@ typedef struct mt_measure {
     int peak_rank;               /* its rank (-1 unknown) */
     char peak_source[8];         /* nvml | sim | log | none */
     double sim_seconds;          /* simulated wall time charged ([sim] line) */
+    double last_loss;            /* "lm loss" of the last iteration; NAN when none */
+    mt_kv *verify_evidence;      /* what verify saw: log.*, env.*, launch.*, trace.* (owned) */
+    int profiled;                /* a trace was found and analysed */
+    char trace_path[512];
+    mt_wall_verdict wall;        /* the wall of the profiled window (profiled only) */
+    double share_compute, share_hidden; /* compute and hidden comm / window (profiled) */
     mt_verdicts verdicts;        /* each plugin's activation verdicts */
     int not_applied;             /* verdicts that say a knob did not take effect */
     mt_run_result run;           /* process facts (evidence copied below) */

@@ -1,0 +1,302 @@
+/*
+ * bundle.c - the evidence bundle: bundle.json (search/BUNDLE.md) written
+ * atomically, then REPORT.md and report.html rendered from it alone.
+ */
+#include "engine_int.h"
+
+#include "config.h"
+#include "hardware.h"
+#include "render.h"
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MOETUNE_VERSION
+#define MOETUNE_VERSION "0.1.0"
+#endif
+
+static cJSON *kv_json(const mt_kv *kv)
+{
+    cJSON *o = cJSON_CreateObject();
+    const char *k, *v;
+    size_t i;
+    for (i = 0; kv && mt_kv_entry(kv, i, &k, &v) == 0; i++)
+        cJSON_AddStringToObject(o, k, v);
+    return o;
+}
+
+static void num_or_null(cJSON *o, const char *k, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+/* The job memo's wall, in the bundle's shape. */
+static cJSON *wall_json(const cJSON *w)
+{
+    cJSON *o, *s;
+    static const char *const shares[] = {"compute", "exposed_comm", "hidden_comm", "idle",
+                                         "bubble"};
+    size_t i;
+    if (!w)
+        return cJSON_CreateNull();
+    o = cJSON_CreateObject();
+    s = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "wall", eng_str(w, "wall"));
+    cJSON_AddStringToObject(o, "runner_up", eng_str(w, "runner_up"));
+    num_or_null(o, "confidence", eng_num(w, "confidence"));
+    for (i = 0; i < sizeof shares / sizeof shares[0]; i++) {
+        double v = eng_num(w, shares[i]);
+        cJSON_AddNumberToObject(s, shares[i], isfinite(v) ? v : 0);
+    }
+    cJSON_AddItemToObject(o, "shares", s);
+    cJSON_AddNullToObject(o, "window_s");
+    cJSON_AddStringToObject(o, "reason", eng_str(w, "reason"));
+    return o;
+}
+
+/* argv and env of cfg rendered in a dialect. */
+static int render_json(eng *e, const mt_kv *cfg, uint32_t dialect, cJSON **argv, cJSON **env)
+{
+    mt_rendered r;
+    size_t i;
+    mt_diag *d = mt_diag_new();
+    int rc;
+    mt_rendered_init(&r);
+    rc = mt_render(e->reg, e->c, cfg, dialect, &r, d);
+    *argv = cJSON_CreateArray();
+    for (i = 0; rc == 0 && i < r.argv.n; i++)
+        cJSON_AddItemToArray(*argv, cJSON_CreateString(r.argv.v[i]));
+    if (env)
+        *env = kv_json(rc == 0 ? r.env : NULL);
+    mt_rendered_free(&r);
+    mt_diag_destroy(&d);
+    return rc;
+}
+
+/* "-  --flag" / "+  --flag" lines: the baseline's and the recipe's argv
+ * grouped as flag + values, in the recipe's order. */
+static cJSON *command_diff(const cJSON *a, const cJSON *b)
+{
+    cJSON *out = cJSON_CreateArray(), *x;
+    char **ga = NULL, **gb = NULL;
+    size_t na = 0, nb = 0, i, j;
+    const cJSON *lists[2] = {a, b};
+    char ***gs[2] = {&ga, &gb};
+    size_t *ns[2] = {&na, &nb};
+    int l;
+    for (l = 0; l < 2; l++) {
+        char *cur = NULL;
+        cJSON_ArrayForEach(x, lists[l])
+        {
+            const char *s = x->valuestring ? x->valuestring : "";
+            if (!strncmp(s, "--", 2) || !cur) {
+                if (cur) {
+                    *gs[l] = realloc(*gs[l], (*ns[l] + 1) * sizeof **gs[l]);
+                    (*gs[l])[(*ns[l])++] = cur;
+                }
+                cur = strdup(s);
+            } else {
+                size_t len = strlen(cur) + strlen(s) + 2;
+                char *n = malloc(len);
+                snprintf(n, len, "%s %s", cur, s);
+                free(cur);
+                cur = n;
+            }
+        }
+        if (cur) {
+            *gs[l] = realloc(*gs[l], (*ns[l] + 1) * sizeof **gs[l]);
+            (*gs[l])[(*ns[l])++] = cur;
+        }
+    }
+    for (i = 0; i < na; i++) {
+        for (j = 0; j < nb && strcmp(ga[i], gb[j]); j++)
+            ;
+        if (j == nb) {
+            char line[4200];
+            snprintf(line, sizeof line, "-  %s", ga[i]);
+            cJSON_AddItemToArray(out, cJSON_CreateString(line));
+        }
+    }
+    for (j = 0; j < nb; j++) {
+        for (i = 0; i < na && strcmp(ga[i], gb[j]); i++)
+            ;
+        if (i == na) {
+            char line[4200];
+            snprintf(line, sizeof line, "+  %s", gb[j]);
+            cJSON_AddItemToArray(out, cJSON_CreateString(line));
+        }
+    }
+    for (i = 0; i < na; i++)
+        free(ga[i]);
+    for (j = 0; j < nb; j++)
+        free(gb[j]);
+    free(ga), free(gb);
+    return out;
+}
+
+static uint32_t recipe_label(eng *e, const mt_kv *recipe)
+{
+    cJSON *a, *x;
+    uint32_t label = MT_LABEL_TRAINING_EQUIVALENT;
+    char rid[17];
+    mt_config_id(recipe, rid);
+    (void)rid;
+    cJSON_ArrayForEach(a, e->accepted)
+    {
+        int in = 1;
+        cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
+        {
+            const char *v = mt_kv_get(recipe, eng_str(x, "knob"));
+            if (!v || strcmp(v, eng_str(x, "to")))
+                in = 0;
+        }
+        if (in && ((uint32_t)eng_num(a, "label") & MT_LABEL_BENCHMARK_ONLY))
+            label = MT_LABEL_BENCHMARK_ONLY;
+    }
+    return label;
+}
+
+int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d)
+{
+    static const char *const statuses[] = {"validated", "not_confirmed", "baseline_only", "failed"};
+    cJSON *b = cJSON_CreateObject(), *o, *x, *argv_base = NULL, *argv_rec = NULL, *env = NULL,
+          *bridge = NULL;
+    char stamp[64], path[4096], tmp[4200], att[128], moe[128];
+    time_t t = time(NULL);
+    struct tm tm;
+    FILE *f;
+    char *text;
+    mt_mesh mesh;
+    const mt_gpu_spec *g = mt_gpu_find(mt_kv_get(e->c->hardware, "gpu"));
+    int rc = 0;
+    uint32_t label = recipe_label(e, recipe);
+
+    gmtime_r(&t, &tm);
+    strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    cJSON_AddNumberToObject(b, "schema", 1);
+    cJSON_AddStringToObject(b, "moetune_version", MOETUNE_VERSION);
+    cJSON_AddStringToObject(b, "created", stamp);
+    o = cJSON_AddObjectToObject(b, "contract");
+    cJSON_AddStringToObject(o, "name", e->c->name ? e->c->name : "");
+    cJSON_AddStringToObject(o, "path", e->c->path ? e->c->path : "");
+    cJSON_AddStringToObject(o, "fingerprint", e->c->fingerprint);
+    cJSON_AddItemToObject(o, "stack", kv_json(e->c->stack));
+    o = cJSON_AddObjectToObject(b, "hardware");
+    cJSON_AddStringToObject(o, "gpu", mt_kv_get(e->c->hardware, "gpu"));
+    cJSON_AddNumberToObject(o, "gpus", strtod(mt_kv_get(e->c->hardware, "world_size"), NULL));
+    cJSON_AddNumberToObject(o, "gpus_per_node",
+                            strtod(mt_kv_get(e->c->hardware, "gpus_per_node"), NULL));
+    cJSON_AddNumberToObject(o, "memory_gb", g ? g->hbm_gb : 0);
+    cJSON_AddStringToObject(b, "strategy", mt_strategy_name(e->o.strategy));
+    cJSON_AddStringToObject(b, "status", statuses[status >= 0 && status <= 3 ? status : 3]);
+    o = cJSON_AddObjectToObject(b, "budget");
+    cJSON_AddNumberToObject(o, "gpu_hours_limit", e->budget_gh);
+    cJSON_AddNumberToObject(o, "gpu_hours_used", e->gpu_hours);
+    cJSON_AddNumberToObject(o, "runs_limit", e->budget_runs);
+    cJSON_AddNumberToObject(o, "runs_used", e->runs);
+    if (e->until > 0) {
+        char dl[64];
+        time_t u = (time_t)e->until;
+        struct tm tu;
+        gmtime_r(&u, &tu);
+        strftime(dl, sizeof dl, "%Y-%m-%dT%H:%M:%SZ", &tu);
+        cJSON_AddStringToObject(o, "deadline", dl);
+    } else {
+        cJSON_AddNullToObject(o, "deadline");
+    }
+    cJSON_AddStringToObject(o, "stopped_because", e->stopped[0] ? e->stopped : "finished");
+    o = cJSON_AddObjectToObject(b, "baseline");
+    cJSON_AddItemToObject(o, "config", kv_json(e->baseline));
+    cJSON_AddStringToObject(o, "label", "training-equivalent");
+
+    o = cJSON_AddObjectToObject(b, "recipe");
+    cJSON_AddItemToObject(o, "config", kv_json(recipe));
+    cJSON_AddStringToObject(o, "label", label == MT_LABEL_BENCHMARK_ONLY ? "benchmark-only"
+                                                                         : "training-equivalent");
+    x = cJSON_CreateArray();
+    {
+        const char *k, *v;
+        size_t i;
+        for (i = 0; mt_kv_entry(recipe, i, &k, &v) == 0; i++) {
+            const char *f0 = mt_kv_get(e->baseline, k);
+            if (!f0 || strcmp(f0, v)) {
+                cJSON *c = cJSON_CreateObject();
+                cJSON_AddStringToObject(c, "knob", k);
+                cJSON_AddStringToObject(c, "from", f0 ? f0 : "");
+                cJSON_AddStringToObject(c, "to", v);
+                cJSON_AddItemToArray(x, c);
+            }
+        }
+    }
+    cJSON_AddItemToObject(o, "changes", x);
+    render_json(e, e->baseline, MT_DIALECT_MLM, &argv_base, NULL);
+    render_json(e, recipe, MT_DIALECT_MLM, &argv_rec, &env);
+    render_json(e, recipe, MT_DIALECT_BRIDGE, &bridge, NULL);
+    cJSON_AddItemToObject(o, "command_diff", command_diff(argv_base, argv_rec));
+    cJSON_AddItemToObject(o, "megatron_args", argv_rec);
+    cJSON_AddItemToObject(o, "bridge_overrides", bridge);
+    cJSON_AddItemToObject(o, "env", env);
+    cJSON_Delete(argv_base);
+    mt_config_mesh(recipe, e->c->hardware, &mesh);
+    mt_mesh_format(&mesh, att, sizeof att, moe, sizeof moe);
+    x = cJSON_AddObjectToObject(o, "meshes");
+    cJSON_AddStringToObject(x, "attention", att);
+    cJSON_AddStringToObject(x, "moe", moe);
+
+    cJSON_AddItemToObject(b, "decisions", cJSON_Duplicate(e->decisions, 1));
+    cJSON_AddItemToObject(b, "timeline", cJSON_Duplicate(e->timeline, 1));
+    x = cJSON_AddArrayToObject(b, "memory");
+    if (e->mem_baseline)
+        cJSON_AddItemToArray(x, cJSON_Duplicate(e->mem_baseline, 1));
+    if (e->mem_winner)
+        cJSON_AddItemToArray(x, cJSON_Duplicate(e->mem_winner, 1));
+    if (e->walls_before || e->walls_after) {
+        x = cJSON_AddObjectToObject(b, "walls");
+        cJSON_AddItemToObject(x, "before", wall_json(e->walls_before));
+        cJSON_AddItemToObject(x, "after", wall_json(e->walls_after));
+    } else {
+        cJSON_AddNullToObject(b, "walls");
+    }
+    cJSON_AddItemToObject(b, "ablation", cJSON_Duplicate(e->ablation, 1));
+    if (e->validation) {
+        cJSON *v = cJSON_Duplicate(e->validation, 1);
+        cJSON_AddItemToObject(b, "validation", v);
+        /* the total gain is what validation measured, never a sum */
+        x = cJSON_GetObjectItemCaseSensitive(v, "gain");
+        if (cJSON_IsNumber(x))
+            cJSON_AddNumberToObject(b, "total_gain", x->valuedouble);
+        else
+            cJSON_AddNullToObject(b, "total_gain");
+    } else {
+        cJSON_AddNullToObject(b, "validation");
+        cJSON_AddNullToObject(b, "total_gain");
+    }
+    (void)gain;
+    snprintf(path, sizeof path, "%s/bundle.json", e->o.dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    text = cJSON_Print(b);
+    cJSON_Delete(b);
+    if (!text || !(f = fopen(tmp, "w"))) {
+        mt_diag_add(d, tmp, 0, NULL, "cannot write the bundle");
+        free(text);
+        return -1;
+    }
+    fputs(text, f);
+    fputc('\n', f);
+    free(text);
+    rc = fflush(f) || fsync(fileno(f));
+    rc |= fclose(f) != 0;
+    if (rc || rename(tmp, path)) {
+        mt_diag_add(d, path, 0, NULL, "cannot write the bundle");
+        return -1;
+    }
+    rc = mt_report_write(e->o.dir, d);
+    return rc < 0 ? rc : 0;
+}

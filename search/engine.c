@@ -1,0 +1,1493 @@
+/*
+ * engine.c - the policy: fit, scale, profile, retune through the gate,
+ * ablate, validate (see engine.h).  Deterministic: given the same jobs'
+ * results it takes the same decisions, which is what makes resume exact.
+ */
+#include "engine_int.h"
+
+#include "config.h"
+#include "gate.h"
+#include "evaluate.h"
+#include "memory.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_AB 48      /* A/B decisions of one tune, a safety bound */
+#define MAX_REPS 40    /* replicates per arm of one decision */
+#define REP_BLOCK 100  /* replicate numbers reserved per decision */
+
+void mt_tune_opts_init(mt_tune_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->slots = 1;
+}
+
+void mt_tune_result_free(mt_tune_result *r)
+{
+    mt_kv_destroy(&r->recipe);
+}
+
+int mt_strategy_parse(const char *s)
+{
+    if (!strcmp(s, "ofat"))
+        return MT_STRATEGY_OFAT;
+    if (!strcmp(s, "grid"))
+        return MT_STRATEGY_GRID;
+    if (!strcmp(s, "random"))
+        return MT_STRATEGY_RANDOM;
+    return -1;
+}
+
+const char *mt_strategy_name(int s)
+{
+    return s == MT_STRATEGY_GRID ? "grid" : s == MT_STRATEGY_RANDOM ? "random" : "ofat";
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- progress ----------------------------------------------------------------------------- */
+
+static void write_status(eng *e, const char *line)
+{
+    char path[4096], tmp[4200];
+    FILE *f;
+    cJSON *o = cJSON_CreateObject();
+    char *text;
+    double used = e->gpu_hours, el = now_s() - e->started;
+    snprintf(path, sizeof path, "%s/status.json", e->o.dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    cJSON_AddStringToObject(o, "phase", e->phase ? e->phase : "start");
+    cJSON_AddStringToObject(o, "last", line);
+    cJSON_AddNumberToObject(o, "pid", (double)getpid());
+    cJSON_AddNumberToObject(o, "updated", now_s());
+    cJSON_AddNumberToObject(o, "gpu_hours", used);
+    cJSON_AddNumberToObject(o, "gpu_hours_budget", e->budget_gh);
+    cJSON_AddNumberToObject(o, "runs", e->runs);
+    cJSON_AddNumberToObject(o, "runs_budget", e->budget_runs);
+    if (isfinite(e->best_ms) && isfinite(e->baseline_ms) && e->baseline_ms > 0) {
+        cJSON_AddNumberToObject(o, "best_ms", e->best_ms);
+        cJSON_AddNumberToObject(o, "baseline_ms", e->baseline_ms);
+        cJSON_AddNumberToObject(o, "screened_gain", 1 - e->best_ms / e->baseline_ms);
+    }
+    if (used > 0 && e->budget_gh > used)
+        cJSON_AddNumberToObject(o, "eta_s", el / used * (e->budget_gh - used));
+    text = cJSON_Print(o);
+    cJSON_Delete(o);
+    if (text && (f = fopen(tmp, "w"))) {
+        fputs(text, f);
+        fputc('\n', f);
+        if (fclose(f) == 0)
+            rename(tmp, path);
+    }
+    free(text);
+}
+
+void eng_progress(eng *e, const char *fmt, ...)
+{
+    char line[1024], stamp[32];
+    va_list ap;
+    time_t t = time(NULL);
+    struct tm tm;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    localtime_r(&t, &tm);
+    strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
+    if (e->o.progress) {
+        if (e->o.tty) {
+            char best[64] = "";
+            if (isfinite(e->best_ms) && isfinite(e->baseline_ms) && e->baseline_ms > 0)
+                snprintf(best, sizeof best, " | best %+.1f%%",
+                         100 * (1 - e->best_ms / e->baseline_ms));
+            fprintf(e->o.progress, "\r\033[K[%s] %-8s %.70s%s | %.1f/%.0f GPU-h, %d runs\n", stamp,
+                    e->phase ? e->phase : "", line, best, e->gpu_hours, e->budget_gh, e->runs);
+        } else {
+            fprintf(e->o.progress, "[%s] %s: %s\n", stamp, e->phase ? e->phase : "start", line);
+        }
+        fflush(e->o.progress);
+    }
+    write_status(e, line);
+    mt_store_add_event(e->st, NAN, e->phase ? e->phase : "start", line, NULL);
+}
+
+void eng_timeline(eng *e, const jobreq *q)
+{
+    cJSON *o = cJSON_CreateObject();
+    double tf = eng_num(q->out, "tflops");
+    if (isfinite(tf) && tf > e->best_tflops_seen && strcmp(q->kind, "fit"))
+        e->best_tflops_seen = tf;
+    cJSON_AddNumberToObject(o, "run", e->runs);
+    cJSON_AddNumberToObject(o, "gpu_hours", e->gpu_hours);
+    if (isfinite(tf))
+        cJSON_AddNumberToObject(o, "tflops", tf);
+    else
+        cJSON_AddNullToObject(o, "tflops");
+    if (e->best_tflops_seen > 0)
+        cJSON_AddNumberToObject(o, "best_tflops", e->best_tflops_seen);
+    else
+        cJSON_AddNullToObject(o, "best_tflops");
+    cJSON_AddStringToObject(o, "phase", q->phase ? q->phase : (e->phase ? e->phase : ""));
+    cJSON_AddItemToArray(e->timeline, o);
+}
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static double hbm_gb(eng *e)
+{
+    mt_mem_estimate est;
+    if (mt_memory_estimate(e->best ? e->best : e->baseline, e->c->hardware, &est) == 0)
+        return est.hbm_gb;
+    return NAN;
+}
+
+/* The analytic estimate keeps the contract's headroom. */
+static int fits_estimate(eng *e, const mt_kv *cfg)
+{
+    mt_mem_estimate est;
+    if (mt_memory_estimate(cfg, e->c->hardware, &est))
+        return 0;
+    return est.hottest->total <= est.hbm_gb * (1 - e->c->memory_headroom);
+}
+
+static cJSON *diff_json(const mt_kv *from, const mt_kv *to)
+{
+    cJSON *a = cJSON_CreateArray();
+    const char *k, *v;
+    size_t i;
+    for (i = 0; mt_kv_entry(to, i, &k, &v) == 0; i++) {
+        const char *f = mt_kv_get(from, k);
+        if (!f || strcmp(f, v)) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "knob", k);
+            cJSON_AddStringToObject(o, "from", f ? f : "");
+            cJSON_AddStringToObject(o, "to", v);
+            cJSON_AddItemToArray(a, o);
+        }
+    }
+    return a;
+}
+
+static int label_allowed(eng *e, uint32_t label)
+{
+    return (label & e->c->labels) == label && label;
+}
+
+/* Every knob that differs between from and to is declared in the contract's
+ * space and takes a declared value: knobs the contract leaves out of its
+ * space are frozen at their base values. */
+static int in_space(eng *e, const mt_kv *from, const mt_kv *to)
+{
+    const char *k, *v;
+    size_t i;
+    for (i = 0; mt_kv_entry(to, i, &k, &v) == 0; i++) {
+        const char *f = mt_kv_get(from, k), *list, *p;
+        size_t n = strlen(v);
+        if (f && !strcmp(f, v))
+            continue;
+        if (!(list = mt_kv_get(e->c->space, k)))
+            return 0;
+        for (p = list;;) {
+            size_t len = strcspn(p, "\n");
+            if (len == n && !strncmp(p, v, n))
+                break;
+            if (!p[len])
+                return 0;
+            p += len + 1;
+        }
+    }
+    return 1;
+}
+
+static void design(eng *e, mt_stats_design *ds, int validate, int seq)
+{
+    mt_stats_design_default(ds);
+    ds->alpha = e->c->alpha;
+    ds->min_effect = e->c->min_effect;
+    ds->initial = e->c->replicates > 5 ? e->c->replicates : 5;
+    ds->step = ds->initial > 5 ? ds->initial / 2 : 3;
+    ds->max_replicates = 3 * ds->initial > MAX_REPS ? MAX_REPS : 3 * ds->initial;
+    if (validate) {
+        ds->initial = e->c->replicates > 6 ? e->c->replicates : 6;
+        ds->step = 3;
+        ds->max_replicates = 2 * ds->initial > MAX_REPS ? MAX_REPS : 2 * ds->initial;
+    }
+    ds->same_band = ds->min_effect > 0.015 ? 1.5 * ds->min_effect : 0.0225;
+    ds->seed = (uint64_t)seq * 7919u + 1;
+}
+
+/* GPU-hours of one screen run of the current best (the latest seen). */
+static double screen_cost(eng *e)
+{
+    cJSON *x;
+    double last = NAN;
+    cJSON_ArrayForEach(x, e->timeline)
+    {
+        double gh;
+        cJSON *p = cJSON_GetObjectItemCaseSensitive(x, "phase");
+        (void)p;
+        gh = eng_num(x, "gpu_hours");
+        (void)gh;
+    }
+    if (e->runs > 0)
+        last = e->gpu_hours / e->runs;
+    return isfinite(last) && last > 0 ? last : 0;
+}
+
+/* What validation needs, kept in reserve by every earlier phase. */
+static void reserve(eng *e, double *gh, int *runs)
+{
+    mt_stats_design ds;
+    double ratio = (double)e->c->validate.steps / (double)e->c->screen.steps;
+    design(e, &ds, 1, 0);
+    *runs = 2 * ds.initial;
+    *gh = *runs * screen_cost(e) * (ratio > 1 ? ratio : 1);
+    /* and one first look of an ablation per accepted change */
+    design(e, &ds, 0, 0);
+    *runs += 2 * ds.initial * cJSON_GetArraySize(e->accepted);
+    *gh += 2 * ds.initial * cJSON_GetArraySize(e->accepted) * screen_cost(e);
+}
+
+/* Whether n more screen runs fit the budget, the run cap and the deadline
+ * with validation kept in reserve; sets e->stopped when not. */
+static int afford(eng *e, int n)
+{
+    double rgh, per = screen_cost(e), wall_per;
+    int rruns;
+    reserve(e, &rgh, &rruns);
+    if (e->gpu_hours + n * per + rgh > e->budget_gh) {
+        snprintf(e->stopped, sizeof e->stopped,
+                 "GPU-hour budget (%.1f used of %.1f, %.1f kept for validation)", e->gpu_hours,
+                 e->budget_gh, rgh);
+        return 0;
+    }
+    if (e->runs + n + rruns > e->budget_runs) {
+        snprintf(e->stopped, sizeof e->stopped, "run budget (%d used of %d, %d kept for validation)",
+                 e->runs, e->budget_runs, rruns);
+        return 0;
+    }
+    wall_per = e->executed > 0 ? (now_s() - e->started) / e->executed : 0;
+    if (e->until > 0 && now_s() + (n + 2.5 * rruns) * wall_per > e->until) {
+        snprintf(e->stopped, sizeof e->stopped, "deadline (validation needs about %.0f s)",
+                 2.5 * rruns * wall_per);
+        return 0;
+    }
+    return 1;
+}
+
+static cJSON *arm_json(const double *x, size_t n)
+{
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray();
+    double med = NAN;
+    size_t i;
+    for (i = 0; i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(x[i] / 1000.0));
+    cJSON_AddItemToObject(o, "samples", a);
+    if (n && mt_stats_median(x, n, &med) == 0)
+        cJSON_AddNumberToObject(o, "median", med / 1000.0);
+    else
+        cJSON_AddNullToObject(o, "median");
+    cJSON_AddNullToObject(o, "tflops");
+    return o;
+}
+
+/* ---- one A/B ------------------------------------------------------------------------------ */
+
+typedef struct ab_in {
+    const char *phase, *variable, *wall;
+    const mt_kv *ctl, *cand;
+    cJSON *changes, *repairs; /* owned by the caller; copied */
+    uint32_t label;
+    int gate;     /* 1: the full gate; 0: the statistics only (ablation) */
+    int validate; /* validation runs */
+} ab_in;
+
+typedef struct ab_out {
+    int have_stats;
+    mt_stats_decision dec;
+    int accepted;
+    char reason[600];
+    double gain; /* -effect */
+    cJSON *decision; /* borrowed: the record in e->decisions */
+} ab_out;
+
+static void store_decision(eng *e, int seq, const ab_in *in, const char *verdict, cJSON *stats,
+                           const char *reason, int64_t *cruns, size_t nc, int64_t *xruns,
+                           size_t nx)
+{
+    char key[64], *text = NULL, cid[17], xid[17], *cc, *xc, *stext;
+    mt_store_decision dec;
+    snprintf(key, sizeof key, "decision/%d", seq);
+    if (mt_store_memo_get(e->st, key, &text, e->d) == 1) {
+        free(text); /* stored before a resume */
+        return;
+    }
+    mt_config_id(in->cand, xid);
+    mt_config_id(in->ctl, cid);
+    cc = mt_config_canonical(in->ctl);
+    xc = mt_config_canonical(in->cand);
+    stext = cJSON_PrintUnformatted(stats);
+    memset(&dec, 0, sizeof dec);
+    dec.kind = in->phase;
+    dec.variable = in->variable;
+    dec.candidate_id = xid;
+    dec.candidate_canonical = xc;
+    dec.control_id = cid;
+    dec.control_canonical = cc;
+    dec.verdict = verdict;
+    dec.statistics = stext;
+    dec.evidence = reason;
+    dec.created = NAN;
+    dec.candidate_runs = xruns;
+    dec.n_candidate_runs = nx;
+    dec.control_runs = cruns;
+    dec.n_control_runs = nc;
+    if (mt_store_begin(e->st, e->d) == 0) {
+        if (mt_store_add_decision(e->st, &dec, NULL, e->d) == 0 &&
+            mt_store_memo_put(e->st, key, "true", e->d) >= 0)
+            mt_store_commit(e->st, e->d);
+        else
+            mt_store_rollback(e->st);
+    }
+    free(cc), free(xc), free(stext);
+}
+
+/* The changed knobs' activation: every knob of the change must be verified
+ * applied; unknown verdicts ask for a profiled run of the candidate. */
+static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *why, size_t n,
+                      cJSON *evidence)
+{
+    cJSON *x, *lists[2] = {in->changes, in->repairs}, *prof = NULL;
+    jobreq q;
+    int l, ok = 1, need_profile = 0;
+    for (l = 0; l < 2; l++)
+        cJSON_ArrayForEach(x, lists[l])
+        {
+            const char *knob = eng_str(x, "knob");
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(job, "verdicts"), knob);
+            if (!strcmp(eng_str(v, "verdict"), "applied"))
+                continue;
+            if (!strcmp(eng_str(v, "verdict"), "not_applied")) {
+                snprintf(why, n, "activation: %s did not take effect (%s)", knob,
+                         eng_str(v, "evidence"));
+                return 0;
+            }
+            need_profile = 1;
+        }
+    if (!need_profile)
+        return 1;
+    memset(&q, 0, sizeof q);
+    q.cfg = in->cand;
+    mt_config_id(in->cand, q.id);
+    q.kind = "profile";
+    q.rep = seq * REP_BLOCK + REP_BLOCK - 1;
+    q.phase = in->phase;
+    if (eng_exec(e, &q, 1) || !eng_job_ok(q.out)) {
+        snprintf(why, n, "activation: the profiled run of the candidate failed (%s)",
+                 q.out ? eng_str(q.out, "evidence") : "no result");
+        eng_jobs_free(&q, 1);
+        return 0;
+    }
+    prof = q.out;
+    cJSON_AddItemToObject(evidence, "profile_trace",
+                          cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(prof, "trace"), 1));
+    for (l = 0; l < 2 && ok; l++)
+        cJSON_ArrayForEach(x, lists[l])
+        {
+            const char *knob = eng_str(x, "knob");
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(prof, "verdicts"), knob);
+            if (strcmp(eng_str(v, "verdict"), "applied")) {
+                snprintf(why, n, "activation not verified: %s is %s after a profiled run%s%s",
+                         knob, v ? eng_str(v, "verdict") : "unchecked (no plugin verdict)",
+                         v ? ": " : "", v ? eng_str(v, "evidence") : "");
+                ok = 0;
+                break;
+            }
+        }
+    eng_jobs_free(&q, 1);
+    return ok;
+}
+
+static int ab(eng *e, const ab_in *in, ab_out *out)
+{
+    int seq = ++e->seq, look = 0, target, n = 0, i, failed = 0;
+    mt_stats_design ds;
+    double xs[MAX_REPS], ys[MAX_REPS];
+    int64_t cruns[MAX_REPS], xruns[MAX_REPS];
+    cJSON *cjobs = cJSON_CreateArray(), *xjobs = cJSON_CreateArray();
+    cJSON *rec = cJSON_CreateObject(), *stats = cJSON_CreateObject(), *ev = cJSON_CreateObject();
+    char cid[17], xid[17];
+    const char *kind = in->validate ? "validate" : "screen";
+    memset(out, 0, sizeof *out);
+    design(e, &ds, in->validate, seq);
+    target = ds.initial;
+    mt_config_id(in->ctl, cid);
+    mt_config_id(in->cand, xid);
+    for (;;) {
+        int k = target - n, j = 0;
+        jobreq *q = calloc((size_t)(2 * k), sizeof *q);
+        for (i = n; i < target; i++) {
+            q[j].cfg = in->ctl, memcpy(q[j].id, cid, 17), q[j].kind = kind;
+            q[j].rep = seq * REP_BLOCK + i, q[j++].phase = in->phase;
+            q[j].cfg = in->cand, memcpy(q[j].id, xid, 17), q[j].kind = kind;
+            q[j].rep = seq * REP_BLOCK + i, q[j++].phase = in->phase;
+        }
+        if (eng_exec(e, q, (size_t)j)) {
+            eng_jobs_free(q, (size_t)j);
+            free(q);
+            cJSON_Delete(cjobs), cJSON_Delete(xjobs), cJSON_Delete(rec), cJSON_Delete(stats);
+            cJSON_Delete(ev);
+            return -1;
+        }
+        for (i = 0; i < j; i += 2) {
+            cJSON *c = q[i].out, *x = q[i + 1].out;
+            if (!failed && !eng_job_ok(x)) {
+                snprintf(out->reason, sizeof out->reason, "the candidate's run failed: %s (%s)",
+                         eng_str(x, "outcome"), eng_str(x, "evidence"));
+                failed = 1;
+            } else if (!failed && !eng_job_ok(c)) {
+                snprintf(out->reason, sizeof out->reason, "the control's run failed: %s (%s)",
+                         eng_str(c, "outcome"), eng_str(c, "evidence"));
+                failed = 1;
+            }
+            if (n < MAX_REPS) {
+                xs[n] = eng_num(c, "ms"), ys[n] = eng_num(x, "ms");
+                cruns[n] = (int64_t)eng_num(c, "run_id");
+                xruns[n] = (int64_t)eng_num(x, "run_id");
+                n++;
+            }
+            cJSON_AddItemToArray(cjobs, cJSON_Duplicate(c, 1));
+            cJSON_AddItemToArray(xjobs, cJSON_Duplicate(x, 1));
+        }
+        eng_jobs_free(q, (size_t)j);
+        free(q);
+        if (failed)
+            break;
+        if (mt_stats_decide(&ds, xs, (size_t)n, ys, (size_t)n, look, &out->dec) == 0) {
+            out->have_stats = 1;
+            if (out->dec.verdict == MT_STATS_UNKNOWN && !out->dec.capped) {
+                target = n + out->dec.add_control;
+                if (target > MAX_REPS)
+                    target = MAX_REPS;
+                look++;
+                continue;
+            }
+        } else {
+            snprintf(out->reason, sizeof out->reason, "no statistics (non-positive step times)");
+            failed = 1;
+        }
+        break;
+    }
+    /* the gate */
+    if (!failed && out->have_stats) {
+        const mt_stats_decision *dd = &out->dec;
+        out->gain = -dd->effect;
+        if (!in->gate) {
+            snprintf(out->reason, sizeof out->reason, "%s: %s",
+                     mt_stats_verdict_name(dd->verdict), dd->reason);
+        } else {
+            cJSON *x;
+            double cl[MAX_REPS], xl[MAX_REPS], peak = NAN;
+            size_t nc = 0, nx = 0;
+            mt_gate_in g;
+            memset(&g, 0, sizeof g);
+            cJSON_ArrayForEach(x, xjobs)
+            {
+                double l = eng_num(x, "loss"), p = eng_num(x, "peak_gb");
+                if (eng_num(x, "loss_finite") != 1 || eng_num(x, "skipped") > 0 ||
+                    eng_num(x, "nan") > 0)
+                    g.bad_iterations = 1;
+                if (isfinite(l) && nx < MAX_REPS)
+                    xl[nx++] = l;
+                if (isfinite(p) && !(p <= peak))
+                    peak = p;
+            }
+            cJSON_ArrayForEach(x, cjobs)
+            {
+                double l = eng_num(x, "loss");
+                if (isfinite(l) && nc < MAX_REPS)
+                    cl[nc++] = l;
+            }
+            if (isfinite(peak))
+                cJSON_AddNumberToObject(ev, "peak_gb", peak);
+            g.dec = dd;
+            g.min_effect = e->c->min_effect;
+            g.loss_tolerance = e->c->loss_tolerance;
+            g.memory_headroom = e->c->memory_headroom;
+            g.capacity_gb = hbm_gb(e);
+            g.label = in->label;
+            g.allowed_labels = e->c->labels;
+            g.control_loss = cl, g.n_control_loss = nc;
+            g.candidate_loss = xl, g.n_candidate_loss = nx;
+            g.candidate_peak_gb = peak;
+            g.activation = 1;
+            /* activation last: it may need a profiled run of the candidate */
+            if (mt_gate(&g, out->reason, sizeof out->reason)) {
+                char why[600];
+                g.activation = activation(e, in, cJSON_GetArrayItem(xjobs, 0), seq, why,
+                                          sizeof why, ev);
+                g.activation_why = why;
+                out->accepted = mt_gate(&g, out->reason, sizeof out->reason);
+            }
+        }
+    }
+    /* the record */
+    cJSON_AddNumberToObject(rec, "index", seq);
+    cJSON_AddStringToObject(rec, "phase", in->phase);
+    cJSON_AddStringToObject(rec, "variable", in->variable ? in->variable : "");
+    if (in->wall)
+        cJSON_AddStringToObject(rec, "wall", in->wall);
+    else
+        cJSON_AddNullToObject(rec, "wall");
+    cJSON_AddItemToObject(rec, "change", cJSON_Duplicate(in->changes, 1));
+    {
+        cJSON *rp = cJSON_CreateArray(), *x;
+        cJSON_ArrayForEach(x, in->repairs)
+        {
+            char t[512];
+            snprintf(t, sizeof t, "%s=%s (was %s)", eng_str(x, "knob"), eng_str(x, "to"),
+                     eng_str(x, "from"));
+            cJSON_AddItemToArray(rp, cJSON_CreateString(t));
+        }
+        cJSON_AddItemToObject(rec, "repairs", rp);
+    }
+    {
+        const char *verdict = !in->gate && out->have_stats && !failed
+                                  ? (out->dec.verdict == MT_STATS_WORSE ? "kept" : "dropped")
+                              : out->accepted ? "accepted"
+                              : failed        ? "failed"
+                                              : "rejected";
+        if (!in->gate && out->have_stats && !failed && out->dec.verdict == MT_STATS_UNKNOWN)
+            verdict = "kept";
+        if (in->validate)
+            verdict = out->have_stats && out->dec.verdict == MT_STATS_BETTER ? "accepted"
+                                                                                : "rejected";
+        cJSON_AddStringToObject(rec, "verdict", verdict);
+    }
+    cJSON_AddStringToObject(rec, "reason", out->reason);
+    cJSON_AddItemToObject(rec, "control", arm_json(xs, (size_t)n));
+    cJSON_AddItemToObject(rec, "candidate", arm_json(ys, (size_t)n));
+    if (out->have_stats) {
+        cJSON *ci = cJSON_CreateArray();
+        cJSON_AddNumberToObject(rec, "gain", -out->dec.effect);
+        cJSON_AddItemToArray(ci, cJSON_CreateNumber(-out->dec.ci_hi));
+        cJSON_AddItemToArray(ci, cJSON_CreateNumber(-out->dec.ci_lo));
+        cJSON_AddItemToObject(rec, "ci", ci);
+        cJSON_AddNumberToObject(rec, "p_value", out->dec.p);
+        cJSON_AddStringToObject(stats, "verdict", mt_stats_verdict_name(out->dec.verdict));
+        cJSON_AddNumberToObject(stats, "effect", out->dec.effect);
+        cJSON_AddNumberToObject(stats, "ci_lo", out->dec.ci_lo);
+        cJSON_AddNumberToObject(stats, "ci_hi", out->dec.ci_hi);
+        cJSON_AddNumberToObject(stats, "p_mw", out->dec.p_mw);
+        cJSON_AddNumberToObject(stats, "p_ks", out->dec.p_ks);
+        cJSON_AddNumberToObject(stats, "alpha_look", out->dec.alpha_look);
+        cJSON_AddNumberToObject(stats, "look", out->dec.look);
+        cJSON_AddNumberToObject(stats, "replicates", n);
+    } else {
+        cJSON_AddNullToObject(rec, "gain");
+        cJSON_AddNullToObject(rec, "ci");
+        cJSON_AddNullToObject(rec, "p_value");
+    }
+    {
+        cJSON *x0 = cJSON_GetArrayItem(xjobs, 0), *vv, *x;
+        if (x0 && (vv = cJSON_GetObjectItemCaseSensitive(x0, "verdicts")))
+            cJSON_ArrayForEach(x, vv)
+            {
+                char key[300];
+                snprintf(key, sizeof key, "verdict.%s", x->string);
+                cJSON_AddStringToObject(ev, key, eng_str(x, "verdict"));
+            }
+        cJSON_AddItemToObject(rec, "evidence", ev);
+        ev = NULL;
+    }
+    store_decision(e, seq, in, cJSON_GetObjectItemCaseSensitive(rec, "verdict")->valuestring,
+                   stats, out->reason, cruns, (size_t)n, xruns, (size_t)n);
+    cJSON_AddItemToArray(e->decisions, rec);
+    out->decision = rec;
+    cJSON_Delete(cjobs), cJSON_Delete(xjobs), cJSON_Delete(stats), cJSON_Delete(ev);
+    return 0;
+}
+
+/* ---- phases ------------------------------------------------------------------------------- */
+
+/* A profiled run of the best config: its wall and its trace evidence. */
+static cJSON *profile_best(eng *e)
+{
+    jobreq q;
+    cJSON *w = NULL;
+    memset(&q, 0, sizeof q);
+    q.cfg = e->best;
+    mt_config_id(e->best, q.id);
+    q.kind = "profile";
+    q.rep = ++e->seq * REP_BLOCK;
+    q.phase = "profile";
+    if (eng_exec(e, &q, 1) == 0 && eng_job_ok(q.out) &&
+        (w = cJSON_GetObjectItemCaseSensitive(q.out, "wall")) != NULL) {
+        w = cJSON_Duplicate(w, 1);
+        cJSON_AddItemToObject(w, "trace",
+                              cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(q.out, "trace"), 1));
+    }
+    eng_jobs_free(&q, 1);
+    return w;
+}
+
+static int probe_fits(eng *e, const mt_kv *cfg, cJSON **job)
+{
+    jobreq q;
+    double cap = hbm_gb(e), peak;
+    int ok;
+    memset(&q, 0, sizeof q);
+    q.cfg = cfg;
+    mt_config_id(cfg, q.id);
+    q.kind = "fit";
+    q.rep = 0;
+    q.phase = "fit";
+    if (eng_exec(e, &q, 1))
+        return -1;
+    peak = eng_num(q.out, "peak_gb");
+    ok = eng_job_ok(q.out) &&
+         (!isfinite(peak) || !isfinite(cap) || peak <= cap * (1 - e->c->memory_headroom));
+    *job = q.out;
+    return ok;
+}
+
+static void record_simple(eng *e, const char *phase, const char *variable, const mt_kv *from,
+                          const mt_kv *to, const char *verdict, const char *reason)
+{
+    cJSON *rec = cJSON_CreateObject(), *stats = cJSON_CreateObject();
+    ab_in in;
+    int seq = ++e->seq;
+    memset(&in, 0, sizeof in);
+    in.phase = phase;
+    in.variable = variable;
+    in.ctl = from;
+    in.cand = to;
+    cJSON_AddNumberToObject(rec, "index", seq);
+    cJSON_AddStringToObject(rec, "phase", phase);
+    cJSON_AddStringToObject(rec, "variable", variable);
+    cJSON_AddNullToObject(rec, "wall");
+    cJSON_AddItemToObject(rec, "change", diff_json(from, to));
+    cJSON_AddItemToObject(rec, "repairs", cJSON_CreateArray());
+    cJSON_AddStringToObject(rec, "verdict", verdict);
+    cJSON_AddStringToObject(rec, "reason", reason);
+    cJSON_AddItemToObject(rec, "control", arm_json(NULL, 0));
+    cJSON_AddItemToObject(rec, "candidate", arm_json(NULL, 0));
+    cJSON_AddNullToObject(rec, "gain");
+    cJSON_AddNullToObject(rec, "ci");
+    cJSON_AddNullToObject(rec, "p_value");
+    cJSON_AddItemToObject(rec, "evidence", cJSON_CreateObject());
+    cJSON_AddItemToArray(e->decisions, rec);
+    store_decision(e, seq, &in,
+                   !strcmp(verdict, "accepted") || !strcmp(verdict, "kept") ? "accepted"
+                                                                            : "rejected",
+                   stats, reason, NULL, 0, NULL, 0);
+    cJSON_Delete(stats);
+}
+
+/* Fit: the base if the estimate and a probe agree it fits; else the
+ * memory-wall candidates in the plugins' order (smallest model parallelism
+ * first, selective recompute before full, offload last). */
+static int phase_fit(eng *e)
+{
+    mt_candidates cs = {0};
+    cJSON *job = NULL;
+    size_t i;
+    int tries = 0, r;
+    char why[512];
+    e->phase = "fit";
+    if (fits_estimate(e, e->best)) {
+        r = probe_fits(e, e->best, &job);
+        if (r < 0)
+            return -1;
+        if (r) {
+            eng_progress(e, "the base config fits (estimate and probe: hottest GPU %.1f GB)",
+                         eng_num(job, "peak_gb"));
+            cJSON_Delete(job);
+            return 0;
+        }
+        snprintf(why, sizeof why, "the probe says it does not fit: %s (%s)",
+                 eng_str(job, "outcome"), eng_str(job, "evidence"));
+        cJSON_Delete(job);
+    } else {
+        snprintf(why, sizeof why, "the analytic estimate exceeds HBM less the headroom");
+    }
+    eng_progress(e, "the base config does not fit: %s", why);
+    record_simple(e, "fit", "base", e->best, e->best, "rejected", why);
+    mt_candidates_for(e->reg, e->c, e->best, NULL, MT_WALL_MEMORY, &cs, e->d);
+    for (i = 0; i < cs.n && tries < 8; i++) {
+        mt_candidate *k = &cs.v[i];
+        if (k->reject || k->violations.n || !k->config || !label_allowed(e, k->label) ||
+            !in_space(e, e->best, k->config) || !fits_estimate(e, k->config))
+            continue;
+        tries++;
+        r = probe_fits(e, k->config, &job);
+        if (r < 0)
+            break;
+        snprintf(why, sizeof why, "%s: probe %s, hottest GPU %.1f GB", k->summary,
+                 eng_str(job, "outcome"), eng_num(job, "peak_gb"));
+        cJSON_Delete(job);
+        record_simple(e, "fit", k->variable, e->best, k->config, r ? "accepted" : "rejected", why);
+        eng_progress(e, "%s", why);
+        if (r) {
+            mt_kv_destroy(&e->best);
+            e->best = mt_kv_dup(k->config);
+            mt_candidates_free(&cs);
+            return 0;
+        }
+    }
+    mt_candidates_free(&cs);
+    snprintf(e->stopped, sizeof e->stopped, "nothing fits in memory");
+    return 1;
+}
+
+typedef struct tried {
+    char **keys;
+    size_t n;
+} tried;
+
+/* The change's key: variable and the knobs it sets. */
+static void change_key(const mt_candidate *k, char *out, size_t n)
+{
+    const char *kn, *v;
+    size_t i, off = (size_t)snprintf(out, n, "%s:", k->variable);
+    for (i = 0; k->sets && mt_kv_entry(k->sets, i, &kn, &v) == 0 && off < n; i++)
+        off += (size_t)snprintf(out + off, n - off, " %s=%s", kn, v);
+}
+
+static int tried_has(const tried *t, const char *k);
+
+/* How often this change was screened; -1 once it was found slower (a
+ * slower change is never screened again). */
+static int tried_count(const tried *t, const mt_candidate *k)
+{
+    char key[1024], slow[1100];
+    size_t i;
+    int n = 0;
+    change_key(k, key, sizeof key);
+    snprintf(slow, sizeof slow, "slower|%s", key);
+    for (i = 0; i < t->n; i++) {
+        if (!strcmp(t->keys[i], slow))
+            return -1;
+        n += !strcmp(t->keys[i], key);
+    }
+    return n;
+}
+
+static int tried_has(const tried *t, const char *k)
+{
+    size_t i;
+    for (i = 0; i < t->n; i++)
+        if (!strcmp(t->keys[i], k))
+            return 1;
+    return 0;
+}
+
+static void tried_add(tried *t, const char *k)
+{
+    char **p = realloc(t->keys, (t->n + 1) * sizeof *p);
+    if (!p)
+        return;
+    t->keys = p;
+    t->keys[t->n++] = strdup(k);
+}
+
+static void tried_free(tried *t)
+{
+    size_t i;
+    for (i = 0; i < t->n; i++)
+        free(t->keys[i]);
+    free(t->keys);
+    memset(t, 0, sizeof *t);
+}
+
+static cJSON *repairs_json(const mt_candidate *k, const mt_kv *from)
+{
+    cJSON *a = cJSON_CreateArray();
+    const char *kn, *v;
+    size_t i;
+    for (i = 0; k->repairs && mt_kv_entry(k->repairs, i, &kn, &v) == 0; i++) {
+        cJSON *o = cJSON_CreateObject();
+        const char *f = mt_kv_get(from, kn);
+        cJSON_AddStringToObject(o, "knob", kn);
+        cJSON_AddStringToObject(o, "from", f ? f : "");
+        cJSON_AddStringToObject(o, "to", v);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+static cJSON *sets_json(const mt_candidate *k, const mt_kv *from)
+{
+    cJSON *a = cJSON_CreateArray();
+    const char *kn, *v;
+    size_t i;
+    for (i = 0; k->sets && mt_kv_entry(k->sets, i, &kn, &v) == 0; i++) {
+        cJSON *o = cJSON_CreateObject();
+        const char *f = mt_kv_get(from, kn);
+        cJSON_AddStringToObject(o, "knob", kn);
+        cJSON_AddStringToObject(o, "from", f ? f : "");
+        cJSON_AddStringToObject(o, "to", v);
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+/* Rank of a candidate against the wall: dominant 0, runner-up 1, other 2. */
+static int wall_rank(uint32_t walls, const cJSON *w)
+{
+    uint32_t dom = w ? mt_wall_parse(eng_str(w, "wall")) : 0;
+    uint32_t run = w ? mt_wall_parse(eng_str(w, "runner_up")) : 0;
+    if (dom && (walls & dom))
+        return 0;
+    if (run && (walls & run))
+        return 1;
+    return 2;
+}
+
+/* Screens candidate k against the best; accepts through the gate. */
+static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJSON *wall,
+                            int *accepted)
+{
+    ab_in in;
+    ab_out out;
+    char wname[64];
+    int rc;
+    memset(&in, 0, sizeof in);
+    mt_wall_format(k->walls, wname, sizeof wname);
+    in.phase = phase;
+    in.variable = k->variable;
+    in.wall = wname;
+    in.ctl = e->best;
+    in.cand = k->config;
+    in.changes = sets_json(k, e->best);
+    in.repairs = repairs_json(k, e->best);
+    in.label = k->label;
+    in.gate = 1;
+    eng_progress(e, "screening %s: %s", k->variable, k->summary);
+    rc = ab(e, &in, &out);
+    *accepted = 0;
+    e->last_worse = rc == 0 && out.have_stats && out.dec.verdict == MT_STATS_WORSE;
+    if (rc == 0) {
+        eng_progress(e, "%s %s: %s", k->variable, out.accepted ? "accepted" : "rejected",
+                     out.reason);
+        if (out.accepted) {
+            cJSON *a = cJSON_CreateObject();
+            *accepted = 1;
+            cJSON_AddStringToObject(a, "variable", k->variable);
+            cJSON_AddStringToObject(a, "summary", k->summary);
+            cJSON_AddItemToObject(a, "change", cJSON_Duplicate(in.changes, 1));
+            cJSON_AddItemToObject(a, "repairs", cJSON_Duplicate(in.repairs, 1));
+            cJSON_AddNumberToObject(a, "label", k->label);
+            cJSON_AddItemToArray(e->accepted, a);
+            mt_kv_destroy(&e->best);
+            e->best = mt_kv_dup(k->config);
+            e->best_ms = eng_num(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"),
+                                 "median") *
+                         1000;
+        }
+    }
+    (void)wall;
+    cJSON_Delete(in.changes);
+    cJSON_Delete(in.repairs);
+    return rc;
+}
+
+/* Scale (the folding plugin's layouts) and retune (every other plugin, the
+ * dominant wall's first): one variable per screen until nothing passes. */
+static int phase_search(eng *e)
+{
+    tried t = {0};
+    cJSON *wall = NULL;
+    int ab_count = 0, scale_left = 3, rc = 0;
+    e->phase = "scale";
+    for (;;) {
+        mt_candidates cs = {0};
+        mt_kv *ev = mt_kv_new();
+        size_t i, pick = (size_t)-1;
+        int best_rank = 99, accepted = 0;
+        char best_id[17];
+        const char *phase = scale_left > 0 ? "scale" : "retune";
+        if (!strcmp(phase, "retune") && !wall) {
+            e->phase = "profile";
+            wall = profile_best(e);
+            if (wall) {
+                eng_progress(e, "wall: %s (runner-up %s, confidence %.2f): %s",
+                             eng_str(wall, "wall"), eng_str(wall, "runner_up"),
+                             eng_num(wall, "confidence"), eng_str(wall, "reason"));
+                if (!e->walls_before)
+                    e->walls_before = cJSON_Duplicate(wall, 1);
+            } else {
+                eng_progress(e, "the profiled run gave no trace; candidates in plugin order");
+            }
+            e->phase = "retune";
+        }
+        if (wall) {
+            cJSON *x;
+            cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(wall, "trace"))
+                mt_kv_set(ev, x->string, cJSON_IsString(x) ? x->valuestring : "");
+        }
+        if (ab_count >= MAX_AB) {
+            snprintf(e->stopped, sizeof e->stopped, "the decision cap (%d A/B tests)", MAX_AB);
+            mt_kv_destroy(&ev);
+            break;
+        }
+        mt_config_id(e->best, best_id);
+        mt_candidates_for(e->reg, e->c, e->best, ev, 0, &cs, e->d);
+        mt_kv_destroy(&ev);
+        for (i = 0; i < cs.n; i++) {
+            mt_candidate *k = &cs.v[i];
+            char key[64], kid[17];
+            int is_layout = !strcmp(k->plugin, "folding"), rank;
+            if (k->reject || k->violations.n || !k->config)
+                continue;
+            if (!label_allowed(e, k->label) || !in_space(e, e->best, k->config) ||
+                !fits_estimate(e, k->config))
+                continue;
+            if (scale_left > 0 && !is_layout)
+                continue;
+            mt_config_id(k->config, kid);
+            snprintf(key, sizeof key, "%s>%s", best_id, kid);
+            if (!strcmp(kid, best_id) || tried_has(&t, key) || tried_count(&t, k) >= 2 ||
+                tried_count(&t, k) < 0)
+                continue;
+            rank = scale_left > 0 ? 0 : wall_rank(k->walls, wall);
+            if (rank < best_rank) {
+                best_rank = rank;
+                pick = i;
+            }
+        }
+        if (pick == (size_t)-1) {
+            mt_candidates_free(&cs);
+            if (scale_left > 0) {
+                scale_left = 0;
+                continue;
+            }
+            snprintf(e->stopped, sizeof e->stopped, "no further candidate passes the gate");
+            break;
+        }
+        {
+            mt_stats_design ds;
+            design(e, &ds, 0, 0);
+            if (!afford(e, 2 * ds.initial)) {
+                mt_candidates_free(&cs);
+                break;
+            }
+        }
+        {
+            char kid[17], key[64], ck[1024];
+            mt_config_id(cs.v[pick].config, kid);
+            snprintf(key, sizeof key, "%s>%s", best_id, kid);
+            tried_add(&t, key);
+            change_key(&cs.v[pick], ck, sizeof ck);
+            tried_add(&t, ck);
+        }
+        e->phase = phase;
+        rc = screen_candidate(e, phase, &cs.v[pick], wall, &accepted);
+        if (rc == 0 && !accepted && e->last_worse) {
+            char ck[1024], slow[1100];
+            change_key(&cs.v[pick], ck, sizeof ck);
+            snprintf(slow, sizeof slow, "slower|%s", ck);
+            tried_add(&t, slow);
+        }
+        mt_candidates_free(&cs);
+        ab_count++;
+        if (rc)
+            break;
+        if (scale_left > 0)
+            scale_left--;
+        if (accepted && !strcmp(phase, "retune")) {
+            cJSON_Delete(wall);
+            wall = NULL; /* re-profile the new best */
+        }
+    }
+    if (!wall && !rc) {
+        e->phase = "profile";
+        wall = profile_best(e);
+    }
+    if (wall) {
+        cJSON_Delete(e->walls_after);
+        e->walls_after = wall;
+        if (!e->walls_before)
+            e->walls_before = cJSON_Duplicate(wall, 1);
+    }
+    tried_free(&t);
+    return rc;
+}
+
+/* Ablate: each accepted change removed from the winner once. */
+static int phase_ablate(eng *e)
+{
+    cJSON *a;
+    int rc = 0;
+    e->phase = "ablate";
+    cJSON_ArrayForEach(a, e->accepted)
+    {
+        mt_candidate k;
+        cJSON *x;
+        ab_in in;
+        ab_out out;
+        cJSON *row = cJSON_CreateObject();
+        memset(&k, 0, sizeof k);
+        k.plugin = "ablation";
+        k.variable = (char *)eng_str(a, "variable");
+        k.sets = mt_kv_new();
+        k.repairs = mt_kv_new();
+        {
+            /* only the knobs the winner still holds at this change's value:
+             * a later change to the same knob superseded it */
+            int live = 0;
+            cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
+            {
+                const char *now = mt_kv_get(e->best, eng_str(x, "knob"));
+                if (now && !strcmp(now, eng_str(x, "to"))) {
+                    mt_kv_set(k.sets, eng_str(x, "knob"), eng_str(x, "from"));
+                    live++;
+                }
+            }
+            if (!live) {
+                cJSON_Delete(row);
+                mt_kv_destroy(&k.sets);
+                mt_kv_destroy(&k.repairs);
+                continue;
+            }
+        }
+        mt_candidate_apply(e->reg, e->c, e->best, &k, e->d);
+        cJSON_AddStringToObject(row, "knob", eng_str(a, "variable"));
+        {
+            char to[512] = "";
+            size_t off = 0;
+            cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
+                off += (size_t)snprintf(to + off, off < sizeof to ? sizeof to - off : 0, "%s%s=%s",
+                                        off ? " " : "", eng_str(x, "knob"), eng_str(x, "to"));
+            cJSON_AddStringToObject(row, "to", to);
+        }
+        if (k.reject || k.violations.n || !k.config) {
+            cJSON_AddNullToObject(row, "gain_without");
+            cJSON_AddNullToObject(row, "p_value");
+            cJSON_AddBoolToObject(row, "kept", 1);
+            cJSON_AddStringToObject(row, "reason", "cannot be removed alone (illegal without it)");
+            cJSON_AddItemToArray(e->ablation, row);
+            mt_kv_destroy(&k.sets), mt_kv_destroy(&k.config), mt_kv_destroy(&k.repairs);
+            mt_violations_free(&k.violations);
+            mt_strlist_free(&k.repair_notes);
+            continue;
+        }
+        {
+            mt_stats_design ds;
+            design(e, &ds, 0, 0);
+            if (!afford(e, 2 * ds.initial)) {
+                cJSON_AddNullToObject(row, "gain_without");
+                cJSON_AddNullToObject(row, "p_value");
+                cJSON_AddBoolToObject(row, "kept", 1);
+                cJSON_AddStringToObject(row, "reason", "not ablated: budget");
+                cJSON_AddItemToArray(e->ablation, row);
+                mt_kv_destroy(&k.sets), mt_kv_destroy(&k.config), mt_kv_destroy(&k.repairs);
+                mt_violations_free(&k.violations);
+                mt_strlist_free(&k.repair_notes);
+                continue;
+            }
+        }
+        memset(&in, 0, sizeof in);
+        in.phase = "ablate";
+        in.variable = eng_str(a, "variable");
+        in.ctl = e->best;
+        in.cand = k.config;
+        in.changes = diff_json(e->best, k.config);
+        in.repairs = cJSON_CreateArray();
+        in.label = MT_LABEL_TRAINING_EQUIVALENT;
+        in.gate = 0;
+        eng_progress(e, "ablating %s", in.variable);
+        rc = ab(e, &in, &out);
+        if (rc == 0) {
+            int drop = out.have_stats && (out.dec.verdict == MT_STATS_SAME ||
+                                          out.dec.verdict == MT_STATS_BETTER);
+            if (out.have_stats)
+                cJSON_AddNumberToObject(row, "gain_without", -out.dec.effect);
+            else
+                cJSON_AddNullToObject(row, "gain_without");
+            if (out.have_stats)
+                cJSON_AddNumberToObject(row, "p_value", out.dec.p);
+            else
+                cJSON_AddNullToObject(row, "p_value");
+            cJSON_AddBoolToObject(row, "kept", !drop);
+            cJSON_AddStringToObject(row, "reason",
+                                    drop ? "removing it does not hurt: dropped" : out.reason);
+            eng_progress(e, "%s %s", in.variable, drop ? "dropped" : "kept");
+            if (drop) {
+                mt_kv_destroy(&e->best);
+                e->best = mt_kv_dup(k.config);
+            }
+        }
+        cJSON_AddItemToArray(e->ablation, row);
+        cJSON_Delete(in.changes), cJSON_Delete(in.repairs);
+        mt_kv_destroy(&k.sets), mt_kv_destroy(&k.config), mt_kv_destroy(&k.repairs);
+        mt_violations_free(&k.violations);
+        mt_strlist_free(&k.repair_notes);
+        if (rc)
+            break;
+    }
+    return rc;
+}
+
+static cJSON *memory_json(eng *e, const char *name, const cJSON *job)
+{
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray();
+    double cap = hbm_gb(e), p = eng_num(job, "peak_gb");
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddNumberToObject(o, "capacity_gb", isfinite(cap) ? cap : 0);
+    cJSON_AddNumberToObject(o, "headroom_gb", isfinite(cap) ? cap * e->c->memory_headroom : 0);
+    if (isfinite(p))
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(p));
+    cJSON_AddItemToObject(o, "per_gpu_gb", a);
+    return o;
+}
+
+/* Validate: baseline and winner over the contract's validation window. */
+static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
+{
+    char bid[17], wid[17];
+    ab_in in;
+    ab_out out;
+    cJSON *v = cJSON_CreateObject(), *w = cJSON_CreateArray(), *x;
+    e->phase = "validate";
+    mt_config_id(e->baseline, bid);
+    mt_config_id(e->best, wid);
+    cJSON_AddItemToArray(w, cJSON_CreateNumber(e->c->validate.first));
+    cJSON_AddItemToArray(w, cJSON_CreateNumber(e->c->validate.last));
+    cJSON_AddItemToObject(v, "window", w);
+    cJSON_AddNumberToObject(v, "steps", e->c->validate.steps);
+    *gain = NAN;
+    if (!strcmp(bid, wid)) {
+        /* nothing to compare: the baseline alone, for its figures */
+        jobreq q[6];
+        double xs[6];
+        int i, n = 0;
+        memset(q, 0, sizeof q);
+        for (i = 0; i < 6; i++) {
+            q[i].cfg = e->baseline, memcpy(q[i].id, bid, 17), q[i].kind = "validate";
+            q[i].rep = (e->seq + 1) * REP_BLOCK + i, q[i].phase = "validate";
+        }
+        e->seq++;
+        if (eng_exec(e, q, 6)) {
+            eng_jobs_free(q, 6);
+            cJSON_Delete(v);
+            return -1;
+        }
+        for (i = 0; i < 6; i++)
+            if (eng_job_ok(q[i].out))
+                xs[n++] = eng_num(q[i].out, "ms");
+        cJSON_AddItemToObject(v, "baseline", arm_json(xs, (size_t)n));
+        cJSON_AddItemToObject(v, "winner", arm_json(xs, (size_t)n));
+        cJSON_AddNullToObject(v, "gain");
+        cJSON_AddNullToObject(v, "ci");
+        cJSON_AddNullToObject(v, "p_value");
+        cJSON_AddBoolToObject(v, "confirmed", 0);
+        cJSON_AddStringToObject(v, "recommendation",
+                                "no change passed the gate: keep the baseline (validated here)");
+        e->mem_baseline = memory_json(e, "baseline", q[0].out);
+        e->mem_winner = memory_json(e, "winner", q[0].out);
+        eng_jobs_free(q, 6);
+        e->validation = v;
+        *recipe = mt_kv_dup(e->baseline);
+        *status = 2;
+        eng_progress(e, "no change was accepted; the baseline stands");
+        return 0;
+    }
+    memset(&in, 0, sizeof in);
+    in.phase = "validate";
+    in.variable = "winner";
+    in.ctl = e->baseline;
+    in.cand = e->best;
+    in.changes = diff_json(e->baseline, e->best);
+    in.repairs = cJSON_CreateArray();
+    in.label = MT_LABEL_TRAINING_EQUIVALENT;
+    in.gate = 0;
+    in.validate = 1;
+    eng_progress(e, "validating the winner against the baseline over steps %d-%d",
+                 e->c->validate.first, e->c->validate.last);
+    if (ab(e, &in, &out)) {
+        cJSON_Delete(in.changes), cJSON_Delete(in.repairs), cJSON_Delete(v);
+        return -1;
+    }
+    cJSON_AddItemToObject(v, "baseline",
+                          cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(out.decision, "control"), 1));
+    cJSON_AddItemToObject(v, "winner",
+                          cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"), 1));
+    x = cJSON_GetObjectItemCaseSensitive(out.decision, "ci");
+    cJSON_AddItemToObject(v, "ci", cJSON_Duplicate(x, 1));
+    if (out.have_stats) {
+        cJSON_AddNumberToObject(v, "gain", -out.dec.effect);
+        cJSON_AddNumberToObject(v, "p_value", out.dec.p);
+    } else {
+        cJSON_AddNullToObject(v, "gain");
+        cJSON_AddNullToObject(v, "p_value");
+    }
+    if (out.have_stats && out.dec.verdict == MT_STATS_BETTER) {
+        char r[256];
+        *gain = -out.dec.effect;
+        snprintf(r, sizeof r, "use the winner: %.1f%% shorter steps over steps %d-%d (p %.3g)",
+                 100 * *gain, e->c->validate.first, e->c->validate.last, out.dec.p);
+        cJSON_AddBoolToObject(v, "confirmed", 1);
+        cJSON_AddStringToObject(v, "recommendation", r);
+        *recipe = mt_kv_dup(e->best);
+        *status = 0;
+    } else {
+        char r[1024];
+        snprintf(r, sizeof r,
+                 "validation did not confirm the winner (%s); recommend the baseline, the best "
+                 "validated config",
+                 out.reason[0] ? out.reason : "no statistics");
+        cJSON_AddBoolToObject(v, "confirmed", 0);
+        cJSON_AddStringToObject(v, "recommendation", r);
+        *recipe = mt_kv_dup(e->baseline);
+        *status = 1;
+    }
+    eng_progress(e, "%s", eng_str(v, "recommendation"));
+    {
+        /* memory of both from the first validation replicate of each */
+        jobreq q[2];
+        memset(q, 0, sizeof q);
+        q[0].cfg = e->baseline, memcpy(q[0].id, bid, 17);
+        q[1].cfg = e->best, memcpy(q[1].id, wid, 17);
+        q[0].kind = q[1].kind = "validate";
+        q[0].rep = q[1].rep = e->seq * REP_BLOCK;
+        q[0].phase = q[1].phase = "validate";
+        if (eng_exec(e, q, 2) == 0) {
+            e->mem_baseline = memory_json(e, "baseline", q[0].out);
+            e->mem_winner = memory_json(e, "winner", q[1].out);
+        }
+        e->runs -= 2; /* memoized reads, not runs */
+        e->gpu_hours -= (isfinite(eng_num(q[0].out, "gpu_hours")) ? eng_num(q[0].out, "gpu_hours") : 0) +
+                        (isfinite(eng_num(q[1].out, "gpu_hours")) ? eng_num(q[1].out, "gpu_hours") : 0);
+        cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
+        cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
+        eng_jobs_free(q, 2);
+    }
+    cJSON_Delete(in.changes), cJSON_Delete(in.repairs);
+    e->validation = v;
+    return 0;
+}
+
+/* ---- grid and random ---------------------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Every config of the declared space that is legal and fits by estimate. */
+static mt_kv **space_configs(eng *e, size_t *count)
+{
+    size_t nk = mt_kv_count(e->c->space), i, n = 0, cap = 0;
+    const char **knobs = calloc(nk + 1, sizeof *knobs);
+    char **copies = calloc(nk + 1, sizeof *copies), ***vals = calloc(nk + 1, sizeof *vals);
+    size_t *nv = calloc(nk + 1, sizeof *nv), *idx = calloc(nk + 1, sizeof *idx);
+    mt_kv **out = NULL, *cfg = mt_kv_dup(e->baseline);
+    for (i = 0; i < nk; i++) {
+        const char *k, *v;
+        char *p;
+        mt_kv_entry(e->c->space, i, &k, &v);
+        knobs[i] = k;
+        copies[i] = strdup(v);
+        vals[i] = calloc(strlen(v) + 2, sizeof **vals);
+        for (p = copies[i];;) {
+            vals[i][nv[i]++] = p;
+            if (!(p = strchr(p, '\n')))
+                break;
+            *p++ = '\0';
+        }
+    }
+    for (;;) {
+        mt_violations vs = {0};
+        for (i = 0; i < nk; i++)
+            mt_kv_set(cfg, knobs[i], vals[i][idx[i]]);
+        mt_legality(e->reg, e->c, cfg, &vs, NULL);
+        if (!vs.n && fits_estimate(e, cfg)) {
+            if (n == cap) {
+                cap = cap ? 2 * cap : 256;
+                out = realloc(out, cap * sizeof *out);
+            }
+            out[n++] = mt_kv_dup(cfg);
+        }
+        mt_violations_free(&vs);
+        for (i = 0; i < nk; i++) {
+            if (++idx[i] < nv[i])
+                break;
+            idx[i] = 0;
+        }
+        if (i == nk)
+            break;
+    }
+    mt_kv_destroy(&cfg);
+    for (i = 0; i < nk; i++)
+        free(copies[i]), free(vals[i]);
+    free(knobs), free(copies), free(vals), free(nv), free(idx);
+    *count = n;
+    return out;
+}
+
+static int phase_sample(eng *e)
+{
+    size_t n = 0, i, j;
+    mt_kv **all = space_configs(e, &n);
+    int reps = e->c->replicates, rc = 0;
+    double best = INFINITY;
+    uint64_t s = e->o.seed * 0x2545f4914f6cdd1dULL + 7;
+    e->phase = mt_strategy_name(e->o.strategy);
+    eng_progress(e, "%zu configs of the declared space are legal and fit", n);
+    if (e->o.strategy == MT_STRATEGY_RANDOM)
+        for (i = n; i > 1; i--) {
+            mt_kv *t;
+            j = (size_t)(splitmix(&s) % i);
+            t = all[i - 1], all[i - 1] = all[j], all[j] = t;
+        }
+    for (i = 0; i < n; i++) {
+        jobreq q[64];
+        double ms[64], med;
+        int k, ok = 0;
+        char id[17];
+        if (!afford(e, reps))
+            break;
+        mt_config_id(all[i], id);
+        memset(q, 0, sizeof q);
+        for (k = 0; k < reps && k < 64; k++) {
+            q[k].cfg = all[i], memcpy(q[k].id, id, 17), q[k].kind = "screen", q[k].rep = k;
+            q[k].phase = e->phase;
+        }
+        if (eng_exec(e, q, (size_t)k)) {
+            eng_jobs_free(q, (size_t)k);
+            rc = -1;
+            break;
+        }
+        for (j = 0; j < (size_t)k; j++)
+            if (eng_job_ok(q[j].out))
+                ms[ok++] = eng_num(q[j].out, "ms");
+        if (ok == k && mt_stats_median(ms, (size_t)ok, &med) == 0 && med < best) {
+            best = med;
+            mt_kv_destroy(&e->best);
+            e->best = mt_kv_dup(all[i]);
+            e->best_ms = med;
+        }
+        eng_jobs_free(q, (size_t)k);
+    }
+    if (i == n && !e->stopped[0])
+        snprintf(e->stopped, sizeof e->stopped, "the whole space was screened");
+    for (i = 0; i < n; i++)
+        mt_kv_destroy(&all[i]);
+    free(all);
+    return rc;
+}
+
+/* ---- the tune ------------------------------------------------------------------------------ */
+
+int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_result *out,
+            mt_diag *d)
+{
+    eng e;
+    int rc = -1, status = 3;
+    mt_kv *recipe = NULL;
+    double gain = NAN;
+    memset(out, 0, sizeof *out);
+    out->gain = NAN;
+    memset(&e, 0, sizeof e);
+    e.reg = reg;
+    e.c = c;
+    e.o = *o;
+    if (e.o.slots < 1)
+        e.o.slots = 1;
+    e.d = d;
+    e.sim = o->sim_path ? o->sim_path : "moetune-sim";
+    e.started = now_s();
+    e.budget_gh = o->gpu_hours > 0 ? o->gpu_hours : c->gpu_hours;
+    e.budget_runs = o->runs > 0 ? o->runs : c->max_runs;
+    e.until = o->until > 0 ? o->until : e.started + c->deadline_hours * 3600;
+    e.best_ms = e.baseline_ms = NAN;
+    e.decisions = cJSON_CreateArray();
+    e.timeline = cJSON_CreateArray();
+    e.accepted = cJSON_CreateArray();
+    e.ablation = cJSON_CreateArray();
+    if (!(e.st = mt_store_open(o->dir, c, d)))
+        goto out;
+    if (o->executor == MT_EXEC_MODEL && strcmp(c->backend, "sim")) {
+        mt_diag_add(d, c->path, 0, "launch.backend",
+                    "the model executor needs the sim backend, not \"%s\"", c->backend);
+        goto out;
+    }
+    e.baseline = mt_config_base(reg, c, d);
+    if (!e.baseline)
+        goto out;
+    e.best = mt_kv_dup(e.baseline);
+    e.phase = "start";
+    eng_progress(&e, "%s tune of %s (%s), budget %.1f GPU-hours and %d runs%s",
+                 mt_strategy_name(o->strategy), c->name, c->fingerprint, e.budget_gh,
+                 e.budget_runs, o->resume ? ", resumed" : "");
+    if (o->strategy == MT_STRATEGY_OFAT) {
+        int f = phase_fit(&e);
+        if (f < 0)
+            goto out;
+        if (f == 0) {
+            if (phase_search(&e) || phase_ablate(&e))
+                goto out;
+        }
+        if (f > 0) {
+            rc = eng_write_bundle(&e, e.baseline, 3, NAN, d);
+            status = 3;
+            goto done;
+        }
+    } else if (phase_sample(&e)) {
+        goto out;
+    }
+    if (phase_validate(&e, &recipe, &status, &gain))
+        goto out;
+    rc = eng_write_bundle(&e, recipe, status, gain, d);
+done:
+    out->status = status;
+    out->gain = gain;
+    out->gpu_hours = e.gpu_hours;
+    out->runs = e.runs;
+    out->runs_executed = e.executed;
+    out->accepted = cJSON_GetArraySize(e.accepted);
+    snprintf(out->stopped, sizeof out->stopped, "%s", e.stopped);
+    snprintf(out->bundle, sizeof out->bundle, "%s/bundle.json", o->dir);
+    if (recipe) {
+        mt_config_id(recipe, out->recipe_id);
+        out->recipe = recipe;
+        recipe = NULL;
+    } else if (status == 3) {
+        mt_config_id(e.baseline, out->recipe_id);
+        out->recipe = mt_kv_dup(e.baseline);
+    }
+    e.phase = "done";
+    eng_progress(&e, "finished (%s): bundle %s", status == 0 ? "validated" : status == 1 ? "not confirmed" : status == 2 ? "baseline only" : "failed", out->bundle);
+out:
+    mt_kv_destroy(&recipe);
+    mt_kv_destroy(&e.baseline);
+    mt_kv_destroy(&e.best);
+    cJSON_Delete(e.decisions);
+    cJSON_Delete(e.timeline);
+    cJSON_Delete(e.accepted);
+    cJSON_Delete(e.ablation);
+    cJSON_Delete(e.walls_before);
+    cJSON_Delete(e.walls_after);
+    cJSON_Delete(e.validation);
+    cJSON_Delete(e.mem_baseline);
+    cJSON_Delete(e.mem_winner);
+    mt_store_close(&e.st);
+    return rc;
+}

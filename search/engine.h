@@ -1,0 +1,76 @@
+/*
+ * engine.h - `moetune tune`: the evidence-gated policy engine.
+ *
+ * The MoE workflow as an unattended engine: fit (the analytic estimate,
+ * then a probe), scale (the folding plugin's layouts), profile (the wall),
+ * retune one variable at a time through the gate, ablate, validate over the
+ * contract's 50-step window, and write the evidence bundle.  Grid and random
+ * strategies run on the same executor with the same budget accounting.
+ *
+ * Every job (one measurement) and every decision is recorded in the tune
+ * directory's store; a job's summary is memoized in the same transaction as
+ * its run, so a tune killed at any moment and resumed replays its decisions
+ * from the store (the engine is deterministic) and never runs a finished
+ * measurement again.
+ */
+#ifndef MT_ENGINE_H
+#define MT_ENGINE_H
+
+#include "contract.h"
+#include "diag.h"
+#include "registry.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum mt_strategy { MT_STRATEGY_OFAT = 0, MT_STRATEGY_GRID = 1, MT_STRATEGY_RANDOM = 2 };
+
+/* How jobs run. */
+enum mt_executor_kind {
+    MT_EXEC_LOCAL = 0, /* the contract's launcher, `slots` jobs at once (processes) */
+    MT_EXEC_MODEL = 1  /* sim backend only: the sim's model in process, with the sim's
+                          noise; for the search benchmark (same engine, same budget) */
+};
+
+typedef struct mt_tune_opts {
+    const char *dir;           /* the tune directory (store, logs, bundle) */
+    const char *sim_path;      /* the {sim} placeholder; NULL: moetune-sim */
+    int strategy;              /* enum mt_strategy */
+    int executor;              /* enum mt_executor_kind */
+    int slots;                 /* concurrent jobs (local executor), >= 1 */
+    int resume;                /* continue an existing tune directory */
+    double until;              /* Unix time deadline; 0: the contract's deadline_hours */
+    double gpu_hours;          /* budget override; 0: the contract's */
+    int runs;                  /* budget override; 0: the contract's */
+    uint64_t seed;             /* random strategy's sampler; sim noise seed offset */
+    FILE *progress;            /* progress lines (NULL: none) */
+    int tty;                   /* progress as a live status line */
+} mt_tune_opts;
+
+void mt_tune_opts_init(mt_tune_opts *o);
+
+typedef struct mt_tune_result {
+    int status;                /* 0 validated, 1 not confirmed, 2 baseline only, 3 failed */
+    char bundle[4096];         /* path of bundle.json ("" when none) */
+    char recipe_id[17];        /* config id of the recommended config */
+    mt_kv *recipe;             /* the recommended config (caller frees) */
+    double gain;               /* validated gain (NAN when not validated) */
+    double gpu_hours;          /* spent */
+    int runs;                  /* jobs run (memoized ones included) */
+    int runs_executed;         /* jobs actually executed by this invocation */
+    int accepted, wrong;       /* accepted changes; (benchmark) filled by callers */
+    char stopped[128];         /* why the search stopped */
+} mt_tune_result;
+
+void mt_tune_result_free(mt_tune_result *r);
+
+/* Runs (or resumes) a tune.  0 when a bundle was written (whatever the
+ * validation said), negative with the reason in d otherwise. */
+int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_result *out,
+            mt_diag *d);
+
+/* "ofat" | "grid" | "random" -> enum; -1 when unknown. */
+int mt_strategy_parse(const char *s);
+const char *mt_strategy_name(int s);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * engine_int.h - the engine's internals shared by engine.c (the policy),
+ * exec.c (jobs) and bundle.c (the evidence bundle).  Not an interface.
+ */
+#ifndef MT_ENGINE_INT_H
+#define MT_ENGINE_INT_H
+
+#include "engine.h"
+#include "stats.h"
+#include "store.h"
+#include "wall.h"
+
+#include <cjson/cJSON.h>
+
+typedef struct jobreq {
+    const mt_kv *cfg;
+    char id[17];     /* the config's id (mt_config_id) */
+    const char *kind; /* fit | screen | profile | validate */
+    int rep;
+    const char *phase; /* for the timeline */
+    cJSON *out;      /* the job's memo (owned) */
+    int fresh;       /* executed now (not found in the memo) */
+} jobreq;
+
+typedef struct eng {
+    mt_registry *reg;
+    mt_contract *c;
+    mt_tune_opts o;
+    mt_diag *d;
+    mt_store *st;
+    const char *sim;
+    double budget_gh, until, started;
+    int budget_runs;
+    double gpu_hours;         /* charged so far (memoized jobs included) */
+    int runs, executed;
+    int seq;                  /* decision sequence number */
+    const char *phase;
+    mt_kv *baseline, *best;
+    double best_ms, baseline_ms;
+    cJSON *decisions, *timeline, *accepted, *ablation, *walls_before, *walls_after;
+    cJSON *validation, *mem_baseline, *mem_winner;
+    double best_tflops_seen;
+    char stopped[128];
+    int last_worse;           /* the last screen found the candidate slower */
+    FILE *status_tty;
+} eng;
+
+/* exec.c */
+int eng_exec(eng *e, jobreq *v, size_t n);
+void eng_jobs_free(jobreq *v, size_t n);
+void eng_job_key(const char *kind, const char *id, int rep, char *key, size_t n);
+int eng_job_ok(const cJSON *j);
+double eng_num(const cJSON *o, const char *k);
+const char *eng_str(const cJSON *o, const char *k);
+
+/* engine.c */
+void eng_timeline(eng *e, const jobreq *q);
+void eng_progress(eng *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* bundle.c */
+int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d);
+
+#endif

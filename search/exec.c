@@ -1,0 +1,364 @@
+/*
+ * exec.c - the engine's jobs: one measurement each, memoized in the store.
+ *
+ * A job is (config, kind, replicate).  Before running, the memo is asked;
+ * a finished job is never run again.  The local executor runs jobs through
+ * workers/measure.c (the contract's launcher, real processes), in process
+ * for one slot and in forked children (each with its own store connection)
+ * for several.  The model executor evaluates the sim's model in process,
+ * with the sim's own noise: the same engine and budget, thousands of times
+ * faster, for the search benchmark.
+ */
+#include "engine_int.h"
+
+#include "hardware.h"
+#include "measure.h"
+#include "sim.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *verdict_word(uint32_t v)
+{
+    switch (v) {
+    case MT_VERDICT_APPLIED:
+        return "applied";
+    case MT_VERDICT_NOT_APPLIED:
+        return "not_applied";
+    default:
+        return "unknown";
+    }
+}
+
+static void num(cJSON *o, const char *k, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+double eng_num(const cJSON *o, const char *k)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+const char *eng_str(const cJSON *o, const char *k)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    return cJSON_IsString(x) ? x->valuestring : "";
+}
+
+int eng_job_ok(const cJSON *j)
+{
+    return j && !strcmp(eng_str(j, "outcome"), "ok") && isfinite(eng_num(j, "ms"));
+}
+
+/* The memo of a measurement (measure.c calls it inside the run's
+ * transaction). */
+static char *job_memo(const mt_measure *m, void *ctx)
+{
+    cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject(), *ev = cJSON_CreateObject();
+    const char *k, *val;
+    size_t i;
+    char *text;
+    (void)ctx;
+    cJSON_AddStringToObject(o, "outcome", mt_outcome_name(m->outcome));
+    cJSON_AddStringToObject(o, "evidence", m->evidence);
+    num(o, "ms", m->median_step_ms);
+    num(o, "tflops", m->median_tflops);
+    num(o, "loss", m->last_loss);
+    cJSON_AddNumberToObject(o, "loss_finite", m->loss_finite);
+    cJSON_AddNumberToObject(o, "skipped", (double)m->skipped);
+    cJSON_AddNumberToObject(o, "nan", (double)m->nan);
+    num(o, "peak_gb", m->peak_bytes > 0 ? m->peak_bytes / 1e9 : NAN);
+    cJSON_AddNumberToObject(o, "gpu_hours", m->gpu_hours);
+    cJSON_AddNumberToObject(o, "wall_s", m->run.wall_s);
+    cJSON_AddNumberToObject(o, "run_id", (double)m->run_id);
+    for (i = 0; i < m->verdicts.n; i++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "verdict", verdict_word(m->verdicts.v[i].verdict));
+        cJSON_AddStringToObject(x, "evidence",
+                                m->verdicts.v[i].evidence ? m->verdicts.v[i].evidence : "");
+        cJSON_AddItemToObject(v, m->verdicts.v[i].knob, x);
+    }
+    cJSON_AddItemToObject(o, "verdicts", v);
+    for (i = 0; m->verify_evidence && mt_kv_entry(m->verify_evidence, i, &k, &val) == 0; i++)
+        if (!strncmp(k, "trace.", 6))
+            cJSON_AddStringToObject(ev, k, val);
+    cJSON_AddItemToObject(o, "trace", ev);
+    if (m->profiled) {
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddStringToObject(w, "wall", mt_wall_name(m->wall.wall));
+        cJSON_AddStringToObject(w, "runner_up", mt_wall_name(m->wall.runner_up));
+        cJSON_AddNumberToObject(w, "confidence", m->wall.confidence);
+        cJSON_AddStringToObject(w, "reason", m->wall.reason);
+        cJSON_AddNumberToObject(w, "compute", m->share_compute);
+        cJSON_AddNumberToObject(w, "exposed_comm", m->wall.exposed_share);
+        cJSON_AddNumberToObject(w, "hidden_comm", m->share_hidden);
+        cJSON_AddNumberToObject(w, "idle", m->wall.idle_share);
+        cJSON_AddNumberToObject(w, "bubble", m->wall.idle_share - m->wall.idle_net_share);
+        cJSON_AddItemToObject(o, "wall", w);
+    }
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}
+
+void eng_job_key(const char *kind, const char *id, int rep, char *key, size_t n)
+{
+    snprintf(key, n, "job/%s/%s/%d", kind, id, rep);
+}
+
+/* A job that could not even be set up (render failed, ...): a typed
+ * outcome, memoized like any other. */
+static int memo_failed(eng *e, mt_store *st, const char *key, const char *why)
+{
+    cJSON *o = cJSON_CreateObject();
+    char *text;
+    int rc;
+    cJSON_AddStringToObject(o, "outcome", "launch_error");
+    cJSON_AddStringToObject(o, "evidence", why);
+    cJSON_AddNumberToObject(o, "gpu_hours", 0);
+    cJSON_AddNumberToObject(o, "run_id", -1);
+    cJSON_AddItemToObject(o, "verdicts", cJSON_CreateObject());
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    rc = mt_store_memo_put(st, key, text, e->d);
+    free(text);
+    return rc < 0 ? rc : 0;
+}
+
+/* Runs one job through measure.c into st. */
+static int run_local(eng *e, mt_store *st, const jobreq *q)
+{
+    mt_measure_spec spec;
+    mt_measure m;
+    char key[128], dir[4096];
+    mt_diag *d = mt_diag_new();
+    int rc;
+    eng_job_key(q->kind, q->id, q->rep, key, sizeof key);
+    snprintf(dir, sizeof dir, "%s/runs", e->o.dir);
+    mkdir(dir, 0755);
+    snprintf(dir, sizeof dir, "%s/runs/%s-%s-r%d", e->o.dir, q->id, q->kind, q->rep);
+    memset(&spec, 0, sizeof spec);
+    spec.contract = e->c;
+    spec.reg = e->reg;
+    spec.config = q->cfg;
+    spec.kind = !strcmp(q->kind, "profile") ? "profile" : q->kind;
+    spec.replicate = q->rep;
+    spec.run_dir = dir;
+    spec.sim_path = e->sim;
+    spec.profile = !strcmp(q->kind, "profile");
+    spec.sim_seed = e->o.seed;
+    spec.memo_key = key;
+    spec.memo = job_memo;
+    rc = mt_measure_run(&spec, st, &m, d);
+    if (rc < 0) {
+        char why[512];
+        snprintf(why, sizeof why, "%s",
+                 mt_diag_count(d) ? mt_diag_at(d, 0)->message : "the job could not be set up");
+        rc = memo_failed(e, st, key, why);
+    }
+    mt_measure_clear(&m);
+    mt_diag_destroy(&d);
+    return rc;
+}
+
+/* ---- the model executor ------------------------------------------------------------------ */
+
+static int run_model(eng *e, const jobreq *q)
+{
+    sim_cfg sc;
+    sim_breakdown b;
+    sim_noise nz;
+    char err[256], rule[64], msg[256], key[128], *text;
+    const mt_gpu_spec *g;
+    cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject();
+    double peak = 0, steps[1024], step_s, world;
+    int validate = !strcmp(q->kind, "validate"), n = 0, it, first, last, total;
+    size_t i;
+    const char *k, *val;
+    int rc;
+    eng_job_key(q->kind, q->id, q->rep, key, sizeof key);
+    first = validate ? e->c->validate.first : e->c->screen.first;
+    last = validate ? e->c->validate.last : e->c->screen.last;
+    total = validate ? e->c->validate.steps : e->c->screen.steps;
+    world = strtod(mt_kv_get(e->c->hardware, "world_size"), NULL);
+    if (sim_cfg_from_moetune(&sc, q->cfg, e->c->hardware, e->c->view, err, sizeof err) ||
+        sim_check(&sc, rule, sizeof rule, msg, sizeof msg) || sim_evaluate(&sc, &b)) {
+        cJSON_AddStringToObject(o, "outcome", "crash");
+        cJSON_AddStringToObject(o, "evidence", err[0] ? err : msg);
+        cJSON_AddNumberToObject(o, "gpu_hours", 0);
+    } else {
+        g = sim_gpu(&sc);
+        sim_hottest_rank(&sc, &peak);
+        if (g && peak > g->hbm_gb * 1e9) {
+            cJSON_AddStringToObject(o, "outcome", "oom");
+            cJSON_AddStringToObject(o, "evidence", "model: the hottest rank exceeds HBM");
+            cJSON_AddNumberToObject(o, "gpu_hours", sc.startup_s * world / 3600);
+        } else {
+            sim_noise_init(&nz, e->o.seed ? e->o.seed : (uint64_t)sc.seed, sim_cfg_id(&sc),
+                           q->rep, sc.noise_offset_sd, sc.noise_jitter_cv, sc.noise_rho);
+            for (it = 1; it <= total && it <= last; it++) {
+                double t = b.step_s * sim_noise_step(&nz);
+                if (it >= first && n < 1024)
+                    steps[n++] = t;
+            }
+            mt_stats_median(steps, (size_t)n, &step_s);
+            cJSON_AddStringToObject(o, "outcome", "ok");
+            cJSON_AddStringToObject(o, "evidence", "model executor");
+            cJSON_AddNumberToObject(o, "ms", step_s * 1000);
+            cJSON_AddNumberToObject(o, "tflops", b.tflops_per_gpu * b.step_s / step_s);
+            cJSON_AddNumberToObject(o, "loss", 2.5);
+            cJSON_AddNumberToObject(o, "loss_finite", 1);
+            cJSON_AddNumberToObject(o, "skipped", 0);
+            cJSON_AddNumberToObject(o, "nan", 0);
+            cJSON_AddNumberToObject(o, "peak_gb", peak / 1e9);
+            cJSON_AddNumberToObject(o, "gpu_hours",
+                                    (sc.startup_s + total * b.step_s) * world / 3600);
+            /* the model honours every knob: each is applied by construction */
+            for (i = 0; mt_kv_entry(q->cfg, i, &k, &val) == 0; i++) {
+                cJSON *x = cJSON_CreateObject();
+                cJSON_AddStringToObject(x, "verdict", "applied");
+                cJSON_AddStringToObject(x, "evidence", "model executor");
+                cJSON_AddItemToObject(v, k, x);
+            }
+            if (!strcmp(q->kind, "profile")) {
+                mt_wall_input in;
+                mt_wall_verdict wv;
+                cJSON *w = cJSON_CreateObject();
+                double tot = b.step_s > 0 ? b.step_s : 1;
+                memset(&in, 0, sizeof in);
+                in.window_ns = (int64_t)(tot * 1e9);
+                in.exposed_comm_ns =
+                    (int64_t)((b.ep_exposed + b.tp_comm + b.cp_comm + b.dp_exposed) * 1e9);
+                in.idle_ns = (int64_t)((b.host + b.pp_bubble) * 1e9);
+                in.bubble_share = b.pp_bubble / tot;
+                in.gaps_per_device = 1000;
+                in.headroom = -1;
+                mt_wall_classify(&in, &e->c->profile, &wv);
+                cJSON_AddStringToObject(w, "wall", mt_wall_name(wv.wall));
+                cJSON_AddStringToObject(w, "runner_up", mt_wall_name(wv.runner_up));
+                cJSON_AddNumberToObject(w, "confidence", wv.confidence);
+                cJSON_AddStringToObject(w, "reason", wv.reason);
+                cJSON_AddNumberToObject(w, "compute", b.compute / tot);
+                cJSON_AddNumberToObject(w, "exposed_comm", wv.exposed_share);
+                cJSON_AddNumberToObject(w, "hidden_comm", (b.ep_comm - b.ep_exposed) / tot);
+                cJSON_AddNumberToObject(w, "idle", wv.idle_share);
+                cJSON_AddNumberToObject(w, "bubble", b.pp_bubble / tot);
+                cJSON_AddItemToObject(o, "wall", w);
+            }
+        }
+    }
+    cJSON_AddNumberToObject(o, "run_id", -1);
+    cJSON_AddItemToObject(o, "verdicts", v);
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    rc = mt_store_memo_put(e->st, key, text, e->d);
+    free(text);
+    return rc < 0 ? rc : 0;
+}
+
+/* ---- batches ------------------------------------------------------------------------------ */
+
+static cJSON *memo_get(eng *e, const jobreq *q)
+{
+    char key[128], *text = NULL;
+    cJSON *j = NULL;
+    eng_job_key(q->kind, q->id, q->rep, key, sizeof key);
+    if (mt_store_memo_get(e->st, key, &text, e->d) == 1)
+        j = cJSON_Parse(text);
+    free(text);
+    return j;
+}
+
+int eng_exec(eng *e, jobreq *v, size_t n)
+{
+    size_t i, running = 0;
+    pid_t *pids = calloc(n ? n : 1, sizeof *pids);
+    int rc = 0;
+    if (!pids)
+        return -ENOMEM;
+    for (i = 0; i < n; i++) {
+        v[i].out = memo_get(e, &v[i]);
+        v[i].fresh = 0;
+    }
+    for (i = 0; i < n && !rc; i++) {
+        if (v[i].out)
+            continue;
+        v[i].fresh = 1;
+        e->executed++;
+        if (e->o.executor == MT_EXEC_MODEL) {
+            rc = run_model(e, &v[i]);
+        } else if (e->o.slots <= 1) {
+            rc = run_local(e, e->st, &v[i]);
+        } else {
+            pid_t pid;
+            while ((int)running >= e->o.slots) {
+                int st;
+                if (waitpid(-1, &st, 0) > 0)
+                    running--;
+            }
+            fflush(NULL);
+            pid = fork();
+            if (pid == 0) {
+                /* the child: its own store connection, never the parent's */
+                mt_diag *d = mt_diag_new();
+                mt_store *st = mt_store_open(e->o.dir, e->c, d);
+                int r = st ? run_local(e, st, &v[i]) : -1;
+                if (r)
+                    mt_diag_print(d, stderr);
+                mt_store_close(&st);
+                _exit(r ? 1 : 0);
+            }
+            if (pid < 0) {
+                mt_diag_add(e->d, e->o.dir, 0, NULL, "cannot fork a job: %s", strerror(errno));
+                rc = -1;
+                break;
+            }
+            pids[i] = pid;
+            running++;
+        }
+    }
+    while (running > 0) {
+        int st;
+        if (waitpid(-1, &st, 0) > 0)
+            running--;
+        else if (errno != EINTR)
+            break;
+    }
+    free(pids);
+    for (i = 0; i < n; i++) {
+        if (!v[i].out)
+            v[i].out = memo_get(e, &v[i]);
+        if (!v[i].out && !rc) {
+            mt_diag_add(e->d, e->o.dir, 0, NULL,
+                        "job %s of config %s (replicate %d) left no result in the store",
+                        v[i].kind, v[i].id, v[i].rep);
+            rc = -1;
+        }
+        if (v[i].out) {
+            double gh = eng_num(v[i].out, "gpu_hours");
+            e->gpu_hours += isfinite(gh) ? gh : 0;
+            e->runs++;
+            eng_timeline(e, &v[i]);
+        }
+    }
+    return rc;
+}
+
+void eng_jobs_free(jobreq *v, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        cJSON_Delete(v[i].out);
+        v[i].out = NULL;
+    }
+}
