@@ -31,7 +31,16 @@ void mt_tune_opts_init(mt_tune_opts *o)
 
 void mt_tune_result_free(mt_tune_result *r)
 {
+    size_t i;
     mt_kv_destroy(&r->recipe);
+    for (i = 0; i < r->n_accepted; i++) {
+        mt_kv_destroy(&r->accepted_from[i]);
+        mt_kv_destroy(&r->accepted_to[i]);
+    }
+    free(r->accepted_from);
+    free(r->accepted_to);
+    r->accepted_from = r->accepted_to = NULL;
+    r->n_accepted = 0;
 }
 
 int mt_strategy_parse(const char *s)
@@ -892,6 +901,18 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
             cJSON_AddItemToObject(a, "repairs", cJSON_Duplicate(in.repairs, 1));
             cJSON_AddNumberToObject(a, "label", k->label);
             cJSON_AddItemToArray(e->accepted, a);
+            if (e->res) {
+                mt_tune_result *r = e->res;
+                mt_kv **f = realloc(r->accepted_from, (r->n_accepted + 1) * sizeof *f);
+                mt_kv **t = f ? realloc(r->accepted_to, (r->n_accepted + 1) * sizeof *t) : NULL;
+                if (f)
+                    r->accepted_from = f;
+                if (t) {
+                    r->accepted_to = t;
+                    r->accepted_from[r->n_accepted] = mt_kv_dup(e->best);
+                    r->accepted_to[r->n_accepted++] = mt_kv_dup(k->config);
+                }
+            }
             mt_kv_destroy(&e->best);
             e->best = mt_kv_dup(k->config);
             e->best_ms = eng_num(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"),
@@ -1409,6 +1430,7 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     e.reg = reg;
     e.c = c;
     e.o = *o;
+    e.res = out;
     if (e.o.slots < 1)
         e.o.slots = 1;
     e.d = d;

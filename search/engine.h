@@ -60,6 +60,9 @@ typedef struct mt_tune_result {
     int runs_executed;         /* jobs actually executed by this invocation */
     int accepted, wrong;       /* accepted changes; (benchmark) filled by callers */
     char stopped[128];         /* why the search stopped */
+    /* every accepted change, as the configs it went from and to (owned) */
+    size_t n_accepted;
+    mt_kv **accepted_from, **accepted_to;
 } mt_tune_result;
 
 void mt_tune_result_free(mt_tune_result *r);

@@ -41,7 +41,8 @@ typedef struct eng {
     cJSON *validation, *mem_baseline, *mem_winner;
     double best_tflops_seen;
     char stopped[128];
-    int last_worse;           /* the last screen found the candidate slower */
+    int last_worse;
+    mt_tune_result *res;      /* where accepted changes are listed */           /* the last screen found the candidate slower */
     FILE *status_tty;
 } eng;
 
