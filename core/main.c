@@ -52,7 +52,7 @@ static void usage(FILE *out)
             "                                the launch command for the base config (+ sets)\n"
             "  candidates CONTRACT [--wall W] [--set knob=value]...\n"
             "                                every plugin's candidates, with repairs and legality\n"
-            "  demo [CONTRACT]               check the example contract and list its candidates\n"
+            "  demo [CONTRACT] [--dir DIR]   check the example contract and tune it on the simulator\n"
             "  calibration [--fit]           the simulator against the published numbers\n"
             "  optimum CONTRACT              best config of the declared space (simulator, no noise)\n"
             "  runs DIR [--csv|--json]       the runs recorded in a tune directory's store\n"
@@ -62,6 +62,13 @@ static void usage(FILE *out)
             "  profile TRACE [--window A:B] [--device N] [--json] [--compare TRACE2] [--contract C]\n"
             "                                unions of a Kineto or Nsight Systems trace: hidden and exposed\n"
             "                                communication, idle gaps, the wall, the activation evidence\n"
+            "  tune CONTRACT --dir DIR [--strategy ofat|grid|random] [--until HH:MM] [--jobs N]\n"
+            "       [--executor local|model] [--gpu-hours X] [--runs N] [--seed N] [--notify CMD]\n"
+            "                                the unattended evidence-gated tune, ending in a\n"
+            "                                validated recipe and bundle.json, REPORT.md, report.html\n"
+            "  tune --resume DIR             continue a tune after a crash or kill: nothing finished\n"
+            "                                runs again\n"
+            "  status DIR                    a tune's live state (from another terminal)\n"
             "\n"
             "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated), then the\n"
             "contract's launch.plugin_path.  Walls: memory, communication, host, compute.\n");
@@ -1157,24 +1164,51 @@ static int cmd_status(int argc, char **argv)
 
 static int cmd_demo(int argc, char **argv)
 {
-    char path[PATH_MAX];
-    char *args[4];
-    int rc;
-    if (argc > 2)
-        snprintf(path, sizeof path, "%s", argv[2]);
-    else
-        snprintf(path, sizeof path, "%s/examples/contracts/qwen3-30b-a3b-h100x16.cfg",
-                 MOETUNE_SOURCE_DIR);
+    char path[PATH_MAX], dir[PATH_MAX], store[PATH_MAX + 16];
+    char *args[8];
+    int rc, n = 0, j;
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/examples/contracts/qwen3-30b-a3b-h100x16.cfg",
+             MOETUNE_SOURCE_DIR);
+    snprintf(dir, sizeof dir, "moetune-demo");
+    for (j = 2; j < argc; j++) {
+        if (!strcmp(argv[j], "--dir") && j + 1 < argc)
+            snprintf(dir, sizeof dir, "%s", argv[++j]);
+        else if (argv[j][0] != '-')
+            snprintf(path, sizeof path, "%s", argv[j]);
+        else {
+            fprintf(stderr, "usage: moetune demo [CONTRACT] [--dir DIR]\n");
+            return EXIT_USAGE;
+        }
+    }
     printf("== moetune check %s\n", path);
+    fflush(stdout);
     rc = cmd_check(path);
     if (rc)
         return rc;
-    printf("\n== moetune candidates %s\n", path);
-    args[0] = argv[0];
-    args[1] = "candidates";
-    args[2] = path;
-    args[3] = NULL;
-    return cmd_candidates(3, args);
+    /* an unattended tune on the simulated cluster, from the contract's naive
+     * baseline to a validated recipe and its evidence bundle */
+    snprintf(store, sizeof store, "%s/moetune.db", dir);
+    args[n++] = argv[0];
+    args[n++] = "tune";
+    if (stat(store, &sb) == 0) {
+        printf("\n== moetune tune --resume %s  (a demo tune is already there)\n", dir);
+        args[n++] = "--resume";
+        args[n++] = dir;
+    } else {
+        printf("\n== moetune tune %s --dir %s\n", path, dir);
+        args[n++] = path;
+        args[n++] = "--dir";
+        args[n++] = dir;
+    }
+    args[n] = NULL;
+    fflush(stdout);
+    rc = cmd_tune(n, args);
+    if (rc == 0 || rc == 3)
+        printf("\nopen %s/report.html (or read %s/REPORT.md); `moetune runs %s` lists every "
+               "run\n",
+               dir, dir, dir);
+    return rc;
 }
 
 int main(int argc, char **argv)
