@@ -208,6 +208,121 @@ START_TEST(profile_a_trace)
 }
 END_TEST
 
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* --window, --compare, --contract (its profile group), --class, --json and
+ * the errors, on hand-built traces whose figures are known. */
+START_TEST(profile_window_compare_contract)
+{
+    static const char a_json[] =
+        "{\"traceEvents\": ["
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":1,"
+        "\"tid\":1,\"ts\":0,\"dur\":100},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#2\",\"pid\":1,"
+        "\"tid\":1,\"ts\":100,\"dur\":100},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"pid\":0,\"tid\":7,\"ts\":0,"
+        "\"dur\":100,\"args\":{\"device\":0}},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"pid\":0,\"tid\":7,\"ts\":100,"
+        "\"dur\":40,\"args\":{\"device\":0}},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"my_custom_a2a\",\"pid\":0,\"tid\":8,"
+        "\"ts\":140,\"dur\":60,\"args\":{\"device\":0}}]}";
+    static const char b_json[] =
+        "{\"traceEvents\": ["
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#1\",\"pid\":1,"
+        "\"tid\":1,\"ts\":0,\"dur\":100},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#2\",\"pid\":1,"
+        "\"tid\":1,\"ts\":100,\"dur\":70},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"pid\":0,\"tid\":7,\"ts\":0,"
+        "\"dur\":100,\"args\":{\"device\":0}},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm\",\"pid\":0,\"tid\":7,\"ts\":100,"
+        "\"dur\":60,\"args\":{\"device\":0}},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"my_custom_a2a\",\"pid\":0,\"tid\":8,"
+        "\"ts\":110,\"dur\":60,\"args\":{\"device\":0}}]}";
+    char dir[] = "/tmp/moetune-cli-prof-XXXXXX", a[300], b[300], c[300];
+    char *example = tk_example("qwen3-30b-a3b-h100x16.cfg"), *text = tk_slurp(example), *ctext;
+    run r;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(a, sizeof a, "%s/a.json", dir);
+    snprintf(b, sizeof b, "%s/b.json", dir);
+    snprintf(c, sizeof c, "%s/c.cfg", dir);
+    write_text(a, a_json);
+    write_text(b, b_json);
+    /* the contract adds the custom kernel as communication */
+    ctext = malloc(strlen(text) + 200);
+    sprintf(ctext, "%s\nprofile = { comm_share = 0.25; classes = [\"communication:^my_custom\"]; };\n",
+            text);
+    write_text(c, ctext);
+    {
+        /* step 2 alone: a's custom kernel is compute without the contract */
+        const char *args[] = {"profile", a, "--window", "2:2", NULL};
+        r = moetune(args);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, "steps 2 to 2"));
+        ck_assert_ptr_nonnull(strstr(r.out, "comm_us          0.000"));
+        done(&r);
+    }
+    {
+        const char *args[] = {"profile", a, "--window", "2:2", "--contract", c, NULL};
+        r = moetune(args);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        /* 60 of 100 us exposed: above the contract's 25% */
+        ck_assert_ptr_nonnull(strstr(r.out, "exposed_comm_us  60.000 (60.000% of window)"));
+        ck_assert_ptr_nonnull(strstr(r.out, "wall: communication"));
+        ck_assert_ptr_nonnull(strstr(r.out, "threshold 25.0%"));
+        done(&r);
+    }
+    {
+        /* b hides 50 of its 60 us under the GEMM */
+        const char *args[] = {"profile", a,       "--window", "2:2",  "--class",
+                              "communication:my_custom", "--compare", b, NULL};
+        r = moetune(args);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, "hidden_comm"));
+        ck_assert_ptr_nonnull(strstr(r.out, "+50.000 us"));
+        ck_assert_ptr_nonnull(strstr(r.out, "-30.000 us")); /* the window: 100 -> 70 */
+        done(&r);
+    }
+    {
+        const char *args[] = {"profile", a, "--class", "communication:my_custom", "--compare", b,
+                              "--window", "2:2", "--json", NULL};
+        r = moetune(args);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, "\"delta\": {"));
+        ck_assert_ptr_nonnull(strstr(r.out, "\"hidden_comm_us\": 50.000000"));
+        done(&r);
+    }
+    {
+        const char *args[] = {"profile", a, "--window", "3:4", NULL};
+        r = moetune(args);
+        ck_assert_int_eq(r.status, 2);
+        ck_assert_ptr_nonnull(strstr(r.err, "marks steps 1 to 2"));
+        done(&r);
+    }
+    {
+        const char *args[] = {"profile", a, "--window", "x", NULL};
+        r = moetune(args);
+        ck_assert_int_eq(r.status, 64);
+        done(&r);
+    }
+    {
+        const char *args[] = {"profile", a, "--class", "bogus:x", NULL};
+        r = moetune(args);
+        ck_assert_int_eq(r.status, 2);
+        ck_assert_ptr_nonnull(strstr(r.err, "not a kernel class rule"));
+        done(&r);
+    }
+    unlink(a), unlink(b), unlink(c);
+    rmdir(dir);
+    free(example), free(text), free(ctext);
+}
+END_TEST
+
 /* The contract's launch.plugin_path is searched too; a plugin whose init
  * fails is listed as disabled with its reason, and the others go on. */
 START_TEST(contract_plugin_path)
@@ -251,6 +366,7 @@ int main(void)
     tcase_add_test(tc, contract_plugin_path);
     tcase_add_test(tc, parse_a_log);
     tcase_add_test(tc, profile_a_trace);
+    tcase_add_test(tc, profile_window_compare_contract);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }
