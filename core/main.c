@@ -18,6 +18,8 @@
 #include "profile.h"
 #include "trace.h"
 #include "measure.h"
+#include "stats.h"
+#include <cjson/cJSON.h>
 #include <unistd.h>
 
 #include <limits.h>
@@ -55,6 +57,10 @@ static void usage(FILE *out)
             "  demo [CONTRACT] [--dir DIR]   check the example contract and tune it on the simulator\n"
             "  calibration [--fit]           the simulator against the published numbers\n"
             "  optimum CONTRACT              best config of the declared space (simulator, no noise)\n"
+            "  space CONTRACT [--json]       the declared search space and the base's values (JSON)\n"
+            "  model-screen CONTRACT [--set k=v]... [--replicates N] [--seed S] [--noise-free] [--stdin]\n"
+            "                                one screen on the sim's model, as `tune --executor model`\n"
+            "                                runs it (JSON; --stdin: one JSON object of sets a line)\n"
             "  runs DIR [--csv|--json]       the runs recorded in a tune directory's store\n"
             "  measure CONTRACT --dir DIR [--kind screen|validate] [--replicate N] [--set k=v]...\n"
             "                                run one measurement of the config, parse, verify, store\n"
@@ -1211,6 +1217,281 @@ static int cmd_demo(int argc, char **argv)
     return rc;
 }
 
+/* ---- space, model-screen: the search benchmark's TPE harness (tests/tpe_harness.py)
+ * drives the same sim through the same contract with these ----------------------------- */
+
+/* moetune space CONTRACT [--json]: the declared space (normalized values),
+ * the base's value of each of its knobs, and the screen protocol. */
+static int cmd_space(int argc, char **argv)
+{
+    session s;
+    cJSON *o, *sp, *base;
+    const char *k, *v;
+    char *text;
+    size_t i;
+    int rc;
+    if (argc < 3 || argv[2][0] == '-') {
+        fprintf(stderr, "usage: moetune space CONTRACT [--json]\n");
+        return EXIT_USAGE;
+    }
+    if ((rc = session_open(&s, argv[2], 1))) {
+        session_close(&s);
+        return rc;
+    }
+    o = cJSON_CreateObject();
+    sp = cJSON_AddObjectToObject(o, "space");
+    base = cJSON_AddObjectToObject(o, "base");
+    cJSON_AddStringToObject(o, "contract", s.contract->name);
+    cJSON_AddNumberToObject(o, "replicates", s.contract->replicates);
+    cJSON_AddNumberToObject(o, "gpu_hours_budget", s.contract->gpu_hours);
+    for (i = 0; mt_kv_entry(s.contract->space, i, &k, &v) == 0; i++) {
+        cJSON *a = cJSON_AddArrayToObject(sp, k);
+        const char *p = v, *b = mt_kv_get(s.cfg, k);
+        for (;;) {
+            size_t len = strcspn(p, "\n");
+            char *one = strndup(p, len);
+            cJSON_AddItemToArray(a, cJSON_CreateString(one ? one : ""));
+            free(one);
+            if (!p[len])
+                break;
+            p += len + 1;
+        }
+        if (b)
+            cJSON_AddStringToObject(base, k, b);
+        else
+            cJSON_AddNullToObject(base, k);
+    }
+    text = cJSON_PrintUnformatted(o);
+    puts(text ? text : "{}");
+    free(text);
+    cJSON_Delete(o);
+    session_close(&s);
+    return 0;
+}
+
+/* One screen of cfg on the model executor (search/exec.c's job, identical
+ * accounting): nrep replicates 0..nrep-1, as grid and random screen. */
+static cJSON *model_screen_one(session *s, const mt_kv *cfg, int nrep, int rep0, uint64_t seed,
+                               int noise_free)
+{
+    cJSON *o = cJSON_CreateObject(), *vs_json, *reps;
+    mt_violations vs = {0};
+    mt_mem_estimate est;
+    char id[17];
+    double ms[64], tf[64], gh = 0, med, cap_gb = NAN;
+    int r, ok = 0, fits_est, within = 1;
+    const char *outcome = "ok";
+    size_t i;
+    mt_config_id(cfg, id);
+    cJSON_AddStringToObject(o, "config_id", id);
+    mt_legality(s->reg, s->contract, cfg, &vs, NULL);
+    cJSON_AddBoolToObject(o, "legal", vs.n == 0);
+    vs_json = cJSON_AddArrayToObject(o, "violations");
+    for (i = 0; i < vs.n; i++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "rule", vs.v[i].rule ? vs.v[i].rule : "");
+        cJSON_AddStringToObject(x, "plugin", vs.v[i].plugin ? vs.v[i].plugin : "");
+        cJSON_AddStringToObject(x, "message", vs.v[i].message ? vs.v[i].message : "");
+        cJSON_AddItemToArray(vs_json, x);
+    }
+    fits_est = mt_memory_estimate(cfg, s->contract->hardware, &est) == 0;
+    if (fits_est)
+        cap_gb = est.hbm_gb * (1 - s->contract->memory_headroom);
+    fits_est = fits_est && est.hottest->total <= cap_gb;
+    cJSON_AddBoolToObject(o, "fits_estimate", fits_est);
+    cJSON_AddNumberToObject(o, "launch_gpu_hours", mt_model_launch_gpu_hours(s->contract, cfg));
+    reps = cJSON_AddArrayToObject(o, "replicates");
+    if (vs.n) {
+        outcome = "illegal"; /* the engine never launches it: nothing charged */
+    } else {
+        for (r = 0; r < nrep && r < 64; r++) {
+            char *text = mt_model_job(s->contract, cfg, "screen", rep0 + r, seed);
+            cJSON *j = text ? cJSON_Parse(text) : NULL;
+            const cJSON *x;
+            free(text);
+            if (!j) {
+                outcome = "error";
+                break;
+            }
+            x = cJSON_GetObjectItemCaseSensitive(j, "gpu_hours");
+            gh += cJSON_IsNumber(x) ? x->valuedouble : 0;
+            x = cJSON_GetObjectItemCaseSensitive(j, "outcome");
+            if (cJSON_IsString(x) && !strcmp(x->valuestring, "ok") &&
+                cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "ms"))) {
+                ms[ok] = cJSON_GetObjectItemCaseSensitive(j, "ms")->valuedouble;
+                x = cJSON_GetObjectItemCaseSensitive(j, "tflops");
+                tf[ok++] = cJSON_IsNumber(x) ? x->valuedouble : NAN;
+                x = cJSON_GetObjectItemCaseSensitive(j, "peak_gb");
+                if (cJSON_IsNumber(x) && isfinite(cap_gb) && x->valuedouble > cap_gb)
+                    within = 0;
+            } else if (!strcmp(outcome, "ok")) {
+                outcome = cJSON_IsString(x) ? (!strcmp(x->valuestring, "oom") ? "oom" : "crash")
+                                            : "error";
+            }
+            cJSON_DeleteItemFromObjectCaseSensitive(j, "verdicts");
+            cJSON_AddNumberToObject(j, "replicate", rep0 + r);
+            cJSON_AddItemToArray(reps, j);
+        }
+    }
+    cJSON_AddStringToObject(o, "outcome", outcome);
+    if (!strcmp(outcome, "ok") && ok > 0 && mt_stats_median(ms, (size_t)ok, &med) == 0) {
+        cJSON_AddNumberToObject(o, "ms", med);
+        mt_stats_median(tf, (size_t)ok, &med);
+        cJSON_AddNumberToObject(o, "tflops", med);
+    } else {
+        cJSON_AddNullToObject(o, "ms");
+        cJSON_AddNullToObject(o, "tflops");
+    }
+    /* the measured peak of every replicate within the contract's headroom */
+    cJSON_AddBoolToObject(o, "within_headroom", !strcmp(outcome, "ok") && within);
+    cJSON_AddNumberToObject(o, "gpu_hours", gh);
+    cJSON_AddNumberToObject(o, "runs", cJSON_GetArraySize(reps));
+    if (noise_free) {
+        int fits = 0;
+        double t = mt_optimum_tflops(s->contract, cfg, &fits);
+        cJSON_AddNumberToObject(o, "noise_free_tflops", t);
+        cJSON_AddBoolToObject(o, "noise_free_fits", fits);
+    }
+    mt_violations_free(&vs);
+    return o;
+}
+
+/* A --stdin line: one JSON object of knob -> value (strings, numbers,
+ * booleans), or {"set": {knob: value}, "first_replicate": N}. */
+static mt_kv *model_screen_line(session *s, const char *line, int *rep0, char *why, size_t n)
+{
+    cJSON *top = cJSON_Parse(line), *j = top, *x;
+    mt_kv *cfg;
+    mt_diag *d;
+    if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(top, "set"))) {
+        x = cJSON_GetObjectItemCaseSensitive(top, "first_replicate");
+        if (cJSON_IsNumber(x))
+            *rep0 = x->valueint;
+        j = cJSON_GetObjectItemCaseSensitive(top, "set");
+    }
+    if (!cJSON_IsObject(j)) {
+        snprintf(why, n, "not a JSON object of knob -> value");
+        cJSON_Delete(top);
+        return NULL;
+    }
+    cfg = mt_kv_dup(s->cfg);
+    d = mt_diag_new();
+    cJSON_ArrayForEach(x, j)
+    {
+        char buf[64];
+        const char *v = buf;
+        if (cJSON_IsString(x))
+            v = x->valuestring;
+        else if (cJSON_IsBool(x))
+            v = cJSON_IsTrue(x) ? "true" : "false";
+        else if (cJSON_IsNumber(x))
+            snprintf(buf, sizeof buf, "%.17g", x->valuedouble);
+        else
+            v = "";
+        if (mt_config_set(s->reg, cfg, x->string, v, NULL, 0, "--stdin", d))
+            break;
+    }
+    if (mt_diag_count(d)) {
+        snprintf(why, n, "%s", mt_diag_at(d, 0)->message);
+        mt_kv_destroy(&cfg);
+    }
+    mt_diag_destroy(&d);
+    cJSON_Delete(top);
+    return cfg;
+}
+
+/* moetune model-screen CONTRACT [--set k=v]... [--replicates N] [--first-replicate K]
+ *                      [--seed S] [--noise-free] [--json] [--stdin]
+ * Replicates K..K+N-1 (N: the contract's replicates); illegal configs are not run. */
+static int cmd_model_screen(int argc, char **argv)
+{
+    session s;
+    char **sets = calloc((size_t)argc + 1, sizeof *sets);
+    size_t nsets = 0;
+    int j, rc, nrep = 0, rep0 = 0, noise_free = 0, from_stdin = 0;
+    uint64_t seed = 0;
+    const char *contract = NULL;
+    for (j = 2; j < argc; j++) {
+        const char *a = argv[j];
+        if (!strcmp(a, "--json"))
+            continue;
+        if (!strcmp(a, "--noise-free")) {
+            noise_free = 1;
+            continue;
+        }
+        if (!strcmp(a, "--stdin")) {
+            from_stdin = 1;
+            continue;
+        }
+        if (a[0] != '-' && !contract) {
+            contract = a;
+            continue;
+        }
+        if (j + 1 >= argc)
+            goto usage;
+        if (!strcmp(a, "--set"))
+            sets[nsets++] = argv[++j];
+        else if (!strcmp(a, "--replicates") || !strcmp(a, "--replicate"))
+            nrep = atoi(argv[++j]);
+        else if (!strcmp(a, "--first-replicate"))
+            rep0 = atoi(argv[++j]);
+        else if (!strcmp(a, "--seed"))
+            seed = strtoull(argv[++j], NULL, 10);
+        else
+            goto usage;
+    }
+    if (!contract || nrep > 64 || rep0 < 0)
+        goto usage;
+    if ((rc = session_open(&s, contract, 1)) || (rc = apply_sets(&s, sets, nsets))) {
+        session_close(&s);
+        free(sets);
+        return rc;
+    }
+    if (nrep <= 0)
+        nrep = s.contract->replicates;
+    if (!from_stdin) {
+        cJSON *o = model_screen_one(&s, s.cfg, nrep, rep0, seed, noise_free);
+        char *text = cJSON_PrintUnformatted(o);
+        puts(text ? text : "{}");
+        free(text);
+        cJSON_Delete(o);
+    } else {
+        char *line = NULL;
+        size_t cap = 0;
+        while (getline(&line, &cap, stdin) > 0) {
+            char why[1024] = "";
+            int first = rep0;
+            mt_kv *cfg;
+            cJSON *o;
+            char *text;
+            if (strspn(line, " \t\r\n") == strlen(line))
+                continue;
+            cfg = model_screen_line(&s, line, &first, why, sizeof why);
+            if (cfg) {
+                o = model_screen_one(&s, cfg, nrep, first, seed, noise_free);
+            } else {
+                o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "error", why);
+            }
+            text = cJSON_PrintUnformatted(o);
+            puts(text ? text : "{}");
+            fflush(stdout);
+            free(text);
+            cJSON_Delete(o);
+            mt_kv_destroy(&cfg);
+        }
+        free(line);
+    }
+    session_close(&s);
+    free(sets);
+    return 0;
+usage:
+    free(sets);
+    fprintf(stderr, "usage: moetune model-screen CONTRACT [--set knob=value]... [--replicates N] "
+                    "[--first-replicate K] [--seed S] [--noise-free] [--json] [--stdin]\n");
+    return EXIT_USAGE;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
@@ -1224,6 +1505,10 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "plugins"))
         return cmd_plugins(argc, argv);
+    if (!strcmp(argv[1], "space"))
+        return cmd_space(argc, argv);
+    if (!strcmp(argv[1], "model-screen"))
+        return cmd_model_screen(argc, argv);
     if (!strcmp(argv[1], "demo"))
         return cmd_demo(argc, argv);
     if (!strcmp(argv[1], "runs"))

@@ -31,6 +31,16 @@ static double throughput(const mt_contract *c, const mt_kv *cfg, double *step, i
     return b.tflops_per_gpu;
 }
 
+double mt_optimum_tflops(const mt_contract *c, const mt_kv *cfg, int *fits)
+{
+    double step = 0;
+    int f = 0;
+    double tf = throughput(c, cfg, &step, &f);
+    if (fits)
+        *fits = f;
+    return tf;
+}
+
 int mt_optimum_find(mt_registry *r, const mt_contract *c, const mt_kv *base, size_t max_grid,
                     mt_optimum *out, mt_diag *d)
 {

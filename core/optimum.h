@@ -27,4 +27,10 @@ typedef struct mt_optimum {
 int mt_optimum_find(mt_registry *r, const mt_contract *c, const mt_kv *base, size_t max_grid,
                     mt_optimum *out, mt_diag *d);
 
+/* The noise-free model TFLOP/s/GPU of one config (the evaluator behind
+ * mt_optimum_find): 0 when the sim refuses it (its own legality; the
+ * plugins' rules are not asked).  *fits (may be NULL): the sim's hottest
+ * rank stays within HBM less the contract's memory headroom. */
+double mt_optimum_tflops(const mt_contract *c, const mt_kv *cfg, int *fits);
+
 #endif

@@ -300,10 +300,13 @@ static cJSON *arm_json(const double *x, size_t n)
     cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray();
     double med = NAN;
     size_t i;
+    double ok[MAX_REPS];
+    size_t m = 0;
     for (i = 0; i < n; i++)
-        cJSON_AddItemToArray(a, cJSON_CreateNumber(x[i] / 1000.0));
+        if (isfinite(x[i]) && m < MAX_REPS) /* a failed replicate has no sample */
+            cJSON_AddItemToArray(a, cJSON_CreateNumber((ok[m++] = x[i]) / 1000.0));
     cJSON_AddItemToObject(o, "samples", a);
-    if (n && mt_stats_median(x, n, &med) == 0)
+    if (m && mt_stats_median(ok, m, &med) == 0)
         cJSON_AddNumberToObject(o, "median", med / 1000.0);
     else
         cJSON_AddNullToObject(o, "median");
@@ -354,7 +357,12 @@ static void store_decision(eng *e, int seq, const ab_in *in, const char *verdict
     dec.candidate_canonical = xc;
     dec.control_id = cid;
     dec.control_canonical = cc;
-    dec.verdict = verdict;
+    /* the store knows the candidate's side only: an ablation that keeps the
+     * change rejected its removal, one that drops it accepted it */
+    dec.verdict = !strcmp(verdict, "kept")      ? "rejected"
+                  : !strcmp(verdict, "dropped") ? "accepted"
+                  : !strcmp(verdict, "failed")  ? "unknown"
+                                                : verdict;
     dec.statistics = stext;
     dec.evidence = reason;
     dec.created = NAN;
@@ -753,6 +761,7 @@ static int phase_fit(eng *e)
         if (r) {
             mt_kv_destroy(&e->best);
             e->best = mt_kv_dup(k->config);
+            e->fitted = mt_kv_dup(k->config);
             mt_candidates_free(&cs);
             return 0;
         }
@@ -1183,8 +1192,11 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
     ab_in in;
     ab_out out;
     cJSON *v = cJSON_CreateObject(), *w = cJSON_CreateArray(), *x;
+    /* the control: the base, or the config the fit phase made of it (a base
+     * that does not fit cannot be measured, nor recommended) */
+    const mt_kv *base = e->fitted ? e->fitted : e->baseline;
     e->phase = "validate";
-    mt_config_id(e->baseline, bid);
+    mt_config_id(base, bid);
     mt_config_id(e->best, wid);
     cJSON_AddItemToArray(w, cJSON_CreateNumber(e->c->validate.first));
     cJSON_AddItemToArray(w, cJSON_CreateNumber(e->c->validate.last));
@@ -1198,7 +1210,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         int i, n = 0;
         memset(q, 0, sizeof q);
         for (i = 0; i < 6; i++) {
-            q[i].cfg = e->baseline, memcpy(q[i].id, bid, 17), q[i].kind = "validate";
+            q[i].cfg = base, memcpy(q[i].id, bid, 17), q[i].kind = "validate";
             q[i].rep = (e->seq + 1) * REP_BLOCK + i, q[i].phase = "validate";
         }
         e->seq++;
@@ -1222,7 +1234,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         e->mem_winner = memory_json(e, "winner", q[0].out);
         eng_jobs_free(q, 6);
         e->validation = v;
-        *recipe = mt_kv_dup(e->baseline);
+        *recipe = mt_kv_dup(base);
         *status = 2;
         eng_progress(e, "no change was accepted; the baseline stands");
         return 0;
@@ -1230,9 +1242,9 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
     memset(&in, 0, sizeof in);
     in.phase = "validate";
     in.variable = "winner";
-    in.ctl = e->baseline;
+    in.ctl = base;
     in.cand = e->best;
-    in.changes = diff_json(e->baseline, e->best);
+    in.changes = diff_json(base, e->best);
     in.repairs = cJSON_CreateArray();
     in.label = MT_LABEL_TRAINING_EQUIVALENT;
     in.gate = 0;
@@ -1273,7 +1285,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
                  out.reason[0] ? out.reason : "no statistics");
         cJSON_AddBoolToObject(v, "confirmed", 0);
         cJSON_AddStringToObject(v, "recommendation", r);
-        *recipe = mt_kv_dup(e->baseline);
+        *recipe = mt_kv_dup(base);
         *status = 1;
     }
     eng_progress(e, "%s", eng_str(v, "recommendation"));
@@ -1281,7 +1293,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         /* memory of both from the first validation replicate of each */
         jobreq q[2];
         memset(q, 0, sizeof q);
-        q[0].cfg = e->baseline, memcpy(q[0].id, bid, 17);
+        q[0].cfg = base, memcpy(q[0].id, bid, 17);
         q[1].cfg = e->best, memcpy(q[1].id, wid, 17);
         q[0].kind = q[1].kind = "validate";
         q[0].rep = q[1].rep = e->seq * REP_BLOCK;
@@ -1380,8 +1392,8 @@ static int phase_sample(eng *e)
         }
     for (i = 0; i < n; i++) {
         jobreq q[64];
-        double ms[64], med;
-        int k, ok = 0;
+        double ms[64], med, cap = hbm_gb(e);
+        int k, ok = 0, over = 0;
         char id[17];
         if (!afford(e, reps))
             break;
@@ -1397,9 +1409,14 @@ static int phase_sample(eng *e)
             break;
         }
         for (j = 0; j < (size_t)k; j++)
-            if (eng_job_ok(q[j].out))
+            if (eng_job_ok(q[j].out)) {
+                double peak = eng_num(q[j].out, "peak_gb");
                 ms[ok++] = eng_num(q[j].out, "ms");
-        if (ok == k && mt_stats_median(ms, (size_t)ok, &med) == 0 && med < best) {
+                /* the memory gate ofat applies: the measured peak within the headroom */
+                if (isfinite(peak) && isfinite(cap) && peak > cap * (1 - e->c->memory_headroom))
+                    over = 1;
+            }
+        if (ok == k && !over && mt_stats_median(ms, (size_t)ok, &med) == 0 && med < best) {
             best = med;
             mt_kv_destroy(&e->best);
             e->best = mt_kv_dup(all[i]);
@@ -1501,6 +1518,7 @@ out:
     mt_kv_destroy(&recipe);
     mt_kv_destroy(&e.baseline);
     mt_kv_destroy(&e.best);
+    mt_kv_destroy(&e.fitted);
     cJSON_Delete(e.decisions);
     cJSON_Delete(e.timeline);
     cJSON_Delete(e.accepted);

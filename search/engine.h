@@ -72,6 +72,21 @@ void mt_tune_result_free(mt_tune_result *r);
 int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_result *out,
             mt_diag *d);
 
+/* One job of the model executor (MT_EXEC_MODEL), exactly as a tune runs it:
+ * kind "screen" | "validate" | "profile", replicate rep, the sim's noise
+ * seeded by seed (0: the contract's sim seed), as the tune's seed option.
+ * Returns the job's memo as JSON text (caller frees; NULL when out of
+ * memory): outcome ("ok" | "oom" | "crash"), ms (median step of the
+ * contract's window), tflops, gpu_hours (what the tune charges), peak_gb,
+ * evidence.  The plugins' legality is not asked: the engine only submits
+ * configs that pass it. */
+char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep,
+                   uint64_t seed);
+
+/* GPU-hours of one launch that ends at start-up (the sim's start-up time on
+ * every GPU of the contract): what the model executor charges an oom job. */
+double mt_model_launch_gpu_hours(const mt_contract *c, const mt_kv *cfg);
+
 /* "ofat" | "grid" | "random" -> enum; -1 when unknown. */
 int mt_strategy_parse(const char *s);
 const char *mt_strategy_name(int s);

@@ -36,6 +36,7 @@ typedef struct eng {
     int seq;                  /* decision sequence number */
     const char *phase;
     mt_kv *baseline, *best;
+    mt_kv *fitted;            /* the base made to fit by the fit phase; NULL: the base fits */
     double best_ms, baseline_ms;
     cJSON *decisions, *timeline, *accepted, *ablation, *walls_before, *walls_after;
     cJSON *validation, *mem_baseline, *mem_winner;

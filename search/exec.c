@@ -173,25 +173,26 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
 
 /* ---- the model executor ------------------------------------------------------------------ */
 
-static int run_model(eng *e, const jobreq *q)
+/* One job of the model executor as its memo (JSON text, caller frees). */
+char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep,
+                   uint64_t seed)
 {
     sim_cfg sc;
     sim_breakdown b;
     sim_noise nz;
-    char err[256], rule[64], msg[256], key[128], *text;
+    char err[256], rule[64], msg[256], *text;
     const mt_gpu_spec *g;
     cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject();
     double peak = 0, steps[1024], step_s, world;
-    int validate = !strcmp(q->kind, "validate"), n = 0, it, first, last, total;
+    int validate = !strcmp(kind, "validate"), n = 0, it, first, last, total;
     size_t i;
     const char *k, *val;
-    int rc;
-    eng_job_key(q->kind, q->id, q->rep, key, sizeof key);
-    first = validate ? e->c->validate.first : e->c->screen.first;
-    last = validate ? e->c->validate.last : e->c->screen.last;
-    total = validate ? e->c->validate.steps : e->c->screen.steps;
-    world = strtod(mt_kv_get(e->c->hardware, "world_size"), NULL);
-    if (sim_cfg_from_moetune(&sc, q->cfg, e->c->hardware, e->c->view, err, sizeof err) ||
+    first = validate ? c->validate.first : c->screen.first;
+    last = validate ? c->validate.last : c->screen.last;
+    total = validate ? c->validate.steps : c->screen.steps;
+    world = strtod(mt_kv_get(c->hardware, "world_size"), NULL);
+    err[0] = msg[0] = '\0';
+    if (sim_cfg_from_moetune(&sc, cfg, c->hardware, c->view, err, sizeof err) ||
         sim_check(&sc, rule, sizeof rule, msg, sizeof msg) || sim_evaluate(&sc, &b)) {
         cJSON_AddStringToObject(o, "outcome", "crash");
         cJSON_AddStringToObject(o, "evidence", err[0] ? err : msg);
@@ -204,8 +205,8 @@ static int run_model(eng *e, const jobreq *q)
             cJSON_AddStringToObject(o, "evidence", "model: the hottest rank exceeds HBM");
             cJSON_AddNumberToObject(o, "gpu_hours", sc.startup_s * world / 3600);
         } else {
-            sim_noise_init(&nz, e->o.seed ? e->o.seed : (uint64_t)sc.seed, sim_cfg_id(&sc),
-                           q->rep, sc.noise_offset_sd, sc.noise_jitter_cv, sc.noise_rho);
+            sim_noise_init(&nz, seed ? seed : (uint64_t)sc.seed, sim_cfg_id(&sc),
+                           rep, sc.noise_offset_sd, sc.noise_jitter_cv, sc.noise_rho);
             for (it = 1; it <= total && it <= last; it++) {
                 double t = b.step_s * sim_noise_step(&nz);
                 if (it >= first && n < 1024)
@@ -224,13 +225,13 @@ static int run_model(eng *e, const jobreq *q)
             cJSON_AddNumberToObject(o, "gpu_hours",
                                     (sc.startup_s + total * b.step_s) * world / 3600);
             /* the model honours every knob: each is applied by construction */
-            for (i = 0; mt_kv_entry(q->cfg, i, &k, &val) == 0; i++) {
+            for (i = 0; mt_kv_entry(cfg, i, &k, &val) == 0; i++) {
                 cJSON *x = cJSON_CreateObject();
                 cJSON_AddStringToObject(x, "verdict", "applied");
                 cJSON_AddStringToObject(x, "evidence", "model executor");
                 cJSON_AddItemToObject(v, k, x);
             }
-            if (!strcmp(q->kind, "profile")) {
+            if (!strcmp(kind, "profile")) {
                 mt_wall_input in;
                 mt_wall_verdict wv;
                 cJSON *w = cJSON_CreateObject();
@@ -243,7 +244,7 @@ static int run_model(eng *e, const jobreq *q)
                 in.bubble_share = b.pp_bubble / tot;
                 in.gaps_per_device = 1000;
                 in.headroom = -1;
-                mt_wall_classify(&in, &e->c->profile, &wv);
+                mt_wall_classify(&in, &c->profile, &wv);
                 cJSON_AddStringToObject(w, "wall", mt_wall_name(wv.wall));
                 cJSON_AddStringToObject(w, "runner_up", mt_wall_name(wv.runner_up));
                 cJSON_AddNumberToObject(w, "confidence", wv.confidence);
@@ -261,6 +262,26 @@ static int run_model(eng *e, const jobreq *q)
     cJSON_AddItemToObject(o, "verdicts", v);
     text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
+    return text;
+}
+
+double mt_model_launch_gpu_hours(const mt_contract *c, const mt_kv *cfg)
+{
+    sim_cfg sc;
+    char err[256];
+    double world = strtod(mt_kv_get(c->hardware, "world_size"), NULL);
+    if (sim_cfg_from_moetune(&sc, cfg, c->hardware, c->view, err, sizeof err))
+        sim_cfg_defaults(&sc);
+    return sc.startup_s * world / 3600;
+}
+
+static int run_model(eng *e, const jobreq *q)
+{
+    char key[128], *text = mt_model_job(e->c, q->cfg, q->kind, q->rep, e->o.seed);
+    int rc;
+    if (!text)
+        return -ENOMEM;
+    eng_job_key(q->kind, q->id, q->rep, key, sizeof key);
     rc = mt_store_memo_put(e->st, key, text, e->d);
     free(text);
     return rc < 0 ? rc : 0;

@@ -11,8 +11,10 @@
  * iteration with step times from the cost model times the seeded noise, on
  * a simulated clock that starts at the run's start-up time.  Failures (OOM
  * on the hottest GPU, injected NaN, hang, NCCL error, crash) look and exit
- * like the real ones.  The sim's own figures (simulated wall time,
- * GPU-hours, per-GPU peak memory, trace path) are on lines marked "[sim]".
+ * like the real ones; for test fixtures, a run can also degrade from a step
+ * on, scale every step time, or shift its reported loss.  The sim's own
+ * figures (simulated wall time, GPU-hours, per-GPU peak memory, trace path)
+ * are on lines marked "[sim]".
  */
 #include "sim.h"
 #include "simargs.h"
@@ -124,7 +126,7 @@ int main(int argc, char **argv)
     /* 4. iterations */
     for (it = 1; it <= c.train_iters; it++) {
         double mult = sim_noise_step(&noise);
-        double t = (it == 1 ? b.first_iter_s : b.step_s) * mult;
+        double t = (it == 1 ? b.first_iter_s : b.step_s) * mult * c.step_scale;
         double start = clock;
         int skipped = 0, is_nan = 0;
 
@@ -175,6 +177,9 @@ int main(int argc, char **argv)
                 break;
             case SIM_INJECT_SKIP:
                 skipped = 1;
+                break;
+            case SIM_INJECT_DEGRADE:
+                t *= 1.5; /* a run that degrades (throttling, a leak): 1.5x from the step on */
                 break;
             default:
                 break;

@@ -63,7 +63,8 @@ enum sim_fp8_recipe {
     SIM_FP8R_MXFP8
 };
 enum sim_graph_impl { SIM_CG_NONE, SIM_CG_LOCAL, SIM_CG_TE, SIM_CG_FULL_ITERATION };
-enum sim_inject { SIM_INJECT_NONE, SIM_INJECT_NAN, SIM_INJECT_SKIP, SIM_INJECT_HANG, SIM_INJECT_NCCL, SIM_INJECT_CRASH };
+enum sim_inject { SIM_INJECT_NONE, SIM_INJECT_NAN, SIM_INJECT_SKIP, SIM_INJECT_HANG, SIM_INJECT_NCCL, SIM_INJECT_CRASH,
+                  SIM_INJECT_DEGRADE };
 
 /* Software-stack features (bits) a stack version file can switch on:
  * the [stack] steps of calibration point C. */
@@ -135,6 +136,8 @@ typedef struct sim_cfg {
     int routing_natural;            /* real routing (imbalance) vs forced balance */
     double startup_s, time_scale;
     int inject, inject_step, inject_rank;
+    double step_scale;              /* test fixtures: multiplies every step time (1 = none) */
+    double loss_shift;              /* test fixtures: relative shift of the reported lm loss */
     int bridge;                     /* Bridge overrides and log format */
     char memory_file[SIM_PATH_MAX]; /* per-GPU peak memory side file */
 } sim_cfg;

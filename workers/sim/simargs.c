@@ -160,9 +160,11 @@ static const flag flags[] = {
     {"sim-routing", "routing", K_VAL, S_ROUTING, "{forced,natural}"},
     {"sim-startup-s", "startup_s", K_VAL, S_NONE, "SECONDS"},
     {"sim-time-scale", "time_scale", K_VAL, S_NONE, "SCALE"},
-    {"sim-inject", "inject", K_VAL, S_NONE, "{nan,skip,hang,nccl,crash}"},
+    {"sim-inject", "inject", K_VAL, S_NONE, "{nan,skip,hang,nccl,crash,degrade}"},
     {"sim-inject-step", "inject_step", K_VAL, S_NONE, "STEP"},
     {"sim-inject-rank", "inject_rank", K_VAL, S_NONE, "RANK"},
+    {"sim-step-scale", "step_scale", K_VAL, S_NONE, "FACTOR"},
+    {"sim-loss-shift", "loss_shift", K_VAL, S_NONE, "FRACTION"},
     {"sim-memory-file", "memory_file", K_VAL, S_NONE, "PATH"},
     {"sim-cpu-bind", "launcher.cpu_bind", K_VAL, S_NONE, "{none,numa}"},
     {"bridge", "bridge", K_BOOL, S_NONE, NULL},
@@ -340,6 +342,8 @@ static const envmap envs[] = {
     {"MOETUNE_SIM_INJECT", "sim-inject"},
     {"MOETUNE_SIM_INJECT_STEP", "sim-inject-step"},
     {"MOETUNE_SIM_INJECT_RANK", "sim-inject-rank"},
+    {"MOETUNE_SIM_STEP_SCALE", "sim-step-scale"},
+    {"MOETUNE_SIM_LOSS_SHIFT", "sim-loss-shift"},
     {"MOETUNE_SIM_MEMORY_FILE", "sim-memory-file"},
     {"MOETUNE_SIM_CPU_BIND", "sim-cpu-bind"},
     {"MOETUNE_SIM_BRIDGE", "bridge"},
@@ -1000,6 +1004,11 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
     }
     if (!(c->startup_s >= 0) || c->startup_s > 1e7 || !(c->time_scale >= 0) || c->time_scale > 1e3) {
         snprintf(msg, sizeof msg, "argument --sim-startup-s/--sim-time-scale: out of range");
+        return argparse_error(err, o, ps.bridge, msg);
+    }
+    if (!(c->step_scale > 0) || c->step_scale > 100 || !(c->loss_shift > -1) || c->loss_shift > 1) {
+        snprintf(msg, sizeof msg, "argument --sim-step-scale/--sim-loss-shift: the step scale "
+                                  "must be in (0, 100], the loss shift in (-1, 1]");
         return argparse_error(err, o, ps.bridge, msg);
     }
     if (!(c->noise_offset_sd >= 0) || c->noise_offset_sd > 1 || !(c->noise_jitter_cv >= 0) ||

@@ -40,7 +40,7 @@ static const char *const dtype_v[] = {"none", "fp32", "fp64", NULL};
 static const char *const cg_impl_v[] = {"none", "local", "transformer_engine", "full_iteration", NULL};
 static const char *const cg_v[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess", NULL};
 static const char *const bind_v[] = {"none", "numa", NULL};
-static const char *const inject_v[] = {"none", "nan", "skip", "hang", "nccl", "crash", NULL};
+static const char *const inject_v[] = {"none", "nan", "skip", "hang", "nccl", "crash", "degrade", NULL};
 static const char *const routing_v[] = {"forced", "natural", NULL};
 static const char *const stack_v[] = {"pdl", "graph_shared_expert", "cpu_work", "quant_in_norm", NULL};
 
@@ -90,6 +90,7 @@ static const setting settings[] = {
     F(replicate, T_INT, 0), F(noise_offset_sd, T_DOUBLE, 0), F(noise_jitter_cv, T_DOUBLE, 0),
     F(noise_rho, T_DOUBLE, 0), F(startup_s, T_DOUBLE, 0), F(time_scale, T_DOUBLE, 0),
     E(inject, inject_v, 0), F(inject_step, T_INT, 0), F(inject_rank, T_INT, 0),
+    F(step_scale, T_DOUBLE, 0), F(loss_shift, T_DOUBLE, 0),
     F(bridge, T_BOOL, 0), S(memory_file, 0),
 };
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
@@ -130,6 +131,7 @@ void sim_cfg_defaults(sim_cfg *c)
     c->routing_natural = 1;
     c->startup_s = 180.0;
     c->inject_step = 5;
+    c->step_scale = 1.0;
 }
 
 static const setting *find(const char *name)
@@ -354,6 +356,8 @@ uint64_t sim_cfg_id(const sim_cfg *c)
     mt_sha256_update(&h, &c->moe_router_dtype_fp32, sizeof(int));
     mt_sha256_update(&h, &c->first_k_dense, sizeof(int));
     mt_sha256_update(&h, &c->routing_natural, sizeof(int));
+    if (c->step_scale != 1.0) /* only when set: every other config keeps its id (and noise) */
+        mt_sha256_update(&h, &c->step_scale, sizeof(double));
     mt_sha256_final(&h, d);
     for (i = 0; i < 8; i++)
         id = id << 8 | d[i];

@@ -73,7 +73,7 @@ double simlog_lm_loss(const sim_cfg *c, int it)
     /* random routing (benchmark-only) trains a little worse */
     if (c->moe_router_force_load_balancing)
         base += 0.01;
-    return base * (1.0 + 0.004 * curve_gauss(c, it, 1));
+    return base * (1.0 + 0.004 * curve_gauss(c, it, 1)) * (1.0 + c->loss_shift);
 }
 
 double simlog_lb_loss(const sim_cfg *c, int it)
@@ -135,7 +135,7 @@ void simlog_args(FILE *f, const sim_cfg *c, const sim_opts *o)
 
 void simlog_sim_info(FILE *f, const sim_cfg *c, const sim_opts *o)
 {
-    static const char *const inject_v[] = {"none", "nan", "skip", "hang", "nccl", "crash"};
+    static const char *const inject_v[] = {"none", "nan", "skip", "hang", "nccl", "crash", "degrade"};
     int nvl = c->nvlink_domain > 0 ? c->nvlink_domain : sim_gpu(c) ? sim_gpu(c)->nvlink_domain : 0;
     line(f,
          "[sim] moetune-sim config_id=%016llx gpu=%s nodes=%d gpus_per_node=%d world=%d "
@@ -145,7 +145,7 @@ void simlog_sim_info(FILE *f, const sim_cfg *c, const sim_opts *o)
          c->stack_name[0] ? c->stack_name : "default", c->routing_natural ? "natural" : "forced",
          (unsigned long long)o->noise_seed, c->replicate, c->noise_offset_sd, c->noise_jitter_cv,
          c->noise_rho, c->startup_s,
-         c->inject >= 0 && c->inject < 6 ? inject_v[c->inject] : "none");
+         c->inject >= 0 && c->inject < 7 ? inject_v[c->inject] : "none");
 }
 
 void simlog_fallback(FILE *f, const sim_cfg *c, const sim_breakdown *b)

@@ -1,0 +1,1215 @@
+/*
+ * test_tune.c - `moetune tune` end to end on the simulator: the acceptance
+ * gate on real statistics, resume after kill -9 at many points of a tune
+ * (the same recipe and decisions, no finished measurement run twice), and
+ * what each phase decides on small contracts (tests/contracts/tune-small*.cfg).
+ *
+ * Every tune here is a real `moetune` process (or mt_tune in process) whose
+ * jobs are real moetune-sim processes recorded in a real SQLite store.
+ */
+#include "engine.h"
+#include "gate.h"
+#include "memory.h"
+#include "stats.h"
+#include "store.h"
+#include "testkit.h"
+
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <moetune/plugin.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define SMALL MT_SOURCE_DIR "/tests/contracts/tune-small.cfg"
+#define SMALL_FIT MT_SOURCE_DIR "/tests/contracts/tune-small-fit.cfg"
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(double ms)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)(ms / 1000);
+    ts.tv_nsec = (long)((ms - 1000.0 * (double)ts.tv_sec) * 1e6);
+    nanosleep(&ts, NULL);
+}
+
+/* A fresh directory under /tmp; the tune directory is a child of it that
+ * does not exist yet. */
+static void fresh(char *base, size_t n, const char *tag)
+{
+    snprintf(base, n, "/tmp/moetune-tune-%s-XXXXXX", tag);
+    ck_assert_ptr_nonnull(mkdtemp(base));
+}
+
+static void rm_rf(const char *path)
+{
+    char cmd[4200];
+    /* only our own mkdtemp directories */
+    if (strncmp(path, "/tmp/moetune-tune-", 18))
+        return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
+    if (system(cmd)) {
+        /* leftovers in /tmp are harmless */
+    }
+}
+
+/* Starts moetune with args (NULL-terminated) in its own process group,
+ * stdout and stderr to files (NULL: /dev/null). */
+static pid_t spawn_moetune(const char *const *args, const char *out, const char *err)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t at;
+    char *argv[40];
+    pid_t pid;
+    size_t i;
+    argv[0] = (char *)MT_MOETUNE_BIN;
+    for (i = 0; args[i] && i < 38; i++)
+        argv[i + 1] = (char *)args[i];
+    argv[i + 1] = NULL;
+    setenv("MOETUNE_SIM", MT_SIM_BIN, 1);
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out ? out : "/dev/null",
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err ? err : "/dev/null",
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setpgroup(&at, 0);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    ck_assert_int_eq(posix_spawn(&pid, MT_MOETUNE_BIN, &fa, &at, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    return pid;
+}
+
+static int wait_exit(pid_t pid)
+{
+    int st = 0;
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert_msg(WIFEXITED(st), "moetune died of signal %d", WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+    return WEXITSTATUS(st);
+}
+
+typedef struct out {
+    int status;
+    char *out, *err;
+} out;
+
+/* Runs moetune to completion; its exit status and both streams. */
+static out moetune(const char *const *args)
+{
+    char o[] = "/tmp/moetune-tune-out-XXXXXX", e[] = "/tmp/moetune-tune-err-XXXXXX";
+    int fo = mkstemp(o), fe = mkstemp(e);
+    out r;
+    close(fo), close(fe);
+    r.status = wait_exit(spawn_moetune(args, o, e));
+    r.out = tk_slurp(o);
+    r.err = tk_slurp(e);
+    unlink(o), unlink(e);
+    ck_assert_ptr_nonnull(r.out);
+    ck_assert_ptr_nonnull(r.err);
+    return r;
+}
+
+static void out_free(out *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Entries in DIR/runs (a job's directory appears when the job starts). */
+static int count_run_dirs(const char *dir)
+{
+    char p[4096];
+    DIR *d;
+    struct dirent *x;
+    int n = 0;
+    snprintf(p, sizeof p, "%s/runs", dir);
+    if (!(d = opendir(p)))
+        return 0;
+    while ((x = readdir(d)))
+        n += x->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+static int exists(const char *dir, const char *name)
+{
+    char p[4096];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return stat(p, &sb) == 0;
+}
+
+/* Runs in the tune directory's store; -1 when the store holds no tables yet
+ * (a tune killed while it created the database). */
+static long store_runs_maybe(const char *dir)
+{
+    mt_diag *d = mt_diag_new();
+    mt_store *st = mt_store_open(dir, NULL, d);
+    mt_store_run *v = NULL;
+    size_t n = 0;
+    if (!st) {
+        ck_assert_msg(mt_diag_count(d) && strstr(mt_diag_at(d, 0)->message, "no results store yet"),
+                      "%s: %s", dir, mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
+        mt_diag_destroy(&d);
+        return -1;
+    }
+    ck_assert_int_eq(mt_store_list_runs(st, NULL, NULL, &v, &n, d), 0);
+    mt_store_runs_free(v, n);
+    mt_store_close(&st);
+    mt_diag_destroy(&d);
+    return (long)n;
+}
+
+static size_t store_runs(const char *dir)
+{
+    long n = store_runs_maybe(dir);
+    ck_assert_msg(n >= 0, "%s: no store", dir);
+    return (size_t)n;
+}
+
+static cJSON *bundle(const char *dir)
+{
+    char p[4096], *text;
+    cJSON *b;
+    snprintf(p, sizeof p, "%s/bundle.json", dir);
+    text = tk_slurp(p);
+    ck_assert_msg(text != NULL, "%s: no bundle", p);
+    b = cJSON_Parse(text);
+    ck_assert_msg(b != NULL, "%s: not JSON", p);
+    free(text);
+    return b;
+}
+
+static const cJSON *get(const cJSON *o, const char *k)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+static const char *str(const cJSON *o, const char *k)
+{
+    const cJSON *x = get(o, k);
+    return cJSON_IsString(x) ? x->valuestring : "";
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *x = get(o, k);
+    return cJSON_IsNumber(x) ? x->valuedouble : NAN;
+}
+
+/* One line per decision: everything that must be the same after a resume. */
+static char *decision_lines(const cJSON *b)
+{
+    const cJSON *x;
+    size_t cap = 1 << 16, len = 0;
+    char *s = malloc(cap);
+    s[0] = '\0';
+    cJSON_ArrayForEach(x, get(b, "decisions"))
+    {
+        char *ch = cJSON_PrintUnformatted(get(x, "change"));
+        char *cs = cJSON_PrintUnformatted(get(get(x, "control"), "samples"));
+        char *xs = cJSON_PrintUnformatted(get(get(x, "candidate"), "samples"));
+        int need;
+        for (;;) {
+            need = snprintf(s + len, cap - len, "%d %s %s %s %s %s | %s | %s | %s\n",
+                            (int)num(x, "index"), str(x, "phase"), str(x, "variable"),
+                            str(x, "wall"), str(x, "verdict"), ch, str(x, "reason"), cs, xs);
+            if ((size_t)need < cap - len)
+                break;
+            cap *= 2;
+            s = realloc(s, cap);
+        }
+        len += (size_t)need;
+        free(ch), free(cs), free(xs);
+    }
+    return s;
+}
+
+static char *recipe_text(const cJSON *b)
+{
+    return cJSON_PrintUnformatted(get(get(b, "recipe"), "config"));
+}
+
+/* The number K of "(K executed now)" in a tune's stdout; -1 when absent. */
+static int executed_now(const char *text)
+{
+    const char *p = strstr(text, " executed now)");
+    if (!p)
+        return -1;
+    while (p > text && p[-1] != '(')
+        p--;
+    return atoi(p);
+}
+
+/* ---- 1. the gate on real statistics ------------------------------------------------------- */
+
+static mt_stats_design gdesign;
+
+/* A one-look design (the cap at look 0): what is not resolved stays so. */
+static void gate_design(void)
+{
+    mt_stats_design_default(&gdesign);
+    gdesign.alpha = 0.05;
+    gdesign.min_effect = 0.02;
+    gdesign.initial = gdesign.max_replicates = 8;
+    gdesign.step = 1;
+    ck_assert_int_eq(mt_stats_design_check(&gdesign), 0);
+    ck_assert_int_eq(mt_stats_design_looks(&gdesign), 1);
+}
+
+static const double ctl_ms[8] = {1000, 1004, 997, 1002, 999, 1003, 998, 1001};
+
+static void decide(const double *cand, mt_stats_decision *dec)
+{
+    gate_design();
+    ck_assert_int_eq(mt_stats_decide(&gdesign, ctl_ms, 8, cand, 8, 0, dec), 0);
+}
+
+/* Everything else passing: a training-equivalent change, loss equal,
+ * memory well inside, label allowed, activation verified. */
+static const double loss_ctl[3] = {2.500, 2.510, 2.505};
+static double loss_cand[3];
+
+static void gate_in(mt_gate_in *g, const mt_stats_decision *dec)
+{
+    memset(g, 0, sizeof *g);
+    g->dec = dec;
+    g->min_effect = 0.02;
+    g->loss_tolerance = 0.02;
+    g->memory_headroom = 0.10;
+    g->capacity_gb = 141;
+    g->label = MT_LABEL_TRAINING_EQUIVALENT;
+    g->allowed_labels = MT_LABEL_TRAINING_EQUIVALENT | MT_LABEL_BENCHMARK_ONLY;
+    memcpy(loss_cand, loss_ctl, sizeof loss_cand);
+    g->control_loss = loss_ctl, g->n_control_loss = 3;
+    g->candidate_loss = loss_cand, g->n_candidate_loss = 3;
+    g->candidate_peak_gb = 100;
+    g->activation = 1;
+}
+
+static int starts(const char *s, const char *prefix)
+{
+    return !strncmp(s, prefix, strlen(prefix));
+}
+
+/* 5% faster, tight: BETTER. */
+static const double fast_ms[8] = {950, 953, 948, 951, 949, 952, 947, 950};
+
+START_TEST(gate_accepts_a_real_gain)
+{
+    mt_stats_decision dec;
+    mt_gate_in g;
+    char why[600];
+    decide(fast_ms, &dec);
+    ck_assert_int_eq(dec.verdict, MT_STATS_BETTER);
+    gate_in(&g, &dec);
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 1);
+    ck_assert_msg(starts(why, "accepted: -5."), "%s", why);
+    ck_assert_ptr_nonnull(strstr(why, "activation verified"));
+    /* unknown capacity or peak: the memory check is skipped, not failed */
+    g.capacity_gb = NAN;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 1);
+    g.capacity_gb = 141, g.candidate_peak_gb = NAN;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 1);
+}
+END_TEST
+
+START_TEST(gate_refuses_unresolved_noise)
+{
+    /* a real 5% difference under 15% noise: the one look cannot resolve it */
+    static const double noisy[8] = {830, 1150, 900, 1100, 870, 1040, 800, 1120};
+    mt_stats_decision dec;
+    mt_gate_in g;
+    char why[600];
+    decide(noisy, &dec);
+    ck_assert_int_eq(dec.verdict, MT_STATS_UNKNOWN);
+    ck_assert_int_eq(dec.capped, 1);
+    ck_assert(fabs(dec.effect) >= 0.02);
+    gate_in(&g, &dec);
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "not significant: "), "%s", why);
+}
+END_TEST
+
+START_TEST(gate_refuses_below_min_effect)
+{
+    /* 0.5% faster, resolved: real but too small to matter */
+    static const double tiny[8] = {995, 999, 992, 997, 994, 998, 993, 996};
+    mt_stats_decision dec;
+    mt_gate_in g;
+    char why[600];
+    decide(tiny, &dec);
+    ck_assert_int_eq(dec.verdict, MT_STATS_SAME);
+    ck_assert(dec.effect < 0 && dec.effect > -0.02);
+    gate_in(&g, &dec);
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "below the minimum effect: "), "%s", why);
+}
+END_TEST
+
+START_TEST(gate_refuses_slower)
+{
+    static const double slow[8] = {1080, 1084, 1077, 1082, 1079, 1083, 1078, 1081};
+    mt_stats_decision dec;
+    mt_gate_in g;
+    char why[600];
+    decide(slow, &dec);
+    ck_assert_int_eq(dec.verdict, MT_STATS_WORSE);
+    gate_in(&g, &dec);
+    /* the statistics come first: a slower candidate with every other check
+     * failing too is refused as slower */
+    g.bad_iterations = 1;
+    g.label = 0;
+    g.activation = 0;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "slower: "), "%s", why);
+    ck_assert_ptr_nonnull(strstr(why, "+8."));
+}
+END_TEST
+
+START_TEST(gate_refuses_bad_iterations)
+{
+    mt_stats_decision dec;
+    mt_gate_in g;
+    char why[600];
+    decide(fast_ms, &dec);
+    gate_in(&g, &dec);
+    g.bad_iterations = 1;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "the candidate's loss is not finite"), "%s", why);
+}
+END_TEST
+
+START_TEST(gate_loss_divergence_by_label)
+{
+    mt_stats_decision dec;
+    mt_gate_in g;
+    char why[600];
+    size_t i;
+    decide(fast_ms, &dec);
+    gate_in(&g, &dec);
+    for (i = 0; i < 3; i++)
+        loss_cand[i] = loss_ctl[i] * 1.03; /* 3% off, tolerance 2% */
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "the loss diverges from the control's"), "%s", why);
+    ck_assert_ptr_nonnull(strstr(why, "+3.00%"));
+    /* a benchmark-only change may change the loss: not refused for it */
+    g.label = MT_LABEL_BENCHMARK_ONLY;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 1);
+    ck_assert_msg(starts(why, "accepted: "), "%s", why);
+    /* within the tolerance, a training-equivalent change passes */
+    g.label = MT_LABEL_TRAINING_EQUIVALENT;
+    for (i = 0; i < 3; i++)
+        loss_cand[i] = loss_ctl[i] * 1.01;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 1);
+}
+END_TEST
+
+START_TEST(gate_refuses_memory_over_headroom)
+{
+    mt_stats_decision dec;
+    mt_gate_in g;
+    char why[600];
+    decide(fast_ms, &dec);
+    gate_in(&g, &dec);
+    g.candidate_peak_gb = 130; /* 141 GB less 10% = 126.9 GB */
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "memory: "), "%s", why);
+    ck_assert_ptr_nonnull(strstr(why, "126.9 GB"));
+    g.candidate_peak_gb = 126.8;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 1);
+}
+END_TEST
+
+START_TEST(gate_refuses_label_not_allowed)
+{
+    mt_stats_decision dec;
+    mt_gate_in g;
+    char why[600];
+    decide(fast_ms, &dec);
+    gate_in(&g, &dec);
+    g.label = MT_LABEL_BENCHMARK_ONLY;
+    g.allowed_labels = MT_LABEL_TRAINING_EQUIVALENT;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "the label (benchmark-only) is not allowed"), "%s", why);
+    g.label = 0; /* no label at all */
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "the label (none) is not allowed"), "%s", why);
+}
+END_TEST
+
+START_TEST(gate_refuses_unverified_activation)
+{
+    mt_stats_decision dec;
+    mt_gate_in g;
+    char why[600];
+    decide(fast_ms, &dec);
+    gate_in(&g, &dec);
+    g.activation = 0;
+    g.activation_why = "activation: moe_permute_fusion did not take effect (no fused kernel)";
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_str_eq(why, g.activation_why);
+    g.activation_why = NULL;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "activation not verified"), "%s", why);
+}
+END_TEST
+
+/* ---- the reference tune (once, before the tests that read it) ----------------------------- */
+
+static char ref_base[256], ref_dir[300];
+static cJSON *ref_bundle;
+static char *ref_recipe, *ref_decisions, *ref_stdout;
+static size_t ref_store;
+static int ref_dirs, ref_status;
+
+static void reference_setup(void)
+{
+    static const char *args[8];
+    out r;
+    fresh(ref_base, sizeof ref_base, "ref");
+    snprintf(ref_dir, sizeof ref_dir, "%s/A", ref_base);
+    args[0] = "tune", args[1] = SMALL, args[2] = "--dir", args[3] = ref_dir, args[4] = "--quiet";
+    args[5] = NULL;
+    r = moetune(args);
+    ref_status = r.status;
+    ref_stdout = r.out;
+    free(r.err);
+    if (ref_status != 0)
+        return;
+    ref_bundle = bundle(ref_dir);
+    ref_recipe = recipe_text(ref_bundle);
+    ref_decisions = decision_lines(ref_bundle);
+    ref_store = store_runs(ref_dir);
+    ref_dirs = count_run_dirs(ref_dir);
+}
+
+static void reference_teardown(void)
+{
+    cJSON_Delete(ref_bundle);
+    free(ref_recipe), free(ref_decisions), free(ref_stdout);
+    rm_rf(ref_base);
+}
+
+static void need_reference(void)
+{
+    ck_assert_msg(ref_status == 0 && ref_bundle, "the reference tune failed (exit %d): %s",
+                  ref_status, ref_stdout ? ref_stdout : "");
+}
+
+START_TEST(reference_is_a_real_tune)
+{
+    const cJSON *x;
+    int accepted = 0;
+    need_reference();
+    /* every job ran once: the store's runs are the jobs the tune executed */
+    ck_assert_int_eq(executed_now(ref_stdout), (int)ref_store);
+    ck_assert_int_eq(ref_dirs, (int)ref_store);
+    ck_assert_int_eq((int)num(get(ref_bundle, "budget"), "runs_used"), (int)ref_store);
+    ck_assert_str_eq(str(ref_bundle, "status"), "validated");
+    ck_assert_str_eq(str(ref_bundle, "strategy"), "ofat");
+    cJSON_ArrayForEach(x, get(ref_bundle, "decisions"))
+        accepted += !strcmp(str(x, "verdict"), "accepted") &&
+                    (!strcmp(str(x, "phase"), "scale") || !strcmp(str(x, "phase"), "retune"));
+    ck_assert_msg(accepted >= 2, "only %d changes accepted:\n%s", accepted, ref_decisions);
+    ck_assert(exists(ref_dir, "report.html"));
+    ck_assert(exists(ref_dir, "REPORT.md"));
+    /* the recipe holds every change the ablation kept, and not one it dropped */
+    ck_assert_int_ge(cJSON_GetArraySize(get(get(ref_bundle, "recipe"), "changes")), 1);
+    ck_assert_int_ge(cJSON_GetArraySize(get(ref_bundle, "ablation")), 2);
+    cJSON_ArrayForEach(x, get(ref_bundle, "ablation"))
+    {
+        char to[512], *save = NULL, *kv;
+        int held = 0, knobs = 0;
+        snprintf(to, sizeof to, "%s", str(x, "to"));
+        for (kv = strtok_r(to, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
+            char *eq = strchr(kv, '=');
+            ck_assert_ptr_nonnull(eq);
+            *eq = '\0';
+            knobs++;
+            held += !strcmp(str(get(get(ref_bundle, "recipe"), "config"), kv), eq + 1);
+        }
+        ck_assert_int_gt(knobs, 0);
+        if (cJSON_IsTrue(get(x, "kept")))
+            ck_assert_msg(held == knobs, "%s kept but not in the recipe", str(x, "knob"));
+        else
+            ck_assert_msg(held < knobs, "%s dropped but in the recipe", str(x, "knob"));
+    }
+}
+END_TEST
+
+/* ---- 2. resume after kill -9 --------------------------------------------------------------- */
+
+/* A kill point: once DIR/runs holds `at` entries (AT_DB: as soon as the
+ * database file exists; AT_STARTED: once the engine has started and written
+ * status.json). */
+#define AT_DB (-2)
+#define AT_STARTED (-1)
+
+static int reached(const char *dir, int at)
+{
+    return at == AT_DB        ? exists(dir, "moetune.db")
+           : at == AT_STARTED ? exists(dir, "status.json")
+                              : count_run_dirs(dir) >= at;
+}
+
+/* A process that watches DIR and kills the tune's process group with
+ * SIGKILL at the kill point; it exits 0 when it killed, 3 when the bundle
+ * appeared first (the tune finished), 4 after two minutes. */
+static pid_t killer(const char *dir, pid_t tune, int at)
+{
+    pid_t pid;
+    fflush(NULL);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        double t0 = now_s();
+        for (;;) {
+            if (reached(dir, at)) {
+                kill(-tune, SIGKILL);
+                _exit(0);
+            }
+            if (exists(dir, "bundle.json"))
+                _exit(3);
+            if (now_s() - t0 > 120)
+                _exit(4);
+            sleep_ms(0.5);
+        }
+    }
+    return pid;
+}
+
+/* One scenario: the tune killed at ats[0], then resumed and killed at
+ * ats[1], ... then resumed to the end and compared with the reference. */
+typedef struct scenario {
+    double ats[4]; /* fractions of the reference's jobs, or AT_DB / AT_STARTED */
+    int n;
+    /* running state */
+    char dir[300], where[96], outp[320];
+    int stage, killed;
+    pid_t tune, watch, resume;
+    size_t stored;
+} scenario;
+
+static int kill_at(const scenario *sc, int stage)
+{
+    double f = sc->ats[stage];
+    int n;
+    if (f < 0)
+        return (int)f;
+    n = (int)lround(f * ref_dirs);
+    return n < 1 ? 1 : n;
+}
+
+/* Starts the scenario's next stage: a tune or a resume, with its killer;
+ * after the last kill, the status check and the resume to completion. */
+static void scenario_next(scenario *sc)
+{
+    static const char *args[8];
+    if (sc->stage < sc->n) {
+        if (sc->stage == 0)
+            args[0] = "tune", args[1] = SMALL, args[2] = "--dir", args[3] = sc->dir,
+            args[4] = "--quiet", args[5] = NULL;
+        else
+            args[0] = "tune", args[1] = "--resume", args[2] = sc->dir, args[3] = "--quiet",
+            args[4] = NULL;
+        sc->tune = spawn_moetune(args, NULL, NULL);
+        sc->watch = killer(sc->dir, sc->tune, kill_at(sc, sc->stage));
+        sc->killed = 0;
+        return;
+    }
+    {
+        /* killed: what the store holds now, and moetune status on it */
+        long have = store_runs_maybe(sc->dir);
+        out r;
+        sc->stored = have > 0 ? (size_t)have : 0;
+        ck_assert_msg(sc->stored < ref_store, "%s: %zu runs stored, the whole tune has %zu",
+                      sc->where, sc->stored, ref_store);
+        if (have >= 0 && exists(sc->dir, "status.json")) {
+            char want[64];
+            args[0] = "status", args[1] = sc->dir, args[2] = NULL;
+            r = moetune(args);
+            ck_assert_int_eq(r.status, 0);
+            ck_assert_msg(strstr(r.out, "\"phase\":"), "%s: %s", sc->where, r.out);
+            snprintf(want, sizeof want, "store: %zu runs", sc->stored);
+            ck_assert_msg(strstr(r.out, want), "%s: status lacks \"%s\":\n%s", sc->where, want,
+                          r.out);
+            ck_assert_ptr_null(strstr(r.out, "finished:"));
+            out_free(&r);
+        }
+    }
+    snprintf(sc->outp, sizeof sc->outp, "%s.out", sc->dir);
+    args[0] = "tune", args[1] = "--resume", args[2] = sc->dir, args[3] = "--quiet", args[4] = NULL;
+    sc->resume = spawn_moetune(args, sc->outp, NULL);
+}
+
+/* The resume finished: the same tune as the reference, no job run twice. */
+static void scenario_check(scenario *sc, int st)
+{
+    char *text = tk_slurp(sc->outp), *dec, *rec;
+    cJSON *b;
+    int k;
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s: the resume ended with %#x\n%s",
+                  sc->where, st, text ? text : "");
+    k = executed_now(text);
+    ck_assert_msg(k >= 0, "%s: %s", sc->where, text);
+    ck_assert_msg((size_t)k + sc->stored == ref_store,
+                  "%s: %d executed by the resume + %zu stored before != %zu runs of the tune",
+                  sc->where, k, sc->stored, ref_store);
+    ck_assert_uint_eq(store_runs(sc->dir), ref_store);
+    b = bundle(sc->dir);
+    rec = recipe_text(b);
+    dec = decision_lines(b);
+    ck_assert_msg(!strcmp(rec, ref_recipe), "%s: recipe\n%s\nvs the reference\n%s", sc->where,
+                  rec, ref_recipe);
+    ck_assert_msg(!strcmp(dec, ref_decisions), "%s: decisions\n%s\nvs the reference\n%s",
+                  sc->where, dec, ref_decisions);
+    ck_assert_int_eq((int)num(get(b, "budget"), "runs_used"), (int)ref_store);
+    ck_assert(exists(sc->dir, "report.html"));
+    ck_assert(exists(sc->dir, "bundle.json"));
+    free(rec), free(dec), free(text);
+    cJSON_Delete(b);
+}
+
+#define LANES 2
+
+/* Kill -9 at many points, then resume: every scenario ends with the
+ * reference's recipe and decisions and no finished job run again.  Scenarios
+ * run LANES at a time, each in its own directory; the parent only waits. */
+START_TEST(resume_after_kill_anywhere)
+{
+    static scenario sc[] = {
+        /* before any job: the database file just created; the engine started */
+        {.ats = {AT_DB}, .n = 1},
+        {.ats = {AT_STARTED}, .n = 1},
+        /* spread over the tune: fit, scale, profile, retune, ablate, validate */
+        {.ats = {0.01}, .n = 1},
+        {.ats = {0.08}, .n = 1},
+        {.ats = {0.2}, .n = 1},
+        {.ats = {0.35}, .n = 1},
+        {.ats = {0.5}, .n = 1},
+        {.ats = {0.65}, .n = 1},
+        {.ats = {0.8}, .n = 1},
+        {.ats = {0.93}, .n = 1},
+        {.ats = {1.0}, .n = 1}, /* the last job started: killed in it or writing the bundle */
+        /* killed during resumes: kill, resume, kill, resume, kill, resume */
+        {.ats = {0.25, 0.5, 0.75}, .n = 3},
+    };
+    size_t n = sizeof sc / sizeof *sc, next = 0, done = 0, i;
+    char base[256];
+    need_reference();
+    fresh(base, sizeof base, "kill");
+    for (i = 0; i < n; i++) {
+        size_t off = 0;
+        int j;
+        snprintf(sc[i].dir, sizeof sc[i].dir, "%s/k%zu", base, i);
+        for (j = 0; j < sc[i].n; j++)
+            off += (size_t)snprintf(sc[i].where + off, sizeof sc[i].where - off, "%s%d",
+                                    j ? ", then during the resume at " : "killed at ",
+                                    kill_at(&sc[i], j));
+        snprintf(sc[i].where + off, sizeof sc[i].where - off, " of %d jobs", ref_dirs);
+        sc[i].stage = 0;
+        sc[i].tune = sc[i].watch = sc[i].resume = 0;
+    }
+    for (; next < n && next < LANES; next++)
+        scenario_next(&sc[next]);
+    while (done < n) {
+        int st;
+        pid_t p = waitpid(-1, &st, 0);
+        ck_assert_int_gt(p, 0);
+        for (i = 0; i < next; i++) {
+            scenario *c = &sc[i];
+            if (p == c->tune) {
+                ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+                              "%s: the tune %s before the kill", c->where,
+                              WIFEXITED(st) ? "finished" : "died");
+                c->tune = 0;
+            } else if (p == c->watch) {
+                ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                              "%s: the kill point was never reached (%d)", c->where,
+                              WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+                c->watch = 0;
+            } else if (p == c->resume) {
+                c->resume = 0;
+                scenario_check(c, st);
+                done++;
+                if (next < n)
+                    scenario_next(&sc[next++]);
+                break;
+            } else {
+                continue;
+            }
+            if (!c->tune && !c->watch) {
+                /* a killed stage: its jobs (own process groups) stop once
+                 * moetune is gone; then the next stage */
+                sleep_ms(10);
+                c->stage++;
+                scenario_next(c);
+            }
+            break;
+        }
+    }
+    rm_rf(base);
+}
+END_TEST
+
+/* ---- 3. what the phases decide ------------------------------------------------------------ */
+
+START_TEST(scale_and_retune_decisions)
+{
+    const cJSON *x, *first = NULL, *before;
+    const char *wall;
+    int layouts = 0, targeted = 0;
+    need_reference();
+    cJSON_ArrayForEach(x, get(ref_bundle, "decisions"))
+    {
+        const char *ph = str(x, "phase");
+        if (!strcmp(ph, "scale")) {
+            /* the folding plugin's layouts, each with its wall */
+            ck_assert_str_eq(str(x, "variable"), "layout");
+            ck_assert_str_ne(str(x, "wall"), "");
+            layouts++;
+        }
+        if (!strcmp(ph, "retune")) {
+            ck_assert_msg(cJSON_IsString(get(x, "wall")), "retune decision %d has no wall",
+                          (int)num(x, "index"));
+            if (!first)
+                first = x;
+        }
+    }
+    ck_assert_int_ge(layouts, 1);
+    ck_assert_ptr_nonnull(first);
+    /* the profile's wall, and the first retune screen aims at it when any
+     * candidate of the tune does */
+    before = get(get(ref_bundle, "walls"), "before");
+    ck_assert_ptr_nonnull(before);
+    wall = str(before, "wall");
+    ck_assert_str_ne(wall, "");
+    cJSON_ArrayForEach(x, get(ref_bundle, "decisions"))
+        targeted += !strcmp(str(x, "phase"), "retune") && strstr(str(x, "wall"), wall);
+    if (targeted)
+        ck_assert_msg(strstr(str(first, "wall"), wall),
+                      "the wall is %s, but the first retune decision (%s) targets %s", wall,
+                      str(first, "variable"), str(first, "wall"));
+}
+END_TEST
+
+/* Every accepted A/B passed its look's alpha and the minimum effect, in the
+ * bundle and in the store's statistics. */
+START_TEST(accepted_decisions_pass_the_gate)
+{
+    tk *t;
+    mt_diag *d = mt_diag_new();
+    mt_store *st;
+    mt_store_decision *v = NULL;
+    size_t n = 0, i, acc = 0;
+    const cJSON *x;
+    need_reference();
+    t = tk_open_path(SMALL, d);
+    ck_assert_ptr_nonnull(t);
+    cJSON_ArrayForEach(x, get(ref_bundle, "decisions"))
+    {
+        if (strcmp(str(x, "verdict"), "accepted") || !strcmp(str(x, "phase"), "fit"))
+            continue;
+        ck_assert_msg(num(x, "p_value") <= t->contract->alpha, "decision %d: p %g > alpha %g",
+                      (int)num(x, "index"), num(x, "p_value"), t->contract->alpha);
+        ck_assert_msg(num(x, "gain") >= t->contract->min_effect, "decision %d: gain %g < %g",
+                      (int)num(x, "index"), num(x, "gain"), t->contract->min_effect);
+        acc++;
+    }
+    ck_assert_uint_ge(acc, 3); /* two changes and the validation */
+    st = mt_store_open(ref_dir, NULL, d);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_int_eq(mt_store_list_decisions(st, &v, &n, d), 0);
+    /* every decision of the bundle is in the store */
+    ck_assert_uint_eq(n, (size_t)cJSON_GetArraySize(get(ref_bundle, "decisions")));
+    for (i = 0, acc = 0; i < n; i++) {
+        cJSON *s;
+        /* an ablation that drops a change is stored as its removal accepted */
+        if (strcmp(v[i].verdict, "accepted") || !v[i].statistics || !strcmp(v[i].kind, "ablate"))
+            continue;
+        s = cJSON_Parse(v[i].statistics);
+        ck_assert_ptr_nonnull(s);
+        if (cJSON_GetArraySize(s) > 0) {
+            double p = fmin(num(s, "p_mw"), num(s, "p_ks"));
+            ck_assert_msg(p <= num(s, "alpha_look"), "%s %s: p %g > alpha_look %g", v[i].kind,
+                          v[i].variable, p, num(s, "alpha_look"));
+            ck_assert_msg(num(s, "alpha_look") <= t->contract->alpha, "%g", num(s, "alpha_look"));
+            ck_assert_msg(-num(s, "effect") >= t->contract->min_effect, "%s %s: effect %g",
+                          v[i].kind, v[i].variable, num(s, "effect"));
+            ck_assert_str_eq(str(s, "verdict"), "better");
+            acc++;
+        }
+        cJSON_Delete(s);
+    }
+    ck_assert_uint_ge(acc, 3);
+    /* the ablations in the store: a kept change is its removal rejected */
+    {
+        const cJSON *row = get(ref_bundle, "ablation")->child;
+        for (i = 0; i < n; i++) {
+            if (strcmp(v[i].kind, "ablate"))
+                continue;
+            ck_assert_ptr_nonnull(row);
+            ck_assert_str_eq(v[i].variable, str(row, "knob"));
+            ck_assert_str_eq(v[i].verdict, cJSON_IsTrue(get(row, "kept")) ? "rejected" : "accepted");
+            row = row->next;
+        }
+        ck_assert_ptr_null(row);
+    }
+    mt_store_decisions_free(v, n);
+    mt_store_close(&st);
+    tk_close(&t);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+START_TEST(total_gain_is_the_validation)
+{
+    const cJSON *v, *last = NULL, *x;
+    need_reference();
+    v = get(ref_bundle, "validation");
+    ck_assert_ptr_nonnull(v);
+    ck_assert(cJSON_IsTrue(get(v, "confirmed")));
+    ck_assert(isfinite(num(v, "gain")) && num(v, "gain") > 0);
+    ck_assert(num(ref_bundle, "total_gain") == num(v, "gain"));
+    /* the last decision is the validation's, with the same gain */
+    cJSON_ArrayForEach(x, get(ref_bundle, "decisions"))
+        last = x;
+    ck_assert_str_eq(str(last, "phase"), "validate");
+    ck_assert(num(last, "gain") == num(v, "gain"));
+    /* not the sum of the screened gains */
+    {
+        double sum = 0;
+        cJSON_ArrayForEach(x, get(ref_bundle, "decisions"))
+            if (!strcmp(str(x, "verdict"), "accepted") && strcmp(str(x, "phase"), "validate"))
+                sum += num(x, "gain");
+        ck_assert(sum != num(v, "gain"));
+    }
+}
+END_TEST
+
+START_TEST(status_of_a_finished_tune)
+{
+    static const char *args[4];
+    char want[64];
+    out r;
+    need_reference();
+    args[0] = "status", args[1] = ref_dir, args[2] = NULL;
+    r = moetune(args);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "\"phase\":\t\"done\"") || strstr(r.out, "\"phase\": \"done\""),
+                  "%s", r.out);
+    snprintf(want, sizeof want, "store: %zu runs (%zu ok)", ref_store, ref_store);
+    ck_assert_msg(strstr(r.out, want), "lacks \"%s\":\n%s", want, r.out);
+    ck_assert_ptr_nonnull(strstr(r.out, "finished: "));
+    out_free(&r);
+    /* not a tune directory */
+    args[1] = ref_base;
+    r = moetune(args);
+    ck_assert_int_ne(r.status, 0);
+    ck_assert_ptr_nonnull(strstr(r.err, "no status.json"));
+    out_free(&r);
+}
+END_TEST
+
+/* (a) fit: the base config does not fit; a change of the space that fits. */
+START_TEST(fit_rejects_the_base_and_accepts_a_fit)
+{
+    static const char *args[8];
+    char base[256], dir[300];
+    const cJSON *x, *first = NULL, *fitted = NULL, *mem;
+    cJSON *b;
+    tk *t;
+    mt_diag *d = mt_diag_new();
+    mt_mem_estimate est;
+    mt_kv *recipe;
+    out r;
+    t = tk_open_path(SMALL_FIT, d);
+    ck_assert_ptr_nonnull(t);
+    /* the premise: the estimate says the base exceeds HBM less the headroom */
+    ck_assert_int_eq(mt_memory_estimate(t->cfg, t->contract->hardware, &est), 0);
+    ck_assert(est.hottest->total > est.hbm_gb * (1 - t->contract->memory_headroom));
+    fresh(base, sizeof base, "fit");
+    snprintf(dir, sizeof dir, "%s/F", base);
+    args[0] = "tune", args[1] = SMALL_FIT, args[2] = "--dir", args[3] = dir, args[4] = "--quiet";
+    args[5] = NULL;
+    r = moetune(args);
+    ck_assert_msg(r.status == 0 || r.status == 3, "exit %d\n%s%s", r.status, r.out, r.err);
+    b = bundle(dir);
+    cJSON_ArrayForEach(x, get(b, "decisions"))
+    {
+        if (strcmp(str(x, "phase"), "fit"))
+            continue;
+        if (!first)
+            first = x;
+        else if (!strcmp(str(x, "verdict"), "accepted"))
+            fitted = x;
+    }
+    ck_assert_ptr_nonnull(first);
+    ck_assert_str_eq(str(first, "variable"), "base");
+    ck_assert_str_eq(str(first, "verdict"), "rejected");
+    ck_assert_msg(starts(str(first, "reason"), "the analytic estimate exceeds HBM"), "%s",
+                  str(first, "reason"));
+    ck_assert_ptr_nonnull(fitted);
+    ck_assert_ptr_nonnull(strstr(str(fitted, "reason"), "probe ok"));
+    /* the recipe fits: by the estimate, and as measured in the validation */
+    recipe = mt_kv_new();
+    cJSON_ArrayForEach(x, get(get(b, "recipe"), "config"))
+    {
+        ck_assert(cJSON_IsString(x));
+        mt_kv_set(recipe, x->string, x->valuestring);
+    }
+    ck_assert_uint_eq(mt_kv_count(recipe), mt_kv_count(t->cfg));
+    ck_assert_int_eq(mt_memory_estimate(recipe, t->contract->hardware, &est), 0);
+    ck_assert_msg(est.hottest->total <= est.hbm_gb * (1 - t->contract->memory_headroom),
+                  "the recipe's estimate %.1f GB exceeds %.1f GB (%s)", est.hottest->total,
+                  est.hbm_gb * (1 - t->contract->memory_headroom), str(b, "status"));
+    cJSON_ArrayForEach(mem, get(b, "memory"))
+    {
+        const cJSON *g;
+        double lim = num(mem, "capacity_gb") - num(mem, "headroom_gb");
+        if (strcmp(str(mem, "name"), "winner"))
+            continue;
+        cJSON_ArrayForEach(g, get(mem, "per_gpu_gb"))
+            ck_assert_msg(cJSON_IsNumber(g) && g->valuedouble <= lim, "winner peak over %.1f GB",
+                          lim);
+    }
+    /* the validation measured configs that run: no failed replicate */
+    ck_assert_msg(strcmp(str(b, "status"), "failed") && strcmp(str(b, "status"), "not_confirmed"),
+                  "status %s: %s", str(b, "status"),
+                  str(get(b, "validation"), "recommendation"));
+    ck_assert(exists(dir, "report.html"));
+    mt_kv_destroy(&recipe);
+    cJSON_Delete(b);
+    out_free(&r);
+    tk_close(&t);
+    mt_diag_destroy(&d);
+    rm_rf(base);
+}
+END_TEST
+
+/* (f) the deadline: mt_tune in process, the local executor, `until` one
+ * second away.  afford() stops the search once the next screen plus the
+ * validation's reserve (2.5 x its runs at the wall time per job so far)
+ * would pass the deadline: the search stops for the deadline, before it,
+ * and the tune still validates and writes its bundle. */
+START_TEST(deadline_stops_search_but_validates)
+{
+    char base[256], dir[300];
+    tk *t;
+    mt_diag *d = mt_diag_new();
+    mt_tune_opts o;
+    mt_tune_result res;
+    mt_store *st;
+    mt_store_event *ev = NULL;
+    size_t nev = 0, i;
+    double validate_at = NAN;
+    cJSON *b;
+    t = tk_open_path(SMALL, d);
+    ck_assert_ptr_nonnull(t);
+    fresh(base, sizeof base, "until");
+    snprintf(dir, sizeof dir, "%s/U", base);
+    mt_tune_opts_init(&o);
+    o.dir = dir;
+    o.sim_path = MT_SIM_BIN;
+    o.executor = MT_EXEC_LOCAL;
+    o.until = now_s() + 1.0;
+    ck_assert_msg(mt_tune(t->reg, t->contract, &o, &res, d) == 0, "%s",
+                  mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
+    ck_assert_msg(starts(res.stopped, "deadline (validation needs about"), "stopped: %s",
+                  res.stopped);
+    ck_assert_str_eq(res.bundle + strlen(res.bundle) - 11, "bundle.json");
+    b = bundle(dir);
+    ck_assert_str_eq(str(get(b, "budget"), "stopped_because"), res.stopped);
+    ck_assert(cJSON_IsString(get(get(b, "budget"), "deadline")));
+    /* validated: the baseline alone, or the winner against it */
+    ck_assert(cJSON_IsObject(get(b, "validation")));
+    ck_assert_int_ge(cJSON_GetArraySize(get(get(get(b, "validation"), "baseline"), "samples")), 6);
+    ck_assert_msg(res.status == 0 || res.status == 2, "status %d", res.status);
+    ck_assert_str_eq(str(b, "status"), res.status == 0 ? "validated" : "baseline_only");
+    ck_assert_int_eq(res.runs_executed, res.runs);
+    ck_assert_uint_eq(store_runs(dir), (size_t)res.runs);
+    ck_assert(exists(dir, "report.html"));
+    /* the validation began before the deadline: the reserve was kept */
+    st = mt_store_open(dir, NULL, d);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_int_eq(mt_store_list_events(st, &ev, &nev, d), 0);
+    for (i = 0; i < nev && isnan(validate_at); i++)
+        if (!strcmp(ev[i].kind, "validate"))
+            validate_at = ev[i].time;
+    ck_assert_msg(validate_at < o.until, "validation began %.2f s after the deadline",
+                  validate_at - o.until);
+    mt_store_events_free(ev, nev);
+    mt_store_close(&st);
+    cJSON_Delete(b);
+    mt_tune_result_free(&res);
+    tk_close(&t);
+    mt_diag_destroy(&d);
+    rm_rf(base);
+}
+END_TEST
+
+/* (g) budgets too small for anything but validation; (j) --notify. */
+static void small_budget(const char *opt, const char *val, const char *words)
+{
+    static const char *args[12];
+    char base[256], dir[300], ndir[300], copy[400], orig[400];
+    const cJSON *x;
+    char *a, *c;
+    cJSON *b;
+    out r;
+    fresh(base, sizeof base, "budget");
+    snprintf(dir, sizeof dir, "%s/B", base);
+    snprintf(ndir, sizeof ndir, "/bin/cp -t %s/notified", base);
+    snprintf(copy, sizeof copy, "%s/notified", base);
+    ck_assert_int_eq(mkdir(copy, 0755), 0);
+    args[0] = "tune", args[1] = SMALL, args[2] = "--dir", args[3] = dir, args[4] = opt;
+    args[5] = val, args[6] = "--notify", args[7] = ndir, args[8] = "--quiet", args[9] = NULL;
+    r = moetune(args);
+    ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "baseline-only"));
+    b = bundle(dir);
+    ck_assert_str_eq(str(b, "status"), "baseline_only");
+    ck_assert_msg(strstr(str(get(b, "budget"), "stopped_because"), words), "stopped because %s",
+                  str(get(b, "budget"), "stopped_because"));
+    cJSON_ArrayForEach(x, get(b, "decisions"))
+    {
+        ck_assert_str_ne(str(x, "phase"), "retune");
+        ck_assert_str_ne(str(x, "phase"), "scale");
+    }
+    ck_assert(cJSON_IsObject(get(b, "validation")));
+    ck_assert(cJSON_IsNull(get(b, "total_gain")));
+    /* --notify ran cp -t DIR with the bundle's path appended */
+    snprintf(copy, sizeof copy, "%s/notified/bundle.json", base);
+    snprintf(orig, sizeof orig, "%s/bundle.json", dir);
+    a = tk_slurp(orig);
+    c = tk_slurp(copy);
+    ck_assert_msg(c != NULL, "--notify did not run");
+    ck_assert_str_eq(a, c);
+    free(a), free(c);
+    cJSON_Delete(b);
+    out_free(&r);
+    rm_rf(base);
+}
+
+START_TEST(run_budget_leaves_only_validation) { small_budget("--runs", "15", "run budget"); }
+END_TEST
+
+START_TEST(gpu_hour_budget_leaves_only_validation)
+{
+    small_budget("--gpu-hours", "20", "GPU-hour budget");
+}
+END_TEST
+
+/* (h) grid and random: the same executor and budget, another order. */
+static char *sample_order(const char *strategy, const char *seed, cJSON **bout)
+{
+    static const char *args[14];
+    char base[256], dir[300];
+    mt_diag *d = mt_diag_new();
+    mt_store *st;
+    mt_store_run *v = NULL;
+    size_t n = 0, i, len = 0;
+    char *order = calloc(1, 8192);
+    out r;
+    fresh(base, sizeof base, strategy);
+    snprintf(dir, sizeof dir, "%s/S", base);
+    args[0] = "tune", args[1] = SMALL, args[2] = "--dir", args[3] = dir, args[4] = "--strategy";
+    args[5] = strategy, args[6] = "--runs", args[7] = "40", args[8] = "--seed", args[9] = seed,
+    args[10] = "--quiet", args[11] = NULL;
+    r = moetune(args);
+    ck_assert_msg(r.status == 0 || r.status == 3, "%s: exit %d\n%s%s", strategy, r.status, r.out,
+                  r.err);
+    *bout = bundle(dir);
+    ck_assert_str_eq(str(*bout, "strategy"), strategy);
+    ck_assert_msg(strstr(str(get(*bout, "budget"), "stopped_because"), "run budget"), "%s",
+                  str(get(*bout, "budget"), "stopped_because"));
+    ck_assert_int_le((int)num(get(*bout, "budget"), "runs_used"), 40);
+    ck_assert(cJSON_IsObject(get(*bout, "validation")));
+    ck_assert(exists(dir, "report.html"));
+    st = mt_store_open(dir, NULL, d);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_int_eq(mt_store_list_runs(st, NULL, "screen", &v, &n, d), 0);
+    ck_assert_uint_ge(n, 6);
+    for (i = 0; i < n && len < 8000; i++)
+        if (v[i].replicate == 0)
+            len += (size_t)snprintf(order + len, 8192 - len, "%s ", v[i].config_id);
+    mt_store_runs_free(v, n);
+    mt_store_close(&st);
+    mt_diag_destroy(&d);
+    out_free(&r);
+    rm_rf(base);
+    return order;
+}
+
+START_TEST(grid_and_random_strategies)
+{
+    cJSON *g, *r1, *r2;
+    char *og = sample_order("grid", "1", &g);
+    char *o1 = sample_order("random", "1", &r1);
+    char *o2 = sample_order("random", "2", &r2);
+    /* random shuffles the same space: another order; the seed decides it */
+    ck_assert_str_ne(og, o1);
+    ck_assert_str_ne(o1, o2);
+    ck_assert_str_ne(og, "");
+    free(og), free(o1), free(o2);
+    cJSON_Delete(g), cJSON_Delete(r1), cJSON_Delete(r2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tune");
+    TCase *gate = tcase_create("gate"), *ref = tcase_create("reference"),
+          *alone = tcase_create("alone");
+    tcase_add_test(gate, gate_accepts_a_real_gain);
+    tcase_add_test(gate, gate_refuses_unresolved_noise);
+    tcase_add_test(gate, gate_refuses_below_min_effect);
+    tcase_add_test(gate, gate_refuses_slower);
+    tcase_add_test(gate, gate_refuses_bad_iterations);
+    tcase_add_test(gate, gate_loss_divergence_by_label);
+    tcase_add_test(gate, gate_refuses_memory_over_headroom);
+    tcase_add_test(gate, gate_refuses_label_not_allowed);
+    tcase_add_test(gate, gate_refuses_unverified_activation);
+    suite_add_tcase(s, gate);
+
+    tcase_add_unchecked_fixture(ref, reference_setup, reference_teardown);
+    tcase_set_timeout(ref, 280);
+    tcase_add_test(ref, reference_is_a_real_tune);
+    tcase_add_test(ref, scale_and_retune_decisions);
+    tcase_add_test(ref, accepted_decisions_pass_the_gate);
+    tcase_add_test(ref, total_gain_is_the_validation);
+    tcase_add_test(ref, status_of_a_finished_tune);
+    tcase_add_test(ref, resume_after_kill_anywhere);
+    suite_add_tcase(s, ref);
+
+    tcase_set_timeout(alone, 120);
+    tcase_add_test(alone, fit_rejects_the_base_and_accepts_a_fit);
+    tcase_add_test(alone, deadline_stops_search_but_validates);
+    tcase_add_test(alone, run_budget_leaves_only_validation);
+    tcase_add_test(alone, gpu_hour_budget_leaves_only_validation);
+    tcase_add_test(alone, grid_and_random_strategies);
+    suite_add_tcase(s, alone);
+    return tk_run(s);
+}
