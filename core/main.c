@@ -15,6 +15,8 @@
 #include "simcalib.h"
 #include "store.h"
 #include "engine.h"
+#include "keys.h"
+#include "worker.h"
 #include "profile.h"
 #include "trace.h"
 #include "measure.h"
@@ -75,6 +77,9 @@ static void usage(FILE *out)
             "  tune --resume DIR             continue a tune after a crash or kill: nothing finished\n"
             "                                runs again\n"
             "  status DIR                    a tune's live state (from another terminal)\n"
+            "  worker --connect tcp://HOST:PORT [--allow PROGRAM]... [--key DIR/NAME --server-key F]\n"
+            "                                a ZeroMQ worker that runs a tune's jobs on this node\n"
+            "  keygen DIR NAME [--force]     a CURVE keypair for the coordinator or a worker\n"
             "\n"
             "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated), then the\n"
             "contract's launch.plugin_path.  Walls: memory, communication, host, compute.\n");
@@ -890,6 +895,7 @@ usage:
     "usage: moetune tune CONTRACT --dir DIR [--strategy ofat|grid|random] [--until HH:MM]\n"      \
     "                    [--jobs N] [--executor local|model] [--gpu-hours X] [--runs N]\n"         \
     "                    [--seed N] [--notify CMD] [--quiet]\n"                                  \
+    "                    [--workers tcp://HOST:PORT [--keys DIR] [--job-grace S] [--worker-wait S]]\n" \
     "       moetune tune --resume DIR [same options]\n"
 
 /* "07:00" -> the next such local time (today or tomorrow); 0 when malformed. */
@@ -1003,6 +1009,14 @@ static int cmd_tune(int argc, char **argv)
             o.seed = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--notify"))
             notify_cmd = v;
+        else if (!strcmp(a, "--workers"))
+            o.workers = v, o.executor = MT_EXEC_ZMQ;
+        else if (!strcmp(a, "--keys"))
+            o.key_dir = v;
+        else if (!strcmp(a, "--job-grace"))
+            o.job_grace_s = strtod(v, NULL);
+        else if (!strcmp(a, "--worker-wait"))
+            o.worker_wait_s = strtod(v, NULL);
         else
             goto usage;
     }
@@ -1073,7 +1087,9 @@ static int cmd_tune(int argc, char **argv)
         if ((f = fopen(copy, "r"))) {
             if (fscanf(f, "%d %d %lg %d %llu %lg", &strategy, &executor, &gh, &runs, &seed,
                        &until) == 6) {
-                o.strategy = strategy, o.executor = executor, o.seed = seed;
+                o.strategy = strategy, o.seed = seed;
+                if (o.executor != MT_EXEC_ZMQ) /* the same jobs on other executors */
+                    o.executor = executor == MT_EXEC_ZMQ ? MT_EXEC_LOCAL : executor;
                 if (o.gpu_hours <= 0)
                     o.gpu_hours = gh;
                 if (o.runs <= 0)
@@ -1117,6 +1133,94 @@ static int cmd_tune(int argc, char **argv)
 usage:
     fputs(TUNE_USAGE, stderr);
     return EXIT_USAGE;
+}
+
+/* moetune worker: a ZeroMQ worker (workers/PROTOCOL.md). */
+static int cmd_worker(int argc, char **argv)
+{
+    mt_worker_opts o;
+    const char **allow = calloc((size_t)argc + 1, sizeof *allow);
+    char simbin[PATH_MAX], keydir[PATH_MAX] = "", *slash;
+    int j, rc;
+    memset(&o, 0, sizeof o);
+    o.dir = "moetune-worker";
+    o.gpus = 8;
+    o.nodes = 1;
+    o.launchers = "local";
+    if (!allow)
+        return EXIT_FAILURE;
+    for (j = 2; j < argc; j++) {
+        const char *a = argv[j], *v = j + 1 < argc ? argv[j + 1] : NULL;
+        if (!v)
+            goto usage;
+        j++;
+        if (!strcmp(a, "--connect"))
+            o.connect = v;
+        else if (!strcmp(a, "--name"))
+            o.name = v;
+        else if (!strcmp(a, "--dir"))
+            o.dir = v;
+        else if (!strcmp(a, "--allow"))
+            allow[o.n_allow++] = v;
+        else if (!strcmp(a, "--key")) {
+            snprintf(keydir, sizeof keydir, "%s", v);
+            if (!(slash = strrchr(keydir, '/')))
+                goto usage;
+            *slash = '\0';
+            o.key_dir = keydir;
+            o.key_name = slash + 1;
+        } else if (!strcmp(a, "--server-key"))
+            o.server_key = v;
+        else if (!strcmp(a, "--gpus"))
+            o.gpus = atoi(v);
+        else if (!strcmp(a, "--gpu-type"))
+            o.gpu_type = v;
+        else if (!strcmp(a, "--nodes"))
+            o.nodes = atoi(v);
+        else if (!strcmp(a, "--launchers"))
+            o.launchers = v;
+        else if (!strcmp(a, "--idle-exit"))
+            o.exit_when_idle_s = atoi(v);
+        else
+            goto usage;
+    }
+    if (!o.connect)
+        goto usage;
+    sim_path(simbin, sizeof simbin);
+    o.sim_path = simbin;
+    if (!o.n_allow)
+        allow[o.n_allow++] = simbin; /* by default: the simulator only */
+    o.allow = allow;
+    rc = mt_worker_main(&o);
+    free(allow);
+    return rc;
+usage:
+    fprintf(stderr, "usage: moetune worker --connect tcp://HOST:PORT [--name NAME] [--dir DIR]\n"
+                    "       [--allow PROGRAM]... [--key DIR/NAME --server-key FILE]\n"
+                    "       [--gpus N] [--gpu-type T] [--nodes N] [--launchers local,srun]\n");
+    free(allow);
+    return EXIT_USAGE;
+}
+
+/* moetune keygen DIR NAME [--force]: a CURVE keypair. */
+static int cmd_keygen(int argc, char **argv)
+{
+    char pub[64], err[512];
+    int force = argc == 5 && !strcmp(argv[4], "--force");
+    if (argc != 4 && !force) {
+        fprintf(stderr, "usage: moetune keygen DIR NAME [--force]\n"
+                        "  the coordinator's keys are DIR/coordinator.key and .pub; a worker's\n"
+                        "  public key goes into the coordinator's DIR/workers/\n");
+        return EXIT_USAGE;
+    }
+    mkdir(argv[2], 0700);
+    if (mt_keys_generate(argv[2], argv[3], force, pub, err, sizeof err)) {
+        fprintf(stderr, "moetune keygen: %s\n", err);
+        return EXIT_BAD_INPUT;
+    }
+    printf("%s/%s.key (secret, 0600) and %s/%s.pub written\n", argv[2], argv[3], argv[2],
+           argv[3]);
+    return 0;
 }
 
 /* moetune status DIR: the live state a tune writes, and its store. */
@@ -1521,6 +1625,10 @@ int main(int argc, char **argv)
         return cmd_tune(argc, argv);
     if (!strcmp(argv[1], "status"))
         return cmd_status(argc, argv);
+    if (!strcmp(argv[1], "worker"))
+        return cmd_worker(argc, argv);
+    if (!strcmp(argv[1], "keygen"))
+        return cmd_keygen(argc, argv);
     if (!strcmp(argv[1], "measure")) {
         if (argc < 3) {
             fprintf(stderr, "moetune measure: missing CONTRACT\n");

@@ -79,6 +79,8 @@ static void write_status(eng *e, const char *line)
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     cJSON_AddStringToObject(o, "phase", e->phase ? e->phase : "start");
     cJSON_AddStringToObject(o, "last", line);
+    if (e->live[0])
+        cJSON_AddStringToObject(o, "live", e->live);
     cJSON_AddNumberToObject(o, "pid", (double)getpid());
     cJSON_AddNumberToObject(o, "updated", now_s());
     cJSON_AddNumberToObject(o, "gpu_hours", used);
@@ -101,6 +103,11 @@ static void write_status(eng *e, const char *line)
             rename(tmp, path);
     }
     free(text);
+}
+
+void eng_progress_quiet(eng *e)
+{
+    write_status(e, e->live);
 }
 
 void eng_progress(eng *e, const char *fmt, ...)
@@ -1463,6 +1470,8 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     e.ablation = cJSON_CreateArray();
     if (!(e.st = mt_store_open(o->dir, c, d)))
         goto out;
+    if (o->executor == MT_EXEC_ZMQ && (!o->workers || eng_zx_open(&e)))
+        goto out;
     if (o->executor == MT_EXEC_MODEL && strcmp(c->backend, "sim")) {
         mt_diag_add(d, c->path, 0, "launch.backend",
                     "the model executor needs the sim backend, not \"%s\"", c->backend);
@@ -1528,6 +1537,7 @@ out:
     cJSON_Delete(e.validation);
     cJSON_Delete(e.mem_baseline);
     cJSON_Delete(e.mem_winner);
+    eng_zx_close(&e);
     mt_store_close(&e.st);
     return rc;
 }

@@ -28,8 +28,9 @@ enum mt_strategy { MT_STRATEGY_OFAT = 0, MT_STRATEGY_GRID = 1, MT_STRATEGY_RANDO
 /* How jobs run. */
 enum mt_executor_kind {
     MT_EXEC_LOCAL = 0, /* the contract's launcher, `slots` jobs at once (processes) */
-    MT_EXEC_MODEL = 1  /* sim backend only: the sim's model in process, with the sim's
+    MT_EXEC_MODEL = 1, /* sim backend only: the sim's model in process, with the sim's
                           noise; for the search benchmark (same engine, same budget) */
+    MT_EXEC_ZMQ = 2    /* ZeroMQ workers (workers/PROTOCOL.md) connected to `workers` */
 };
 
 typedef struct mt_tune_opts {
@@ -44,6 +45,10 @@ typedef struct mt_tune_opts {
     int runs;                  /* budget override; 0: the contract's */
     uint64_t seed;             /* random strategy's sampler; sim noise seed offset */
     FILE *progress;            /* progress lines (NULL: none) */
+    const char *workers;       /* ZMQ executor: the endpoint to bind, tcp://HOST:PORT */
+    const char *key_dir;       /* ZMQ executor: CURVE keys (coordinator.key, workers/ *.pub) */
+    double job_grace_s;        /* ZMQ executor: 0: 60 s */
+    double worker_wait_s;      /* ZMQ executor: fail when no worker came within this (0: wait) */
     int tty;                   /* progress as a live status line */
 } mt_tune_opts;
 

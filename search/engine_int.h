@@ -18,6 +18,7 @@ typedef struct jobreq {
     const char *kind; /* fit | screen | profile | validate */
     int rep;
     const char *phase; /* for the timeline */
+    char key[128];     /* the memo key (job/KIND/ID/REP) */
     cJSON *out;      /* the job's memo (owned) */
     int fresh;       /* executed now (not found in the memo) */
 } jobreq;
@@ -43,7 +44,9 @@ typedef struct eng {
     double best_tflops_seen;
     char stopped[128];
     int last_worse;
-    mt_tune_result *res;      /* where accepted changes are listed */           /* the last screen found the candidate slower */
+    mt_tune_result *res;      /* where accepted changes are listed */
+    void *zx;                 /* the ZeroMQ executor's state */
+    char live[256];           /* the latest progress line of a running job */           /* the last screen found the candidate slower */
     FILE *status_tty;
 } eng;
 
@@ -58,6 +61,13 @@ const char *eng_str(const cJSON *o, const char *k);
 /* engine.c */
 void eng_timeline(eng *e, const jobreq *q);
 void eng_progress(eng *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void eng_progress_quiet(eng *e); /* status.json only */
+
+/* zexec.c */
+int eng_zx_open(eng *e);
+void eng_zx_close(eng *e);
+int eng_zx_run(eng *e, jobreq *v, size_t n);
 
 /* bundle.c */
 int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d);

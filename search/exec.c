@@ -23,26 +23,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *verdict_word(uint32_t v)
-{
-    switch (v) {
-    case MT_VERDICT_APPLIED:
-        return "applied";
-    case MT_VERDICT_NOT_APPLIED:
-        return "not_applied";
-    default:
-        return "unknown";
-    }
-}
-
-static void num(cJSON *o, const char *k, double v)
-{
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, k, v);
-    else
-        cJSON_AddNullToObject(o, k);
-}
-
 double eng_num(const cJSON *o, const char *k)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -64,51 +44,8 @@ int eng_job_ok(const cJSON *j)
  * transaction). */
 static char *job_memo(const mt_measure *m, void *ctx)
 {
-    cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject(), *ev = cJSON_CreateObject();
-    const char *k, *val;
-    size_t i;
-    char *text;
     (void)ctx;
-    cJSON_AddStringToObject(o, "outcome", mt_outcome_name(m->outcome));
-    cJSON_AddStringToObject(o, "evidence", m->evidence);
-    num(o, "ms", m->median_step_ms);
-    num(o, "tflops", m->median_tflops);
-    num(o, "loss", m->last_loss);
-    cJSON_AddNumberToObject(o, "loss_finite", m->loss_finite);
-    cJSON_AddNumberToObject(o, "skipped", (double)m->skipped);
-    cJSON_AddNumberToObject(o, "nan", (double)m->nan);
-    num(o, "peak_gb", m->peak_bytes > 0 ? m->peak_bytes / 1e9 : NAN);
-    cJSON_AddNumberToObject(o, "gpu_hours", m->gpu_hours);
-    cJSON_AddNumberToObject(o, "wall_s", m->run.wall_s);
-    cJSON_AddNumberToObject(o, "run_id", (double)m->run_id);
-    for (i = 0; i < m->verdicts.n; i++) {
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddStringToObject(x, "verdict", verdict_word(m->verdicts.v[i].verdict));
-        cJSON_AddStringToObject(x, "evidence",
-                                m->verdicts.v[i].evidence ? m->verdicts.v[i].evidence : "");
-        cJSON_AddItemToObject(v, m->verdicts.v[i].knob, x);
-    }
-    cJSON_AddItemToObject(o, "verdicts", v);
-    for (i = 0; m->verify_evidence && mt_kv_entry(m->verify_evidence, i, &k, &val) == 0; i++)
-        if (!strncmp(k, "trace.", 6))
-            cJSON_AddStringToObject(ev, k, val);
-    cJSON_AddItemToObject(o, "trace", ev);
-    if (m->profiled) {
-        cJSON *w = cJSON_CreateObject();
-        cJSON_AddStringToObject(w, "wall", mt_wall_name(m->wall.wall));
-        cJSON_AddStringToObject(w, "runner_up", mt_wall_name(m->wall.runner_up));
-        cJSON_AddNumberToObject(w, "confidence", m->wall.confidence);
-        cJSON_AddStringToObject(w, "reason", m->wall.reason);
-        cJSON_AddNumberToObject(w, "compute", m->share_compute);
-        cJSON_AddNumberToObject(w, "exposed_comm", m->wall.exposed_share);
-        cJSON_AddNumberToObject(w, "hidden_comm", m->share_hidden);
-        cJSON_AddNumberToObject(w, "idle", m->wall.idle_share);
-        cJSON_AddNumberToObject(w, "bubble", m->wall.idle_share - m->wall.idle_net_share);
-        cJSON_AddItemToObject(o, "wall", w);
-    }
-    text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return text;
+    return mt_measure_memo_json(m);
 }
 
 void eng_job_key(const char *kind, const char *id, int rep, char *key, size_t n)
@@ -311,7 +248,15 @@ int eng_exec(eng *e, jobreq *v, size_t n)
         v[i].out = memo_get(e, &v[i]);
         v[i].fresh = 0;
     }
-    for (i = 0; i < n && !rc; i++) {
+    if (e->o.executor == MT_EXEC_ZMQ) {
+        for (i = 0; i < n; i++) {
+            eng_job_key(v[i].kind, v[i].id, v[i].rep, v[i].key, sizeof v[i].key);
+            if (!v[i].out)
+                v[i].fresh = 1, e->executed++;
+        }
+        rc = eng_zx_run(e, v, n);
+    }
+    for (i = 0; i < n && !rc && e->o.executor != MT_EXEC_ZMQ; i++) {
         if (v[i].out)
             continue;
         v[i].fresh = 1;

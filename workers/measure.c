@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cjson/cJSON.h>
 #include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -25,6 +26,7 @@ static double now_s(void)
 
 /* What the line and iteration callbacks share. */
 typedef struct glue {
+    const struct mt_measure_spec *spec;
     mt_logparse *log;
     mt_run *run;
     double last_iter_at;
@@ -51,6 +53,8 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
 {
     glue *g = ctx;
     static const char marker[] = "[sim] simulated wall time: ";
+    if (g->spec && g->spec->on_line && memmem(line, n, " iteration ", 11))
+        g->spec->on_line(g->spec->line_ctx, line, n);
     if (n > sizeof marker - 1 && !strncmp(line, marker, sizeof marker - 1))
         g->sim_seconds = strtod(line + sizeof marker - 1, NULL);
     mt_logparse_feed_channel(g->log, -1, stream, line, n);
@@ -538,6 +542,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     if (mt_nvml_available(nvml))
         sampler = mt_nvml_sampler_start(nvml, 0, d);
 
+    g.spec = spec;
     g.log = mt_logparse_new();
     mt_logparse_on_iteration(g.log, on_iteration, &g);
     memset(&rs, 0, sizeof rs);
@@ -608,4 +613,74 @@ void mt_measure_clear(mt_measure *m)
     mt_kv_destroy(&m->verify_evidence);
     mt_verdicts_free(&m->verdicts);
     mt_logparse_destroy(&m->log);
+}
+
+/* ---- the memo: a finished measurement's summary ------------------------------------ */
+
+static const char *memo_verdict_word(uint32_t v)
+{
+    switch (v) {
+    case MT_VERDICT_APPLIED:
+        return "applied";
+    case MT_VERDICT_NOT_APPLIED:
+        return "not_applied";
+    default:
+        return "unknown";
+    }
+}
+
+static void memo_num(cJSON *o, const char *k, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+char *mt_measure_memo_json(const mt_measure *m)
+{
+    cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject(), *ev = cJSON_CreateObject();
+    const char *k, *val;
+    size_t i;
+    char *text;
+    cJSON_AddStringToObject(o, "outcome", mt_outcome_name(m->outcome));
+    cJSON_AddStringToObject(o, "evidence", m->evidence);
+    memo_num(o, "ms", m->median_step_ms);
+    memo_num(o, "tflops", m->median_tflops);
+    memo_num(o, "loss", m->last_loss);
+    cJSON_AddNumberToObject(o, "loss_finite", m->loss_finite);
+    cJSON_AddNumberToObject(o, "skipped", (double)m->skipped);
+    cJSON_AddNumberToObject(o, "nan", (double)m->nan);
+    memo_num(o, "peak_gb", m->peak_bytes > 0 ? m->peak_bytes / 1e9 : NAN);
+    cJSON_AddNumberToObject(o, "gpu_hours", m->gpu_hours);
+    cJSON_AddNumberToObject(o, "wall_s", m->run.wall_s);
+    cJSON_AddNumberToObject(o, "run_id", (double)m->run_id);
+    for (i = 0; i < m->verdicts.n; i++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "verdict", memo_verdict_word(m->verdicts.v[i].verdict));
+        cJSON_AddStringToObject(x, "evidence",
+                                m->verdicts.v[i].evidence ? m->verdicts.v[i].evidence : "");
+        cJSON_AddItemToObject(v, m->verdicts.v[i].knob, x);
+    }
+    cJSON_AddItemToObject(o, "verdicts", v);
+    for (i = 0; m->verify_evidence && mt_kv_entry(m->verify_evidence, i, &k, &val) == 0; i++)
+        if (!strncmp(k, "trace.", 6))
+            cJSON_AddStringToObject(ev, k, val);
+    cJSON_AddItemToObject(o, "trace", ev);
+    if (m->profiled) {
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddStringToObject(w, "wall", mt_wall_name(m->wall.wall));
+        cJSON_AddStringToObject(w, "runner_up", mt_wall_name(m->wall.runner_up));
+        cJSON_AddNumberToObject(w, "confidence", m->wall.confidence);
+        cJSON_AddStringToObject(w, "reason", m->wall.reason);
+        cJSON_AddNumberToObject(w, "compute", m->share_compute);
+        cJSON_AddNumberToObject(w, "exposed_comm", m->wall.exposed_share);
+        cJSON_AddNumberToObject(w, "hidden_comm", m->share_hidden);
+        cJSON_AddNumberToObject(w, "idle", m->wall.idle_share);
+        cJSON_AddNumberToObject(w, "bubble", m->wall.idle_share - m->wall.idle_net_share);
+        cJSON_AddItemToObject(o, "wall", w);
+    }
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
 }

@@ -42,6 +42,9 @@ typedef struct mt_measure_spec {
     uint64_t sim_seed;      /* sim backend: the noise seed (0: the contract's data.seed) */
     /* the engine's memo: when set, memo(m) (a JSON text, freed by the
      * caller) is stored under memo_key in the run's own transaction */
+    /* every iteration line as it arrives (a worker's progress), or NULL */
+    void (*on_line)(void *ctx, const char *line, size_t n);
+    void *line_ctx;
     const char *memo_key;
     char *(*memo)(const struct mt_measure *m, void *ctx);
     void *memo_ctx;
@@ -81,6 +84,12 @@ typedef struct mt_measure {
  * (the reason in d).  Free with mt_measure_clear. */
 int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *out, mt_diag *d);
 void mt_measure_clear(mt_measure *m);
+
+/* The measurement's summary as the engine memoizes it (one JSON object:
+ * outcome, evidence, ms, tflops, loss, loss_finite, skipped, nan, peak_gb,
+ * gpu_hours, wall_s, run_id, verdicts {knob: {verdict, evidence}}, trace
+ * {trace.*}, and wall {...} for a profiled run).  Caller frees; NULL on OOM. */
+char *mt_measure_memo_json(const mt_measure *m);
 
 /* Types a finished run from its process facts and its log: OOM on any rank
  * wins over the hang of the others; then NaN, infrastructure errors (NCCL,

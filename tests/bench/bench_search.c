@@ -4,12 +4,14 @@
  * what cost (prints tables; never fails on the figures).
  *
  *   bench_search [CONTRACTS_DIR] [--seeds N] [--grid-seeds G] [--only SUBSTRING] [--jobs N]
- *                [--no-tpe]
+ *                [--contract-budget] [--no-tpe]
  *
  * For every contract of CONTRACTS_DIR (default: examples/contracts) and
  * seeds 1..N (default 20), in process on the model executor (the sim's
  * model with the sim's noise), each tune in its own temporary directory:
- *   ofat    the contract's own budget;
+ *   ofat    no budget: a full tune (--contract-budget: the contract's own,
+ *           which stops some seeds early: the engine keeps validation's
+ *           reserve);
  *   grid    no budget: the whole declared space (seeds 1..G, default 5:
  *           grid is deterministic apart from the noise);
  *   random  at that seed's ofat GPU-hours;
@@ -22,7 +24,8 @@
  * one it replaced (ofat: every accepted change; grid, random, tpe: their one
  * change, the baseline -> the recommendation, when they make it).
  *
- * Tunes run in a pool of forked workers (--jobs, default: the CPUs), TPE
+ * Plugins: the built-ins only (a contract's launch.plugin_path is not
+ * loaded).  Tunes run in a pool of forked workers (--jobs, default: the CPUs), TPE
  * in one background process per contract.
  *
  * Environment: MT_PYTHON (default /usr/bin/python3 when present, else
@@ -76,7 +79,7 @@ typedef struct outcome {
     int runs;
     int accepted, wrong; /* accepted changes; those slower noise-free */
     int over_headroom;   /* the recommendation does not fit the headroom (sim) */
-    int budget_stop;     /* stopped on its budget (ofat: the contract's) */
+    int budget_stop;     /* stopped by its budget; ofat without one: over the contract's */
     uint64_t off;        /* knobs of the space (bit i: entry i) where it differs from the optimum */
 } outcome;
 
@@ -93,6 +96,7 @@ typedef struct bench_contract {
 } bench_contract;
 
 static char tmp_root[1024];
+static int ofat_contract_budget; /* --contract-budget: ofat within the contract's budget */
 
 static double now(void)
 {
@@ -193,8 +197,8 @@ static int run_tune(bench_contract *b, int strategy, int seed, double gpu_hours,
                     : strategy == S_RANDOM ? MT_STRATEGY_RANDOM
                                            : MT_STRATEGY_OFAT;
     opts.seed = (uint64_t)seed;
-    if (strategy == S_GRID || strategy == S_RANDOM) {
-        opts.gpu_hours = strategy == S_GRID ? 1e12 : gpu_hours;
+    if (strategy != S_OFAT || !ofat_contract_budget) {
+        opts.gpu_hours = strategy == S_RANDOM ? gpu_hours : 1e12;
         opts.runs = 100000000;
         opts.until = (double)time(NULL) + 1e8;
     }
@@ -215,6 +219,8 @@ static int run_tune(bench_contract *b, int strategy, int seed, double gpu_hours,
         o->gpu_hours = res.gpu_hours;
         o->runs = res.runs;
         o->budget_stop = budget_stop(res.stopped);
+        if (strategy == S_OFAT && !ofat_contract_budget)
+            o->budget_stop = res.gpu_hours > b->c->gpu_hours || res.runs > b->c->max_runs;
     }
     mt_tune_result_free(&res);
     mt_diag_destroy(&d);
@@ -353,21 +359,23 @@ static void tpe_start(bench_contract *b, int seeds)
     free(runs);
 }
 
-/* Waits for the harness and scores its recommendations. */
-static void tpe_finish(bench_contract *b)
+/* Waits for the harness and scores its recommendations; 1 when it failed
+ * (not when python or optuna is missing, the harness's exit status 3: TPE
+ * is then unavailable). */
+static int tpe_finish(bench_contract *b)
 {
     int st = 0;
     FILE *f;
     char *line = NULL;
     size_t cap = 0;
     if (!b->tpe_pid)
-        return;
+        return 0; /* no python: unavailable, like no optuna */
     while (waitpid(b->tpe_pid, &st, 0) < 0 && errno == EINTR)
         ;
     b->tpe_pid = 0;
     if (!(f = fopen(b->tpe_out, "r"))) {
         snprintf(b->tpe_err, sizeof b->tpe_err, "the harness left no output");
-        return;
+        return 1;
     }
     while (getline(&line, &cap, f) > 0) {
         cJSON *j = cJSON_Parse(line), *x, *best;
@@ -410,9 +418,15 @@ static void tpe_finish(bench_contract *b)
     }
     free(line);
     fclose(f);
-    if (!b->tpe_err[0] && !(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-        snprintf(b->tpe_err, sizeof b->tpe_err, "the harness failed (status %d)",
-                 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 3)
+        return 0;
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+        if (!b->tpe_err[0])
+            snprintf(b->tpe_err, sizeof b->tpe_err, "the harness failed (status %d)",
+                     WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+        return 1;
+    }
+    return 0;
 }
 
 typedef struct summary {
@@ -514,13 +528,15 @@ int main(int argc, char **argv)
             only = argv[++i];
         else if (!strcmp(argv[i], "--jobs") && i + 1 < argc)
             par = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--contract-budget"))
+            ofat_contract_budget = 1;
         else if (!strcmp(argv[i], "--no-tpe"))
             tpe = 0;
         else if (argv[i][0] != '-')
             dir = argv[i];
         else {
             fprintf(stderr, "usage: bench_search [CONTRACTS_DIR] [--seeds N] [--grid-seeds G] "
-                            "[--only SUBSTRING] [--jobs N] [--no-tpe]\n");
+                            "[--only SUBSTRING] [--jobs N] [--contract-budget] [--no-tpe]\n");
             return 64;
         }
     }
@@ -561,8 +577,9 @@ int main(int argc, char **argv)
     bc = calloc((size_t)nc + 1, sizeof *bc);
 
     printf("search benchmark: %d contract(s) of %s, seeds 1..%d (grid: 1..%d), model executor, "
-           "%d worker(s)\n",
-           nc, dir, seeds, grid_seeds, par);
+           "%d worker(s); ofat %s\n",
+           nc, dir, seeds, grid_seeds, par,
+           ofat_contract_budget ? "within the contract's budget" : "unbudgeted (a full tune)");
     fflush(stdout);
     /* ofat first on every contract (its GPU-hours are the others' budget);
      * then TPE in the background while random and grid run in the pool */
@@ -601,7 +618,7 @@ int main(int argc, char **argv)
     t = now();
     for (k = 0; k < nc; k++)
         if (bc[k] && tpe)
-            tpe_finish(bc[k]);
+            failures += tpe_finish(bc[k]);
     tstrat[S_TPE] = now() - t;
     free(jobs);
 
@@ -652,13 +669,20 @@ int main(int argc, char **argv)
                 printed = 1;
             }
             printf("%s\n", printed ? "" : "  ofat's recipe is the optimum on every seed");
+            printf("  ofat's share by seed:");
+            for (s = 0; s < seeds; s++)
+                if (b->r[S_OFAT][s].done)
+                    printf(" %.1f", 100 * b->r[S_OFAT][s].share);
+            printf("\n");
         }
     }
     printf("\n  share: noise-free TFLOP/s of the recommended config / the optimum's (median and "
-           "worst seed);\n  budget: seeds stopped by their budget (ofat: the contract's; random, "
-           "tpe: ofat's GPU-hours);\n  wrong/acc: accepted changes slower noise-free / accepted "
+           "worst seed);\n  budget: seeds stopped by their budget (random, tpe: ofat's GPU-hours; "
+           "ofat: %s);\n  wrong/acc: accepted changes slower noise-free / accepted "
            "changes (grid, random, tpe: base -> recommendation);\n  mem!: recommendations over "
-           "the contract's memory headroom (sim)\n");
+           "the contract's memory headroom (sim)\n",
+           ofat_contract_budget ? "the contract's" : "none, so: seeds that spent more than the "
+                                                    "contract's GPU-hours or runs");
 
     /* the targets */
     printf("\ntargets for ofat (informational): median >= 98%%, worst >= 95%%, GPU-h <= 10%% of "

@@ -1,0 +1,639 @@
+/*
+ * zexec.c - the ZeroMQ executor: the coordinator side of PROTOCOL.md.
+ *
+ * A ROUTER bound at --workers; workers announce themselves (ready), take a
+ * job each (job, job-ack), stream progress, and send results that are
+ * stored with the job's memo in one transaction before they are
+ * acknowledged.  Link liveness (heartbeats, 3 intervals) and job liveness
+ * are separate: a job is re-queued, under a new retry number, only when its
+ * worker has been unreachable past the job grace.  Results are keyed by the
+ * job's memo key: the first one is stored, a late or repeated one is
+ * acknowledged as a duplicate and never counted twice.
+ */
+#include "engine_int.h"
+
+#include "config.h"
+#include "keys.h"
+#include "proto.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#define ZX_MAX_WORKERS 1024
+
+enum { ZJ_QUEUED, ZJ_SENT, ZJ_ACKED, ZJ_DONE };
+
+typedef struct zworker {
+    unsigned char id[MT_PROTO_IDENTITY_MAX + 1];
+    size_t idlen;
+    char name[MT_PROTO_ID_MAX + 1];
+    int gpus, nodes, alive;
+    char launchers[128];
+    char programs[1024]; /* '\n'-joined */
+    double last_seen;
+    int job; /* index into the batch, -1 idle */
+} zworker;
+
+typedef struct zjob {
+    jobreq *q;
+    char key[128];
+    int retry, state, worker;
+    double sent_at;
+} zjob;
+
+typedef struct zx {
+    void *ctx, *sock;
+    struct mt_zap *zap;
+    zworker *w;
+    size_t nw;
+    double last_hb;
+    long long hb_seq;
+    zjob *jobs; /* the batch in flight */
+    size_t njobs;
+    unsigned long stored, duplicates;
+} zx;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void zlog(eng *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void zlog(eng *e, const char *fmt, ...)
+{
+    va_list ap;
+    char line[600];
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (e->o.progress) {
+        fprintf(e->o.progress, "  [workers] %s\n", line);
+        fflush(e->o.progress);
+    }
+    mt_store_add_event(e->st, NAN, "workers", line, NULL);
+}
+
+int eng_zx_open(eng *e)
+{
+    zx *z = calloc(1, sizeof *z);
+    char err[512];
+    int rc = -1;
+    if (!z)
+        return -1;
+    e->zx = z;
+    z->ctx = zmq_ctx_new();
+    z->sock = zmq_socket(z->ctx, ZMQ_ROUTER);
+    if (mt_proto_socket_setup(z->sock, 1, NULL, err, sizeof err)) {
+        mt_diag_add(e->d, e->o.workers, 0, NULL, "%s", err);
+        return -1;
+    }
+    if (e->o.key_dir) {
+        mt_keypair kp;
+        char known[4096];
+        snprintf(known, sizeof known, "%s/workers", e->o.key_dir);
+        if (mt_keys_load(e->o.key_dir, "coordinator", &kp, err, sizeof err) ||
+            !(z->zap = mt_zap_start(z->ctx, known, NULL, NULL, err, sizeof err)) ||
+            mt_curve_server(z->sock, &kp, z->zap, err, sizeof err)) {
+            mt_diag_add(e->d, e->o.key_dir, 0, NULL, "CURVE: %s", err);
+            mt_keypair_wipe(&kp);
+            return -1;
+        }
+        mt_keypair_wipe(&kp);
+    }
+    if (zmq_bind(z->sock, e->o.workers)) {
+        mt_diag_add(e->d, e->o.workers, 0, NULL, "cannot bind the coordinator's socket: %s",
+                    zmq_strerror(zmq_errno()));
+        return -1;
+    }
+    rc = 0;
+    zlog(e, "coordinator listening on %s%s", e->o.workers,
+         e->o.key_dir ? " (CURVE: known worker keys only)" : " (no CURVE)");
+    return rc;
+}
+
+void eng_zx_close(eng *e)
+{
+    zx *z = e->zx;
+    size_t i;
+    int linger = 500;
+    if (!z)
+        return;
+    for (i = 0; i < z->nw; i++)
+        if (z->w[i].alive)
+            mt_proto_send(z->sock, z->w[i].id, z->w[i].idlen, MT_PROTO_DISCONNECT,
+                          mt_proto_disconnect_body("the tune is over"), NULL, 0);
+    zmq_setsockopt(z->sock, ZMQ_LINGER, &linger, sizeof linger);
+    zmq_close(z->sock);
+    mt_zap_stop(&z->zap);
+    zmq_ctx_term(z->ctx);
+    free(z->w);
+    free(z);
+    e->zx = NULL;
+}
+
+static zworker *find_worker(zx *z, const unsigned char *id, size_t idlen)
+{
+    size_t i;
+    for (i = 0; i < z->nw; i++)
+        if (z->w[i].idlen == idlen && !memcmp(z->w[i].id, id, idlen))
+            return &z->w[i];
+    return NULL;
+}
+
+static void send_to(eng *e, zworker *w, int cmd, cJSON *body)
+{
+    zx *z = e->zx;
+    char err[256];
+    int rc;
+    if (!body)
+        return;
+    rc = mt_proto_send(z->sock, w->id, w->idlen, cmd, body, err, sizeof err);
+    cJSON_Delete(body);
+    if (rc == -EHOSTUNREACH && w->alive) {
+        w->alive = 0;
+        zlog(e, "worker %s is gone (its connection closed)", w->name);
+    } else if (rc && rc != -EHOSTUNREACH && rc != -EAGAIN) {
+        zlog(e, "cannot send %s to %s: %s", mt_proto_cmd_name(cmd), w->name, err);
+    }
+}
+
+static int job_index(zx *z, const char *key, int retry)
+{
+    size_t i;
+    for (i = 0; i < z->njobs; i++)
+        if (!strcmp(z->jobs[i].key, key) && (retry < 0 || z->jobs[i].retry == retry))
+            return (int)i;
+    return -1;
+}
+
+/* A result (or a refusal) becomes the job's memo. */
+static int store_memo(eng *e, const char *key, const char *memo, mt_diag *d)
+{
+    return mt_store_memo_put(e->st, key, memo, d);
+}
+
+static void job_finished(zx *z, const char *key)
+{
+    int j = job_index(z, key, -1);
+    if (j >= 0 && z->jobs[j].state != ZJ_DONE) {
+        z->jobs[j].state = ZJ_DONE;
+        if (z->jobs[j].worker >= 0 && (size_t)z->jobs[j].worker < z->nw &&
+            z->w[z->jobs[j].worker].job == j)
+            z->w[z->jobs[j].worker].job = -1;
+    }
+}
+
+static void failed_memo(eng *e, const char *key, const char *outcome, const char *why)
+{
+    cJSON *o = cJSON_CreateObject();
+    char *text;
+    cJSON_AddStringToObject(o, "outcome", outcome);
+    cJSON_AddStringToObject(o, "evidence", why);
+    cJSON_AddNumberToObject(o, "gpu_hours", 0);
+    cJSON_AddNumberToObject(o, "run_id", -1);
+    cJSON_AddItemToObject(o, "verdicts", cJSON_CreateObject());
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    store_memo(e, key, text, e->d);
+    free(text);
+    job_finished(e->zx, key);
+}
+
+static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
+{
+    zx *z = e->zx;
+    mt_proto_result r;
+    mt_proto_result_ack a;
+    char *have = NULL, err[512], *text = NULL;
+    cJSON *memo;
+    int64_t run_id = -1;
+    const char *status = "stored";
+    if (mt_proto_get_result(m, &r))
+        return;
+    memset(&a, 0, sizeof a);
+    a.job_id = r.job_id;
+    a.retry = r.retry;
+    a.run_id = -1;
+    if (mt_store_memo_get(e->st, r.job_id, &have, e->d) == 1) {
+        /* the job already has its result: a repeat, or a late one from a
+         * worker declared lost; recorded once, never counted twice */
+        status = "duplicate";
+        z->duplicates++;
+        zlog(e, "result of %s (retry %d) from %s: a duplicate, discarded", r.job_id, r.retry,
+             w ? w->name : "?");
+    } else if (strncmp(r.job_id, "job/", 4)) {
+        status = "discarded";
+    } else {
+        mt_store_result sr;
+        int ok = 0;
+        memo = cJSON_Duplicate(r.memo, 1);
+        if (mt_store_begin(e->st, e->d) == 0) {
+            ok = 1;
+            if (r.run) {
+                if (mt_proto_result_to_store(r.run, r.samples, r.gpus, &sr, err, sizeof err)) {
+                    zlog(e, "result of %s unusable: %s", r.job_id, err);
+                    ok = 0;
+                } else {
+                    ok = mt_store_put_result(e->st, &sr, &run_id, e->d) >= 0;
+                    mt_proto_result_release(&sr);
+                }
+            }
+            if (ok) {
+                cJSON_DeleteItemFromObject(memo, "run_id");
+                cJSON_AddNumberToObject(memo, "run_id", (double)run_id);
+                text = cJSON_PrintUnformatted(memo);
+                ok = text && store_memo(e, r.job_id, text, e->d) >= 0;
+            }
+            if (ok)
+                ok = mt_store_commit(e->st, e->d) == 0;
+            else
+                mt_store_rollback(e->st);
+        }
+        cJSON_Delete(memo);
+        free(text);
+        if (!ok) {
+            free(have);
+            return; /* not acknowledged: the worker sends it again */
+        }
+        z->stored++;
+        a.run_id = run_id;
+    }
+    free(have);
+    a.status = status;
+    job_finished(z, r.job_id);
+    if (w)
+        send_to(e, w, MT_PROTO_RESULT_ACK, mt_proto_result_ack_body(&a));
+}
+
+static void on_ready(eng *e, const mt_proto_msg *m)
+{
+    zx *z = e->zx;
+    mt_proto_ready r;
+    zworker *w;
+    size_t i;
+    if (mt_proto_get_ready(m, &r))
+        return;
+    if (!(w = find_worker(z, m->identity, m->idlen))) {
+        zworker *nw;
+        if (z->nw == ZX_MAX_WORKERS)
+            return;
+        nw = realloc(z->w, (z->nw + 1) * sizeof *nw);
+        if (!nw)
+            return;
+        z->w = nw;
+        w = &z->w[z->nw++];
+        memset(w, 0, sizeof *w);
+        memcpy(w->id, m->identity, m->idlen);
+        w->idlen = m->idlen;
+        w->job = -1;
+    }
+    snprintf(w->name, sizeof w->name, "%s", r.worker);
+    w->gpus = r.gpus;
+    w->nodes = r.nodes;
+    w->launchers[0] = w->programs[0] = '\0';
+    for (i = 0; i < mt_proto_count(r.launchers); i++) {
+        size_t l = strlen(w->launchers);
+        snprintf(w->launchers + l, sizeof w->launchers - l, "%s%s", l ? "," : "",
+                 mt_proto_str_at(r.launchers, i));
+    }
+    for (i = 0; i < mt_proto_count(r.programs); i++) {
+        size_t l = strlen(w->programs);
+        snprintf(w->programs + l, sizeof w->programs - l, "%s%s", l ? "\n" : "",
+                 mt_proto_str_at(r.programs, i));
+    }
+    if (!w->alive)
+        zlog(e, "worker %s (%s, %d GPUs, %s) is ready", w->name, r.host, w->gpus, w->launchers);
+    w->alive = 1;
+    w->last_seen = now_s();
+    /* re-attach: a job of the batch it still runs stays with it */
+    w->job = -1;
+    for (i = 0; i < mt_proto_count(r.running); i++) {
+        mt_proto_jobref ref;
+        int j;
+        if (mt_proto_jobref_at(r.running, i, &ref) == 0 &&
+            (j = job_index(z, ref.job_id, ref.retry)) >= 0 && z->jobs[j].state != ZJ_DONE) {
+            z->jobs[j].state = ZJ_ACKED;
+            z->jobs[j].worker = (int)(w - z->w);
+            w->job = j;
+            zlog(e, "worker %s still runs %s: re-attached", w->name, ref.job_id);
+        }
+    }
+}
+
+/* Can worker w run this contract's jobs? */
+static int can_run(eng *e, const zworker *w)
+{
+    const char *prog = e->c->n_template ? e->c->launch_template[0] : "";
+    const char *b;
+    char want[512], *tok, *save = NULL, list[1024];
+    if (!w->alive)
+        return 0;
+    if (!strstr(w->launchers, e->c->launcher))
+        return 0;
+    if (strcmp(e->c->backend, "sim")) {
+        long gpn = strtol(mt_kv_get(e->c->hardware, "gpus_per_node"), NULL, 10);
+        long nodes = strtol(mt_kv_get(e->c->hardware, "nodes"), NULL, 10);
+        if (w->gpus < gpn || w->nodes < nodes)
+            return 0;
+    }
+    snprintf(want, sizeof want, "%s", !strncmp(prog, "{sim}", 5) ? e->sim : prog);
+    b = strrchr(want, '/') ? strrchr(want, '/') + 1 : want;
+    snprintf(list, sizeof list, "%s", w->programs);
+    for (tok = strtok_r(list, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
+        const char *tb = strrchr(tok, '/') ? strrchr(tok, '/') + 1 : tok;
+        if (!strcmp(tok, want) || !strcmp(tb, b))
+            return 1;
+    }
+    return 0;
+}
+
+static void dispatch(eng *e)
+{
+    zx *z = e->zx;
+    size_t j, i;
+    char *contract_text = NULL;
+    for (j = 0; j < z->njobs; j++) {
+        zjob *zj = &z->jobs[j];
+        mt_proto_job pj;
+        char *canon, seed[32];
+        zworker *w = NULL;
+        if (zj->state != ZJ_QUEUED)
+            continue;
+        for (i = 0; i < z->nw && !w; i++)
+            if (z->w[i].job < 0 && can_run(e, &z->w[i]))
+                w = &z->w[i];
+        if (!w)
+            break;
+        if (!contract_text) {
+            FILE *f = fopen(e->c->path, "rb");
+            long len;
+            if (!f)
+                return;
+            fseek(f, 0, SEEK_END);
+            len = ftell(f);
+            rewind(f);
+            contract_text = calloc(1, (size_t)len + 1);
+            if (contract_text && fread(contract_text, 1, (size_t)len, f) != (size_t)len)
+                contract_text[0] = '\0';
+            fclose(f);
+        }
+        canon = mt_config_canonical(zj->q->cfg);
+        memset(&pj, 0, sizeof pj);
+        pj.job_id = zj->key;
+        pj.retry = zj->retry;
+        pj.kind = !strcmp(zj->q->kind, "profile") ? "profile" : zj->q->kind;
+        pj.contract = contract_text;
+        pj.config = canon;
+        pj.replicate = zj->q->rep;
+        pj.profile = !strcmp(zj->q->kind, "profile");
+        if (e->o.seed) {
+            snprintf(seed, sizeof seed, "%llu", (unsigned long long)e->o.seed);
+            pj.sim_seed = seed;
+        }
+        send_to(e, w, MT_PROTO_JOB, mt_proto_job_body(&pj));
+        free(canon);
+        zj->state = ZJ_SENT;
+        zj->worker = (int)(w - z->w);
+        zj->sent_at = now_s();
+        w->job = (int)j;
+    }
+    free(contract_text);
+}
+
+static void handle(eng *e, mt_proto_msg *m)
+{
+    zx *z = e->zx;
+    zworker *w = find_worker(z, m->identity, m->idlen);
+    mt_proto_jobref ref;
+    if (w) {
+        if (!w->alive && m->command != MT_PROTO_READY) {
+            /* back within the grace: it keeps its job */
+            zlog(e, "worker %s is reachable again", w->name);
+            w->alive = 1;
+        }
+        w->last_seen = now_s();
+    }
+    switch (m->command) {
+    case MT_PROTO_READY:
+        on_ready(e, m);
+        break;
+    case MT_PROTO_JOB_ACK: {
+        mt_proto_job_ack a;
+        int j;
+        if (!w || mt_proto_get_job_ack(m, &a) || (j = job_index(z, a.job_id, a.retry)) < 0)
+            break;
+        if (a.accepted) {
+            if (z->jobs[j].state == ZJ_SENT)
+                z->jobs[j].state = ZJ_ACKED;
+        } else if (!strcmp(a.reason, "no free slot")) {
+            z->jobs[j].state = ZJ_QUEUED;
+            w->job = -2; /* busy with something we do not track: skip it a while */
+        } else {
+            /* a typed launch refusal: the job's outcome, never retried forever */
+            char why[700];
+            snprintf(why, sizeof why, "worker %s refused the job: %s", w->name, a.reason);
+            zlog(e, "%s", why);
+            w->job = -1;
+            failed_memo(e, a.job_id, "launch_error", why);
+        }
+        break;
+    }
+    case MT_PROTO_PROGRESS: {
+        mt_proto_progress p;
+        if (mt_proto_get_progress(m, &p) == 0 && mt_proto_count(p.lines))
+            snprintf(e->live, sizeof e->live, "%s: %s", w ? w->name : "?",
+                     mt_proto_str_at(p.lines, mt_proto_count(p.lines) - 1));
+        if (!w)
+            goto unknown;
+        break;
+    }
+    case MT_PROTO_RESULT:
+        on_result(e, w, m);
+        if (!w)
+            goto unknown;
+        break;
+    case MT_PROTO_HEARTBEAT:
+        if (!w)
+            goto unknown;
+        break;
+    case MT_PROTO_DISCONNECT:
+        if (w) {
+            size_t j;
+            zlog(e, "worker %s disconnected", w->name);
+            w->alive = 0;
+            for (j = 0; j < z->njobs; j++)
+                if (z->jobs[j].worker == (int)(w - z->w) && z->jobs[j].state != ZJ_DONE) {
+                    /* it stopped its jobs itself: again at once, new retry */
+                    z->jobs[j].state = ZJ_QUEUED;
+                    z->jobs[j].retry++;
+                    z->jobs[j].worker = -1;
+                }
+            w->job = -1;
+        }
+        break;
+    default:
+        break;
+    }
+    (void)ref;
+    return;
+unknown: {
+    /* a worker this coordinator does not know (it restarted): ask it to
+     * announce itself */
+    mt_proto_heartbeat h;
+    zworker tmp;
+    memset(&h, 0, sizeof h);
+    h.seq = -1;
+    h.time = NAN;
+    h.reannounce = 1;
+    memset(&tmp, 0, sizeof tmp);
+    memcpy(tmp.id, m->identity, m->idlen);
+    tmp.idlen = m->idlen;
+    snprintf(tmp.name, sizeof tmp.name, "(unknown)");
+    send_to(e, &tmp, MT_PROTO_HEARTBEAT, mt_proto_heartbeat_body(&h, NULL, 0));
+}
+}
+
+/* Liveness: heartbeats out, unreachable workers, lost jobs re-queued. */
+static void tick(eng *e)
+{
+    zx *z = e->zx;
+    double t = now_s(), hb = MT_PROTO_HEARTBEAT_MS / 1000.0;
+    double grace = e->o.job_grace_s > 0 ? e->o.job_grace_s : MT_PROTO_JOB_GRACE_S;
+    size_t i, j;
+    if (t - z->last_hb >= hb) {
+        for (i = 0; i < z->nw; i++) {
+            mt_proto_heartbeat h;
+            if (!z->w[i].alive && t - z->w[i].last_seen > 10 * grace)
+                continue;
+            memset(&h, 0, sizeof h);
+            h.seq = z->hb_seq;
+            h.time = t;
+            send_to(e, &z->w[i], MT_PROTO_HEARTBEAT, mt_proto_heartbeat_body(&h, NULL, 0));
+        }
+        z->hb_seq++;
+        z->last_hb = t;
+    }
+    for (i = 0; i < z->nw; i++) {
+        zworker *w = &z->w[i];
+        if (w->job == -2 && t - w->last_seen < hb)
+            w->job = -1;
+        if (w->alive && t - w->last_seen > MT_PROTO_LIVENESS * hb) {
+            w->alive = 0;
+            zlog(e, "worker %s is unreachable (silent %.1f s); its job keeps its place for %.0f s",
+                 w->name, t - w->last_seen, grace);
+        }
+    }
+    for (j = 0; j < z->njobs; j++) {
+        zjob *zj = &z->jobs[j];
+        zworker *w;
+        if ((zj->state != ZJ_SENT && zj->state != ZJ_ACKED) || zj->worker < 0)
+            continue;
+        w = &z->w[zj->worker];
+        if (zj->state == ZJ_SENT && w->alive && t - zj->sent_at > MT_PROTO_ACK_TIMEOUT_MS / 1000.0) {
+            zj->state = ZJ_QUEUED; /* never acknowledged: send it again */
+            w->job = -1;
+            continue;
+        }
+        if (!w->alive && t - w->last_seen > grace) {
+            zlog(e, "job %s (retry %d) lost with worker %s: re-queued as retry %d", zj->key,
+                 zj->retry, w->name, zj->retry + 1);
+            {
+                mt_proto_cancel c;
+                c.job_id = zj->key;
+                c.retry = zj->retry;
+                c.reason = "re-queued after the job grace";
+                send_to(e, w, MT_PROTO_CANCEL, mt_proto_cancel_body(&c));
+            }
+            zj->state = ZJ_QUEUED;
+            zj->retry++;
+            zj->worker = -1;
+            w->job = -1;
+        }
+    }
+}
+
+int eng_zx_run(eng *e, jobreq *v, size_t n)
+{
+    zx *z = e->zx;
+    size_t i, left;
+    double t0 = now_s(), last_status = 0;
+    char err[512];
+    z->jobs = calloc(n ? n : 1, sizeof *z->jobs);
+    z->njobs = 0;
+    for (i = 0; i < n; i++) {
+        char *have = NULL;
+        if (mt_store_memo_get(e->st, v[i].key, &have, e->d) == 1) {
+            free(have);
+            continue;
+        }
+        z->jobs[z->njobs].q = &v[i];
+        snprintf(z->jobs[z->njobs].key, sizeof z->jobs[0].key, "%s", v[i].key);
+        z->jobs[z->njobs].worker = -1;
+        z->njobs++;
+    }
+    for (;;) {
+        zmq_pollitem_t it = {z->sock, 0, ZMQ_POLLIN, 0};
+        for (left = 0, i = 0; i < z->njobs; i++)
+            left += z->jobs[i].state != ZJ_DONE;
+        if (!left)
+            break;
+        dispatch(e);
+        if (zmq_poll(&it, 1, 100) > 0) {
+            int k;
+            for (k = 0; k < 256; k++) {
+                mt_proto_msg m;
+                int rc;
+                mt_proto_msg_init(&m);
+                {
+                    int ev = 0;
+                    size_t evl = sizeof ev;
+                    if (zmq_getsockopt(z->sock, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) {
+                        mt_proto_msg_clear(&m);
+                        break; /* nothing more queued: recv would block */
+                    }
+                }
+                rc = mt_proto_recv(z->sock, 1, &m, err, sizeof err);
+                if (rc == -EAGAIN) {
+                    mt_proto_msg_clear(&m);
+                    break;
+                }
+                if (rc)
+                    zlog(e, "dropped a message from %s: %s", m.user_id[0] ? m.user_id : "a peer",
+                         err);
+                else
+                    handle(e, &m);
+                mt_proto_msg_clear(&m);
+            }
+        }
+        tick(e);
+        if (now_s() - last_status > 1.0) {
+            eng_progress_quiet(e);
+            last_status = now_s();
+        }
+        if (e->o.worker_wait_s > 0 && now_s() - t0 > e->o.worker_wait_s) {
+            size_t alive = 0;
+            for (i = 0; i < z->nw; i++)
+                alive += z->w[i].alive;
+            if (!alive) {
+                mt_diag_add(e->d, e->o.workers, 0, NULL,
+                            "no worker connected within %.0f s (start `moetune worker --connect "
+                            "...` on the GPU nodes)",
+                            e->o.worker_wait_s);
+                free(z->jobs);
+                z->jobs = NULL;
+                return -1;
+            }
+        }
+    }
+    free(z->jobs);
+    z->jobs = NULL;
+    z->njobs = 0;
+    return 0;
+}

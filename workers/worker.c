@@ -1,0 +1,868 @@
+/*
+ * worker.c - `moetune worker` (see worker.h and PROTOCOL.md).
+ */
+#include "worker.h"
+
+#include "config.h"
+#include "keys.h"
+#include "launch.h"
+#include "measure.h"
+#include "proto.h"
+#include "render.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#define MAX_PENDING 64
+#define LINES_MAX 256
+
+typedef struct pending {
+    char job_id[MT_PROTO_ID_MAX + 1];
+    int retry;
+    cJSON *body; /* the result message's body */
+    double last_sent;
+} pending;
+
+typedef struct wk {
+    mt_worker_opts o;
+    void *ctx, *sock;
+    int sfd;
+    char host[128], name[MT_PROTO_ID_MAX + 1];
+    /* the running job */
+    int busy;
+    pid_t pid;
+    int pipe_fd;
+    char job_id[MT_PROTO_ID_MAX + 1];
+    int retry;
+    char store_dir[PATH_MAX];
+    mt_contract *contract;
+    double started;
+    char *lines[LINES_MAX];
+    size_t nlines;
+    char partial[8192];
+    size_t npartial;
+    long iteration;
+    double last_progress;
+    /* results held until acknowledged */
+    pending pend[MAX_PENDING];
+    size_t npend;
+    double last_heard, last_hb;
+    int lost;
+    long long hb_seq;
+    int stop;
+} wk;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void logf_(wk *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(wk *w, const char *fmt, ...)
+{
+    char stamp[32];
+    time_t t = time(NULL);
+    struct tm tm;
+    va_list ap;
+    localtime_r(&t, &tm);
+    strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
+    fprintf(stderr, "[%s] worker %s: ", stamp, w->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* ---- the allowlist --------------------------------------------------------------------- */
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+int mt_worker_allowed(const char *const *argv, const char *const *allow, size_t n_allow,
+                      char *why, size_t n)
+{
+    static const char *const shells[] = {"sh", "bash", "dash", "zsh", "ksh", "csh", "tcsh", "fish",
+                                         "busybox", "env", NULL};
+    static const char *const interp[] = {"python", "python3", "perl", "ruby", "node", "lua",
+                                         "php", "Rscript", "julia", NULL};
+    static const char *const inline_flags[] = {"-c", "-e", "-E", "--eval", "-r", "--command",
+                                               NULL};
+    const char *prog = argv && argv[0] ? argv[0] : NULL, *b;
+    size_t i, j;
+    int listed = 0;
+    if (!prog || !*prog) {
+        snprintf(why, n, "the job has no program to run");
+        return 0;
+    }
+    b = base_name(prog);
+    for (i = 0; shells[i]; i++)
+        if (!strcmp(b, shells[i])) {
+            snprintf(why, n, "program %.200s is a shell: a worker never runs a shell", prog);
+            return 0;
+        }
+    for (i = 0; i < n_allow && !listed; i++)
+        listed = !strcmp(allow[i], prog) || (!strchr(allow[i], '/') && !strcmp(allow[i], b));
+    if (!listed) {
+        snprintf(why, n, "program %.200s is not on this worker's allowlist", prog);
+        return 0;
+    }
+    for (i = 0; interp[i]; i++) {
+        size_t l = strlen(interp[i]);
+        int is_interp = !strncmp(b, interp[i], l) &&
+                        (!b[l] || (b[l] >= '0' && b[l] <= '9') || b[l] == '.');
+        for (j = 1; is_interp && argv[j]; j++) {
+            const char *a = argv[j];
+            size_t k;
+            for (k = 0; inline_flags[k]; k++)
+                if (!strcmp(a, inline_flags[k]))
+                    break;
+            /* combined short flags such as -uc or -ne carry inline code too */
+            if (inline_flags[k] ||
+                (a[0] == '-' && a[1] && a[1] != '-' && strpbrk(a + 1, "ce") != NULL)) {
+                snprintf(why, n, "interpreter %.100s with inline code (%.40s) is refused", b, a);
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+/* ---- sending ----------------------------------------------------------------------------- */
+
+static void send_msg(wk *w, int cmd, cJSON *body)
+{
+    char err[256];
+    int rc = mt_proto_send(w->sock, NULL, 0, cmd, body, err, sizeof err);
+    if (rc && rc != -EAGAIN)
+        logf_(w, "cannot send %s: %s", mt_proto_cmd_name(cmd), err);
+    cJSON_Delete(body);
+}
+
+static void send_ready(wk *w)
+{
+    mt_proto_ready r;
+    mt_proto_jobref running, fin[MAX_PENDING];
+    const char *launch[4];
+    char lbuf[128], *tok, *save = NULL;
+    size_t nl = 0, i;
+    memset(&r, 0, sizeof r);
+    r.worker = w->name;
+    r.host = w->host;
+    r.gpus = w->o.gpus;
+    r.gpu_type = w->o.gpu_type ? w->o.gpu_type : "";
+    r.nodes = w->o.nodes > 0 ? w->o.nodes : 1;
+    r.slots = 1;
+    r.version = "0.1.0";
+    snprintf(lbuf, sizeof lbuf, "%s", w->o.launchers ? w->o.launchers : "local");
+    for (tok = strtok_r(lbuf, ",", &save); tok && nl < 4; tok = strtok_r(NULL, ",", &save))
+        launch[nl++] = tok;
+    running.job_id = w->job_id;
+    running.retry = w->retry;
+    for (i = 0; i < w->npend; i++) {
+        fin[i].job_id = w->pend[i].job_id;
+        fin[i].retry = w->pend[i].retry;
+    }
+    send_msg(w, MT_PROTO_READY,
+             mt_proto_ready_body(&r, launch, nl, w->o.allow, w->o.n_allow, &running,
+                                 w->busy ? 1 : 0, fin, w->npend));
+}
+
+static void send_heartbeat(wk *w)
+{
+    mt_proto_heartbeat h;
+    mt_proto_jobref running;
+    memset(&h, 0, sizeof h);
+    h.seq = w->hb_seq++;
+    h.time = now_s();
+    running.job_id = w->job_id;
+    running.retry = w->retry;
+    send_msg(w, MT_PROTO_HEARTBEAT, mt_proto_heartbeat_body(&h, &running, w->busy ? 1 : 0));
+    w->last_hb = now_s();
+}
+
+static void send_ack(wk *w, const char *job_id, int retry, int accepted, const char *reason)
+{
+    mt_proto_job_ack a;
+    memset(&a, 0, sizeof a);
+    a.job_id = job_id;
+    a.retry = retry;
+    a.accepted = accepted;
+    a.reason = reason;
+    send_msg(w, MT_PROTO_JOB_ACK, mt_proto_job_ack_body(&a));
+}
+
+static void flush_progress(wk *w)
+{
+    mt_proto_progress p;
+    size_t i;
+    if (!w->busy)
+        return;
+    memset(&p, 0, sizeof p);
+    p.job_id = w->job_id;
+    p.retry = w->retry;
+    p.iteration = w->iteration;
+    p.elapsed_s = now_s() - w->started;
+    p.step_ms = NAN;
+    send_msg(w, MT_PROTO_PROGRESS,
+             mt_proto_progress_body(&p, (const char *const *)w->lines, w->nlines));
+    for (i = 0; i < w->nlines; i++)
+        free(w->lines[i]);
+    w->nlines = 0;
+    w->last_progress = now_s();
+}
+
+static void resend_results(wk *w, int all)
+{
+    size_t i;
+    double t = now_s();
+    char err[256];
+    for (i = 0; i < w->npend; i++) {
+        if (!all && t - w->pend[i].last_sent < 2.0)
+            continue;
+        if (mt_proto_send(w->sock, NULL, 0, MT_PROTO_RESULT, w->pend[i].body, err, sizeof err) ==
+            0)
+            w->pend[i].last_sent = t;
+    }
+}
+
+/* ---- running a job ----------------------------------------------------------------------- */
+
+static void child_line(void *ctx, const char *line, size_t n)
+{
+    int fd = *(int *)ctx;
+    struct part {
+        const void *b;
+        size_t n;
+    } parts[2] = {{line, n}, {"\n", 1}};
+    size_t i;
+    for (i = 0; i < 2; i++) {
+        const char *p = parts[i].b;
+        size_t left = parts[i].n;
+        while (left > 0) {
+            ssize_t k = write(fd, p, left);
+            if (k < 0 && errno == EINTR)
+                continue;
+            if (k <= 0)
+                return;
+            p += k, left -= (size_t)k;
+        }
+    }
+}
+
+static char *memo_cb(const mt_measure *m, void *ctx)
+{
+    (void)ctx;
+    return mt_measure_memo_json(m);
+}
+
+static mt_kv *config_from_text(const char *text)
+{
+    mt_kv *kv = mt_kv_new();
+    const char *p = text;
+    while (kv && *p) {
+        const char *nl = strchr(p, '\n'), *eq;
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char *line = strndup(p, len);
+        if (line && (eq = strchr(line, '=')) != NULL) {
+            line[eq - line] = '\0';
+            mt_kv_set(kv, line, eq + 1);
+        }
+        free(line);
+        p += len + (nl ? 1 : 0);
+    }
+    return kv;
+}
+
+static mt_registry *load_registry(const mt_contract *c, mt_diag *d)
+{
+    mt_registry *r = mt_registry_new();
+    char **extra = NULL;
+    size_t n = 0, i;
+    if (c->n_plugin_path) {
+        const char *slash = strrchr(c->path, '/');
+        extra = calloc(c->n_plugin_path, sizeof *extra);
+        for (i = 0; extra && i < c->n_plugin_path; i++) {
+            char buf[PATH_MAX];
+            const char *p = c->plugin_path[i];
+            if (p[0] == '/' || !slash)
+                snprintf(buf, sizeof buf, "%s", p);
+            else
+                snprintf(buf, sizeof buf, "%.*s/%s", (int)(slash - c->path), c->path, p);
+            extra[n++] = strdup(buf);
+        }
+    }
+    mt_registry_load_default(r, (const char *const *)extra, n, d);
+    mt_registry_finish(r, d);
+    for (i = 0; i < n; i++)
+        free(extra[i]);
+    free(extra);
+    return r;
+}
+
+/* The program the job would run: the template expanded, before any
+ * launcher the worker adds. */
+static int job_argv(wk *w, mt_registry *reg, const mt_contract *c, const mt_kv *cfg,
+                    mt_strlist *out, mt_diag *d)
+{
+    mt_rendered r;
+    mt_kv *ph = mt_kv_new();
+    int rc;
+    mt_rendered_init(&r);
+    rc = mt_render(reg, c, cfg, (uint32_t)c->dialect, &r, d);
+    mt_kv_set(ph, "sim", w->o.sim_path ? w->o.sim_path : "moetune-sim");
+    mt_kv_set(ph, "run_dir", w->o.dir);
+    mt_kv_set(ph, "nodes", mt_kv_get(c->hardware, "nodes"));
+    mt_kv_set(ph, "gpus_per_node", mt_kv_get(c->hardware, "gpus_per_node"));
+    mt_kv_set(ph, "world_size", mt_kv_get(c->hardware, "world_size"));
+    mt_kv_set(ph, "job_name", "moetune-job");
+    if (!rc)
+        rc = mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph, &r.argv,
+                              out, d);
+    mt_kv_destroy(&ph);
+    mt_rendered_free(&r);
+    return rc;
+}
+
+/* The finished job's result from the worker's store: its memo, run,
+ * samples and GPU rows; NULL when the memo is missing. */
+static cJSON *result_body(wk *w, const char *store_dir, const mt_contract *c, const char *job_id,
+                          int retry, const char *why_missing)
+{
+    mt_diag *d = mt_diag_new();
+    mt_store *st = mt_store_open(store_dir, c, d);
+    char *memo = NULL;
+    cJSON *body = NULL, *m;
+    if (st && mt_store_memo_get(st, job_id, &memo, d) == 1 && (m = cJSON_Parse(memo))) {
+        double run_id = cJSON_IsNumber(cJSON_GetObjectItem(m, "run_id"))
+                            ? cJSON_GetObjectItem(m, "run_id")->valuedouble
+                            : -1;
+        mt_store_run *runs = NULL;
+        size_t nr = 0, i;
+        cJSON_Delete(m);
+        if (run_id >= 0 && mt_store_list_runs(st, NULL, NULL, &runs, &nr, d) == 0) {
+            for (i = 0; i < nr; i++)
+                if (runs[i].id == (int64_t)run_id) {
+                    mt_store_result r;
+                    mt_store_sample *s = NULL;
+                    mt_store_gpu_mem *g = NULL;
+                    size_t ns = 0, ng = 0;
+                    memset(&r, 0, sizeof r);
+                    mt_store_samples(st, runs[i].id, &s, &ns, d);
+                    mt_store_gpu_memory(st, runs[i].id, &g, &ng, d);
+                    r.run = runs[i];
+                    r.run.retry = retry;
+                    r.run.worker = w->name;
+                    r.samples = s, r.n_samples = ns, r.gpus = g, r.n_gpus = ng;
+                    body = mt_proto_result_body(job_id, retry, memo, &r);
+                    mt_store_samples_free(s, ns);
+                    mt_store_gpu_memory_free(g, ng);
+                    break;
+                }
+            mt_store_runs_free(runs, nr);
+        }
+        if (!body)
+            body = mt_proto_result_body(job_id, retry, memo, NULL);
+    }
+    if (!body && why_missing) {
+        cJSON *o = cJSON_CreateObject();
+        char *text;
+        cJSON_AddStringToObject(o, "outcome", "infra");
+        cJSON_AddStringToObject(o, "evidence", why_missing);
+        cJSON_AddNumberToObject(o, "gpu_hours", 0);
+        cJSON_AddNumberToObject(o, "run_id", -1);
+        cJSON_AddItemToObject(o, "verdicts", cJSON_CreateObject());
+        text = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        body = mt_proto_result_body(job_id, retry, text, NULL);
+        free(text);
+    }
+    free(memo);
+    mt_store_close(&st);
+    mt_diag_destroy(&d);
+    return body;
+}
+
+static void hold_result(wk *w, const char *job_id, int retry, cJSON *body)
+{
+    char err[256];
+    size_t i;
+    if (!body)
+        return;
+    for (i = 0; i < w->npend; i++)
+        if (!strcmp(w->pend[i].job_id, job_id) && w->pend[i].retry == retry) {
+            cJSON_Delete(w->pend[i].body);
+            w->pend[i].body = body;
+            break;
+        }
+    if (i == w->npend) {
+        if (w->npend == MAX_PENDING) {
+            logf_(w, "too many unacknowledged results; dropping the oldest (it stays in the store)");
+            cJSON_Delete(w->pend[0].body);
+            memmove(w->pend, w->pend + 1, (MAX_PENDING - 1) * sizeof *w->pend);
+            w->npend--;
+        }
+        snprintf(w->pend[w->npend].job_id, sizeof w->pend[0].job_id, "%s", job_id);
+        w->pend[w->npend].retry = retry;
+        w->pend[w->npend].body = body;
+        w->npend++;
+        i = w->npend - 1;
+    }
+    if (mt_proto_send(w->sock, NULL, 0, MT_PROTO_RESULT, w->pend[i].body, err, sizeof err) == 0)
+        w->pend[i].last_sent = now_s();
+}
+
+static void start_job(wk *w, const mt_proto_msg *msg)
+{
+    mt_proto_job j;
+    mt_diag *d = mt_diag_new();
+    mt_contract *c = NULL;
+    mt_registry *reg = NULL;
+    mt_kv *cfg = NULL;
+    mt_strlist argv = {0};
+    char path[PATH_MAX], why[512], fp[17];
+    int fds[2];
+    size_t i;
+    FILE *f;
+    pid_t pid;
+    if (mt_proto_get_job(msg, &j)) {
+        mt_diag_destroy(&d);
+        return;
+    }
+    if (w->busy) {
+        if (!strcmp(w->job_id, j.job_id) && w->retry == j.retry)
+            send_ack(w, j.job_id, j.retry, 1, NULL); /* a repeated job: already running */
+        else
+            send_ack(w, j.job_id, j.retry, 0, "no free slot");
+        mt_diag_destroy(&d);
+        return;
+    }
+    for (i = 0; i < w->npend; i++)
+        if (!strcmp(w->pend[i].job_id, j.job_id) && w->pend[i].retry == j.retry) {
+            send_ack(w, j.job_id, j.retry, 1, NULL); /* finished: the result again */
+            resend_results(w, 1);
+            mt_diag_destroy(&d);
+            return;
+        }
+    /* the contract, kept in the work directory by its fingerprint */
+    snprintf(path, sizeof path, "%s/contracts", w->o.dir);
+    mkdir(path, 0755);
+    {
+        mt_contract *probe = mt_contract_load_string(j.contract, "(job contract)", d);
+        if (!probe) {
+            snprintf(why, sizeof why, "the job's contract does not load: %s",
+                     mt_diag_count(d) ? mt_diag_at(d, 0)->message : "?");
+            send_ack(w, j.job_id, j.retry, 0, why);
+            mt_diag_destroy(&d);
+            return;
+        }
+        memcpy(fp, probe->fingerprint, 16);
+        fp[16] = '\0';
+        mt_contract_destroy(&probe);
+    }
+    snprintf(path, sizeof path, "%s/contracts/%s.cfg", w->o.dir, fp);
+    if ((f = fopen(path, "w"))) {
+        fputs(j.contract, f);
+        fclose(f);
+    }
+    if (!(c = mt_contract_load(path, d))) {
+        send_ack(w, j.job_id, j.retry, 0, "the job's contract does not load");
+        mt_diag_destroy(&d);
+        return;
+    }
+    reg = load_registry(c, d);
+    mt_config_normalize_space(reg, c, d);
+    cfg = config_from_text(j.config);
+    if (job_argv(w, reg, c, cfg, &argv, d)) {
+        snprintf(why, sizeof why, "the job cannot be rendered: %s",
+                 mt_diag_count(d) ? mt_diag_at(d, mt_diag_count(d) - 1)->message : "?");
+        send_ack(w, j.job_id, j.retry, 0, why);
+        goto out;
+    }
+    {
+        const char **av = calloc(argv.n + 1, sizeof *av);
+        int ok;
+        for (i = 0; av && i < argv.n; i++)
+            av[i] = argv.v[i];
+        ok = av && mt_worker_allowed(av, w->o.allow, w->o.n_allow, why, sizeof why);
+        free(av);
+        if (!ok) {
+            logf_(w, "refused job %s: %s", j.job_id, why);
+            send_ack(w, j.job_id, j.retry, 0, why);
+            goto out;
+        }
+    }
+    snprintf(w->store_dir, sizeof w->store_dir, "%s/stores/%s", w->o.dir, fp);
+    {
+        /* finished before (a worker restart): the result, not a second run */
+        cJSON *b;
+        char sd[PATH_MAX];
+        snprintf(sd, sizeof sd, "%s/stores", w->o.dir);
+        mkdir(sd, 0755);
+        b = NULL;
+        {
+            mt_store *st = mt_store_open(w->store_dir, c, d);
+            char *memo = NULL;
+            int have = st && mt_store_memo_get(st, j.job_id, &memo, d) == 1;
+            free(memo);
+            mt_store_close(&st);
+            if (have)
+                b = result_body(w, w->store_dir, c, j.job_id, j.retry, NULL);
+        }
+        if (b) {
+            send_ack(w, j.job_id, j.retry, 1, NULL);
+            hold_result(w, j.job_id, j.retry, b);
+            goto out;
+        }
+    }
+    if (pipe(fds)) {
+        send_ack(w, j.job_id, j.retry, 0, "cannot create a pipe");
+        goto out;
+    }
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        /* the job: measure into the worker's own store, progress to the pipe */
+        sigset_t none;
+        mt_store *st;
+        mt_measure_spec spec;
+        mt_measure m;
+        char rundir[PATH_MAX];
+        int rc;
+        unsigned long long seed = j.sim_seed ? strtoull(j.sim_seed, NULL, 10) : 0;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        close(fds[0]);
+        st = mt_store_open(w->store_dir, c, d);
+        snprintf(rundir, sizeof rundir, "%s/runs", w->o.dir);
+        mkdir(rundir, 0755);
+        snprintf(rundir, sizeof rundir, "%s/runs/%s-%d",
+                 w->o.dir, base_name(j.job_id), j.retry);
+        for (i = strlen(w->o.dir) + 6; rundir[i]; i++)
+            if (rundir[i] == '/')
+                rundir[i] = '_';
+        memset(&spec, 0, sizeof spec);
+        spec.contract = c;
+        spec.reg = reg;
+        spec.config = cfg;
+        spec.kind = j.kind;
+        spec.replicate = j.replicate;
+        spec.retry = j.retry;
+        spec.run_dir = rundir;
+        spec.sim_path = w->o.sim_path;
+        spec.time_limit_s = j.time_limit_s;
+        spec.hang_factor = j.hang_factor;
+        spec.profile = j.profile;
+        spec.sim_seed = seed;
+        spec.on_line = child_line;
+        spec.line_ctx = &fds[1];
+        spec.memo_key = j.job_id;
+        spec.memo = memo_cb;
+        rc = st ? mt_measure_run(&spec, st, &m, d) : -1;
+        if (rc < 0)
+            mt_diag_print(d, stderr);
+        else
+            mt_measure_clear(&m);
+        mt_store_close(&st);
+        _exit(rc < 0 ? 1 : 0);
+    }
+    close(fds[1]);
+    if (pid < 0) {
+        close(fds[0]);
+        send_ack(w, j.job_id, j.retry, 0, "cannot fork the job");
+        goto out;
+    }
+    fcntl(fds[0], F_SETFL, O_NONBLOCK);
+    w->busy = 1;
+    w->pid = pid;
+    w->pipe_fd = fds[0];
+    snprintf(w->job_id, sizeof w->job_id, "%s", j.job_id);
+    w->retry = j.retry;
+    w->started = now_s();
+    w->iteration = -1;
+    w->npartial = 0;
+    mt_contract_destroy(&w->contract);
+    w->contract = c;
+    c = NULL;
+    send_ack(w, j.job_id, j.retry, 1, NULL);
+    logf_(w, "running %s (retry %d)", j.job_id, j.retry);
+out:
+    mt_strlist_free(&argv);
+    mt_kv_destroy(&cfg);
+    mt_registry_destroy(&reg);
+    mt_contract_destroy(&c);
+    mt_diag_destroy(&d);
+}
+
+static void read_pipe(wk *w)
+{
+    char buf[4096];
+    ssize_t k;
+    while (w->pipe_fd >= 0 && (k = read(w->pipe_fd, buf, sizeof buf)) > 0) {
+        ssize_t i;
+        for (i = 0; i < k; i++) {
+            if (buf[i] == '\n') {
+                w->partial[w->npartial] = '\0';
+                if (w->nlines < LINES_MAX)
+                    w->lines[w->nlines++] = strdup(w->partial);
+                {
+                    const char *p = strstr(w->partial, " iteration ");
+                    if (p)
+                        w->iteration = strtol(p + 11, NULL, 10);
+                }
+                w->npartial = 0;
+            } else if (w->npartial < sizeof w->partial - 1) {
+                w->partial[w->npartial++] = buf[i];
+            }
+        }
+    }
+    if (w->nlines >= LINES_MAX)
+        flush_progress(w);
+}
+
+static void job_done(wk *w, int status)
+{
+    char why[128];
+    read_pipe(w);
+    flush_progress(w);
+    close(w->pipe_fd);
+    w->pipe_fd = -1;
+    w->busy = 0;
+    snprintf(why, sizeof why, "the worker's job process ended with status %d and stored nothing",
+             status);
+    hold_result(w, w->job_id, w->retry,
+                result_body(w, w->store_dir, w->contract, w->job_id, w->retry, why));
+    logf_(w, "finished %s", w->job_id);
+    w->job_id[0] = '\0';
+}
+
+static void cancel_job(wk *w, const char *job_id, int retry, const char *reason)
+{
+    if (!w->busy || strcmp(w->job_id, job_id) || w->retry != retry)
+        return;
+    logf_(w, "cancelling %s: %s", job_id, reason ? reason : "");
+    kill(w->pid, SIGTERM);
+}
+
+/* ---- the loop ---------------------------------------------------------------------------- */
+
+static void handle(wk *w, mt_proto_msg *m)
+{
+    mt_proto_jobref ref;
+    size_t i;
+    w->last_heard = now_s();
+    if (w->lost) {
+        w->lost = 0;
+        logf_(w, "the coordinator is back: re-announcing");
+        send_ready(w);
+        resend_results(w, 1);
+    }
+    switch (m->command) {
+    case MT_PROTO_JOB:
+        start_job(w, m);
+        break;
+    case MT_PROTO_RESULT_ACK:
+        if (mt_proto_jobref_of(m, &ref) == 0)
+            for (i = 0; i < w->npend; i++)
+                if (!strcmp(w->pend[i].job_id, ref.job_id) && w->pend[i].retry == ref.retry) {
+                    cJSON_Delete(w->pend[i].body);
+                    memmove(w->pend + i, w->pend + i + 1, (w->npend - i - 1) * sizeof *w->pend);
+                    w->npend--;
+                    break;
+                }
+        break;
+    case MT_PROTO_HEARTBEAT: {
+        mt_proto_heartbeat h;
+        if (mt_proto_get_heartbeat(m, &h) == 0 && h.reannounce) {
+            send_ready(w);
+            resend_results(w, 1);
+        }
+        break;
+    }
+    case MT_PROTO_CANCEL: {
+        mt_proto_cancel c;
+        if (mt_proto_get_cancel(m, &c) == 0)
+            cancel_job(w, c.job_id, c.retry, c.reason);
+        break;
+    }
+    case MT_PROTO_DISCONNECT: {
+        mt_proto_disconnect dc;
+        if (mt_proto_get_disconnect(m, &dc) == 0)
+            logf_(w, "the coordinator disconnects: %s", dc.reason);
+        w->stop = 1;
+        break;
+    }
+    default:
+        logf_(w, "ignored %s from the coordinator", mt_proto_cmd_name(m->command));
+    }
+}
+
+int mt_worker_main(const mt_worker_opts *o)
+{
+    wk w;
+    sigset_t mask;
+    char err[512];
+    mt_keypair kp;
+    double hb;
+    int rc = 1;
+    memset(&w, 0, sizeof w);
+    w.o = *o;
+    w.pipe_fd = -1;
+    hb = o->heartbeat_s > 0 ? o->heartbeat_s : MT_PROTO_HEARTBEAT_MS / 1000.0;
+    gethostname(w.host, sizeof w.host - 1);
+    if (o->name)
+        snprintf(w.name, sizeof w.name, "%s", o->name);
+    else
+        snprintf(w.name, sizeof w.name, "%s-%d", w.host, (int)getpid());
+    mkdir(o->dir, 0755);
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGCHLD);
+    sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGINT);
+    sigprocmask(SIG_BLOCK, &mask, NULL);
+    if ((w.sfd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC)) < 0) {
+        fprintf(stderr, "moetune worker: signalfd: %s\n", strerror(errno));
+        return 1;
+    }
+    w.ctx = zmq_ctx_new();
+    w.sock = zmq_socket(w.ctx, ZMQ_DEALER);
+    if (mt_proto_socket_setup(w.sock, 0, w.name, err, sizeof err)) {
+        fprintf(stderr, "moetune worker: %s\n", err);
+        goto out;
+    }
+    if (o->key_dir || o->server_key) {
+        char pub[MT_KEY_Z85_LEN + 1];
+        if (!o->key_dir || !o->key_name || !o->server_key) {
+            fprintf(stderr, "moetune worker: CURVE needs --key DIR/NAME and --server-key FILE\n");
+            goto out;
+        }
+        if (mt_keys_load(o->key_dir, o->key_name, &kp, err, sizeof err) ||
+            mt_keys_load_public(o->server_key, pub, err, sizeof err) ||
+            mt_curve_client(w.sock, &kp, pub, err, sizeof err)) {
+            fprintf(stderr, "moetune worker: %s\n", err);
+            mt_keypair_wipe(&kp);
+            goto out;
+        }
+        mt_keypair_wipe(&kp);
+    }
+    if (zmq_connect(w.sock, o->connect)) {
+        fprintf(stderr, "moetune worker: cannot connect to %s: %s\n", o->connect,
+                zmq_strerror(zmq_errno()));
+        goto out;
+    }
+    logf_(&w, "connecting to %s", o->connect);
+    w.last_heard = now_s();
+    send_ready(&w);
+    send_heartbeat(&w);
+    while (!w.stop) {
+        zmq_pollitem_t items[3];
+        int n = 0, k;
+        double t;
+        items[n].socket = w.sock, items[n].fd = 0, items[n].events = ZMQ_POLLIN, n++;
+        items[n].socket = NULL, items[n].fd = w.sfd, items[n].events = ZMQ_POLLIN, n++;
+        if (w.pipe_fd >= 0)
+            items[n].socket = NULL, items[n].fd = w.pipe_fd, items[n].events = ZMQ_POLLIN, n++;
+        k = zmq_poll(items, n, 200);
+        if (k < 0 && zmq_errno() != EINTR)
+            break;
+        if (k > 0 && (items[0].revents & ZMQ_POLLIN)) {
+            int j;
+            for (j = 0; j < 64; j++) { /* drain what is queued */
+                mt_proto_msg m;
+                int rr;
+                mt_proto_msg_init(&m);
+                {
+                    int ev = 0;
+                    size_t evl = sizeof ev;
+                    if (zmq_getsockopt(w.sock, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) {
+                        mt_proto_msg_clear(&m);
+                        break; /* nothing more queued: recv would block */
+                    }
+                }
+                rr = mt_proto_recv(w.sock, 0, &m, err, sizeof err);
+                if (rr == -EAGAIN) {
+                    mt_proto_msg_clear(&m);
+                    break;
+                }
+                if (rr)
+                    logf_(&w, "dropped a message: %s", err);
+                else
+                    handle(&w, &m);
+                mt_proto_msg_clear(&m);
+                if (w.stop)
+                    break;
+            }
+        }
+        if (k > 0 && (items[1].revents & ZMQ_POLLIN)) {
+            struct signalfd_siginfo si;
+            while (read(w.sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGCHLD) {
+                    int st;
+                    pid_t p;
+                    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+                        if (w.busy && p == w.pid)
+                            job_done(&w, st);
+                } else {
+                    logf_(&w, "signal %u: stopping", si.ssi_signo);
+                    w.stop = 1;
+                }
+            }
+        }
+        if (n == 3 && k > 0 && (items[2].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+            read_pipe(&w);
+        t = now_s();
+        if (t - w.last_hb >= hb)
+            send_heartbeat(&w);
+        if (w.busy && t - w.last_progress >= hb)
+            flush_progress(&w);
+        if (w.npend)
+            resend_results(&w, 0);
+        if (!w.lost && t - w.last_heard > MT_PROTO_LIVENESS * hb) {
+            w.lost = 1;
+            logf_(&w, "the coordinator is unreachable; %s, reconnecting",
+                  w.busy ? "the job keeps running" : "waiting");
+        }
+        if (o->exit_when_idle_s > 0 && w.lost && !w.busy && !w.npend &&
+            t - w.last_heard > o->exit_when_idle_s)
+            break;
+    }
+    if (w.busy) {
+        kill(w.pid, SIGTERM);
+        waitpid(w.pid, NULL, 0);
+    }
+    send_msg(&w, MT_PROTO_DISCONNECT, mt_proto_disconnect_body("worker stopping"));
+    rc = 0;
+out:
+    {
+        int linger = 200;
+        size_t i;
+        zmq_setsockopt(w.sock, ZMQ_LINGER, &linger, sizeof linger);
+        for (i = 0; i < w.npend; i++)
+            cJSON_Delete(w.pend[i].body);
+        for (i = 0; i < w.nlines; i++)
+            free(w.lines[i]);
+    }
+    mt_contract_destroy(&w.contract);
+    zmq_close(w.sock);
+    zmq_ctx_term(w.ctx);
+    close(w.sfd);
+    return rc;
+}

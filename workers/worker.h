@@ -1,0 +1,44 @@
+/*
+ * worker.h - `moetune worker`: a ZeroMQ worker on a GPU node (PROTOCOL.md).
+ *
+ * One thread polls the DEALER socket, the running job's progress pipe and a
+ * signalfd.  A job runs in a child process that measures it (workers/
+ * measure.c) into the worker's own store, one per contract, so a finished
+ * result survives the worker and is re-sent until the coordinator
+ * acknowledges it.  The job keeps running when the coordinator goes away;
+ * the worker re-announces itself when it hears from it again.
+ */
+#ifndef MT_WORKER_H
+#define MT_WORKER_H
+
+#include <stddef.h>
+
+typedef struct mt_worker_opts {
+    const char *connect;       /* tcp://HOST:PORT */
+    const char *name;          /* routing id and ready.worker; default: host-pid */
+    const char *dir;           /* work directory (stores, run logs, contracts) */
+    const char *sim_path;      /* the {sim} placeholder */
+    const char *const *allow;  /* argv[0] allowlist: paths or base names */
+    size_t n_allow;
+    const char *key_dir, *key_name; /* own CURVE keypair (DIR/NAME.key), or NULL */
+    const char *server_key;    /* the coordinator's public key file, or NULL */
+    int gpus;                  /* GPUs per node */
+    const char *gpu_type;
+    int nodes;
+    const char *launchers;     /* "local" or "local,srun" */
+    double heartbeat_s;        /* 0: 1 s */
+    int exit_when_idle_s;      /* > 0: exit after this long with no coordinator and no job */
+} mt_worker_opts;
+
+/* Runs until SIGTERM/SIGINT or a disconnect from the coordinator.  0 on a
+ * clean stop, 1 on a setup failure (message on stderr). */
+int mt_worker_main(const mt_worker_opts *o);
+
+/* The allowlist rule: argv[0] (a path or a name) must be on the list (by
+ * full path or base name); shells are never run; an interpreter run with
+ * inline code (-c, -e, --eval, ...) is refused.  1 allowed, 0 refused with
+ * the reason in why. */
+int mt_worker_allowed(const char *const *argv, const char *const *allow, size_t n_allow,
+                      char *why, size_t n);
+
+#endif
