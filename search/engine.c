@@ -177,6 +177,17 @@ static int fits_estimate(eng *e, const mt_kv *cfg)
     return est.hottest->total <= est.hbm_gb * (1 - e->c->memory_headroom);
 }
 
+/* A candidate worth measuring: the estimate does not put it past the GPU's
+ * whole memory.  Within the headroom band the estimate cannot decide (it is
+ * a model, a few GB either way); the measured peak does, at the gate. */
+static int may_fit(eng *e, const mt_kv *cfg)
+{
+    mt_mem_estimate est;
+    if (mt_memory_estimate(cfg, e->c->hardware, &est))
+        return 0;
+    return est.hottest->total <= est.hbm_gb;
+}
+
 static cJSON *diff_json(const mt_kv *from, const mt_kv *to)
 {
     cJSON *a = cJSON_CreateArray();
@@ -794,15 +805,16 @@ static void change_key(const mt_candidate *k, char *out, size_t n)
 
 static int tried_has(const tried *t, const char *k);
 
-/* How often this change was screened; -1 once it was found slower (a
- * slower change is never screened again). */
-static int tried_count(const tried *t, const mt_candidate *k)
+/* How often this change was screened; -1 once it was found slower against
+ * the current best (against a later best it may be tried again: another
+ * change can make it pay). */
+static int tried_count(const tried *t, const mt_candidate *k, const char *best_id)
 {
     char key[1024], slow[1100];
     size_t i;
     int n = 0;
     change_key(k, key, sizeof key);
-    snprintf(slow, sizeof slow, "slower|%s", key);
+    snprintf(slow, sizeof slow, "slower|%s|%s", best_id, key);
     for (i = 0; i < t->n; i++) {
         if (!strcmp(t->keys[i], slow))
             return -1;
@@ -905,6 +917,8 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
     rc = ab(e, &in, &out);
     *accepted = 0;
     e->last_worse = rc == 0 && out.have_stats && out.dec.verdict == MT_STATS_WORSE;
+    e->last_memory = rc == 0 && !out.accepted &&
+                     (!strncmp(out.reason, "memory:", 7) || strstr(out.reason, "failed: oom"));
     if (rc == 0) {
         eng_progress(e, "%s %s: %s", k->variable, out.accepted ? "accepted" : "rejected",
                      out.reason);
@@ -939,6 +953,79 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
     (void)wall;
     cJSON_Delete(in.changes);
     cJSON_Delete(in.repairs);
+    return rc;
+}
+
+/* A change that is fast but does not fit (the gate's memory refusal, or an
+ * OOM) is tried once more together with a change that makes room: a
+ * memory-wall candidate or a smaller micro-batch, from the declared space.
+ * The pairing is disclosed in the decision (variable "X+Y"); at most two
+ * pairings per refused change. */
+static int pair_for_memory(eng *e, const char *phase, mt_candidates *cs, size_t pick,
+                           const cJSON *wall, tried *t, int *accepted, int *ab_count)
+{
+    mt_candidate *x = &cs->v[pick];
+    size_t m;
+    int pairs = 0, rc = 0;
+    char best_id[17];
+    mt_config_id(e->best, best_id);
+    for (m = 0; m < cs->n && pairs < 2 && !*accepted && rc == 0; m++) {
+        mt_candidate *mk = &cs->v[m], pc;
+        char var[256], sum[600], kid[17], key[64];
+        const char *k, *v;
+        size_t i;
+        int lower_mbs = 0;
+        if (m == pick || mk->reject || mk->violations.n || !mk->config ||
+            !strcmp(mk->variable, x->variable))
+            continue;
+        if (!strcmp(mk->variable, "mbs")) {
+            const char *now = mt_kv_get(e->best, "micro_batch_size");
+            const char *to = mk->sets ? mt_kv_get(mk->sets, "micro_batch_size") : NULL;
+            lower_mbs = now && to && atol(to) < atol(now);
+        }
+        if (!(mk->walls & MT_WALL_MEMORY) && !lower_mbs)
+            continue;
+        if (!label_allowed(e, mk->label) || !in_space(e, e->best, mk->config))
+            continue;
+        memset(&pc, 0, sizeof pc);
+        snprintf(var, sizeof var, "%s+%s", x->variable, mk->variable);
+        snprintf(sum, sizeof sum, "%s, with %s to make room", x->summary, mk->summary);
+        pc.plugin = x->plugin;
+        pc.variable = var;
+        pc.summary = sum;
+        pc.walls = x->walls;
+        pc.label = (x->label | mk->label) & MT_LABEL_BENCHMARK_ONLY ? MT_LABEL_BENCHMARK_ONLY
+                                                                     : MT_LABEL_TRAINING_EQUIVALENT;
+        pc.sets = mt_kv_new();
+        pc.repairs = mt_kv_new();
+        for (i = 0; x->sets && mt_kv_entry(x->sets, i, &k, &v) == 0; i++)
+            mt_kv_set(pc.sets, k, v);
+        for (i = 0; mk->sets && mt_kv_entry(mk->sets, i, &k, &v) == 0; i++)
+            mt_kv_set(pc.sets, k, v);
+        mt_candidate_apply(e->reg, e->c, e->best, &pc, e->d);
+        if (pc.config && !pc.violations.n && in_space(e, e->best, pc.config) &&
+            may_fit(e, pc.config)) {
+            mt_config_id(pc.config, kid);
+            snprintf(key, sizeof key, "%s>%s", best_id, kid);
+            if (!tried_has(t, key)) {
+                mt_stats_design ds;
+                design(e, &ds, 0, 0);
+                if (!afford(e, 2 * ds.initial)) {
+                    rc = 0;
+                    pairs = 2;
+                } else {
+                    tried_add(t, key);
+                    rc = screen_candidate(e, phase, &pc, wall, accepted);
+                    (*ab_count)++;
+                    pairs++;
+                }
+            }
+        }
+        mt_kv_destroy(&pc.sets), mt_kv_destroy(&pc.config), mt_kv_destroy(&pc.repairs);
+        mt_violations_free(&pc.violations);
+        mt_strlist_free(&pc.repair_notes);
+        mt_strlist_free(&pc.notes);
+    }
     return rc;
 }
 
@@ -991,14 +1078,14 @@ static int phase_search(eng *e)
             if (k->reject || k->violations.n || !k->config)
                 continue;
             if (!label_allowed(e, k->label) || !in_space(e, e->best, k->config) ||
-                !fits_estimate(e, k->config))
+                !may_fit(e, k->config))
                 continue;
             if (scale_left > 0 && !is_layout)
                 continue;
             mt_config_id(k->config, kid);
             snprintf(key, sizeof key, "%s>%s", best_id, kid);
-            if (!strcmp(kid, best_id) || tried_has(&t, key) || tried_count(&t, k) >= 2 ||
-                tried_count(&t, k) < 0)
+            if (!strcmp(kid, best_id) || tried_has(&t, key) || tried_count(&t, k, best_id) >= 2 ||
+                tried_count(&t, k, best_id) < 0)
                 continue;
             rank = scale_left > 0 ? 0 : wall_rank(k->walls, wall);
             if (rank < best_rank) {
@@ -1036,11 +1123,13 @@ static int phase_search(eng *e)
         if (rc == 0 && !accepted && e->last_worse) {
             char ck[1024], slow[1100];
             change_key(&cs.v[pick], ck, sizeof ck);
-            snprintf(slow, sizeof slow, "slower|%s", ck);
+            snprintf(slow, sizeof slow, "slower|%s|%s", best_id, ck);
             tried_add(&t, slow);
         }
-        mt_candidates_free(&cs);
         ab_count++;
+        if (rc == 0 && !accepted && e->last_memory && !strcmp(phase, "retune"))
+            rc = pair_for_memory(e, phase, &cs, pick, wall, &t, &accepted, &ab_count);
+        mt_candidates_free(&cs);
         if (rc)
             break;
         if (scale_left > 0)
@@ -1358,7 +1447,7 @@ static mt_kv **space_configs(eng *e, size_t *count)
         for (i = 0; i < nk; i++)
             mt_kv_set(cfg, knobs[i], vals[i][idx[i]]);
         mt_legality(e->reg, e->c, cfg, &vs, NULL);
-        if (!vs.n && fits_estimate(e, cfg)) {
+        if (!vs.n && may_fit(e, cfg)) {
             if (n == cap) {
                 cap = cap ? 2 * cap : 256;
                 out = realloc(out, cap * sizeof *out);

@@ -44,6 +44,7 @@ typedef struct eng {
     double best_tflops_seen;
     char stopped[128];
     int last_worse;
+    int last_memory;          /* ... refused it for memory (gate or OOM) */
     mt_tune_result *res;      /* where accepted changes are listed */
     void *zx;                 /* the ZeroMQ executor's state */
     char live[256];           /* the latest progress line of a running job */           /* the last screen found the candidate slower */
