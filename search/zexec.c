@@ -224,10 +224,18 @@ static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
     if (mt_store_memo_get(e->st, r.job_id, &have, e->d) == 1) {
         /* the job already has its result: a repeat, or a late one from a
          * worker declared lost; recorded once, never counted twice */
+        char ev[600];
+        double gh = NAN;
+        if (r.run && cJSON_IsNumber(cJSON_GetObjectItem(r.run, "gpu_hours")))
+            gh = cJSON_GetObjectItem(r.run, "gpu_hours")->valuedouble;
         status = "duplicate";
         z->duplicates++;
-        zlog(e, "result of %s (retry %d) from %s: a duplicate, discarded", r.job_id, r.retry,
-             w ? w->name : "?");
+        snprintf(ev, sizeof ev,
+                 "result of %s (retry %d) from %s: the job already has its result; this one "
+                 "(%.3f GPU-hours) is not counted",
+                 r.job_id, r.retry, w ? w->name : "?", gh);
+        mt_store_add_event(e->st, NAN, "late-result", ev, NULL);
+        zlog(e, "%s", ev);
     } else if (strncmp(r.job_id, "job/", 4)) {
         status = "discarded";
     } else {
