@@ -347,6 +347,12 @@ int mt_launch_wrap(const mt_launch *l, const mt_strlist *argv, mt_strlist *out)
             rc = push_fmt(out, "--nodes=%d", l->nodes);
         if (!rc)
             rc = push_fmt(out, "--ntasks-per-node=%d", l->ntasks_per_node);
+        /* explicit, because srun reads SLURM_NTASKS from its environment:
+         * a worker started as a task of an allocation (srun or sbatch
+         * --ntasks-per-node=1) passes its own task count on, and srun -n 1
+         * --ntasks-per-node=8 would start one task */
+        if (!rc)
+            rc = push_fmt(out, "--ntasks=%d", l->nodes * l->ntasks_per_node);
         if (!rc && l->gpus_per_node > 0)
             rc = push_fmt(out, "--gpus-per-node=%d", l->gpus_per_node);
         if (!rc)

@@ -10,7 +10,7 @@
  *   argv' <- mt_launch_wrap(l, argv)
  *   run   <- mt_runner_start({argv', env, on_stop = mt_launch_stop, stop_ctx = l})
  *
- * srun: `srun -l --nodes=N --ntasks-per-node=T [--gpus-per-node=G]
+ * srun: `srun -l --nodes=N --ntasks-per-node=T --ntasks=N*T [--gpus-per-node=G]
  * --job-name=NAME --kill-on-bad-exit=1 [--cpu-bind=ldoms] ARGV...`.  T is
  * one task per GPU unless the launcher setting ntasks_per_node says
  * otherwise (1 for a torchrun template, which starts the ranks itself).  A

@@ -53,10 +53,21 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
 {
     glue *g = ctx;
     static const char marker[] = "[sim] simulated wall time: ";
+    const char *s = line;
+    size_t k = 0;
     if (g->spec && g->spec->on_line && memmem(line, n, " iteration ", 11))
         g->spec->on_line(g->spec->line_ctx, line, n);
-    if (n > sizeof marker - 1 && !strncmp(line, marker, sizeof marker - 1))
-        g->sim_seconds = strtod(line + sizeof marker - 1, NULL);
+    /* srun -l labels each line with its task: "0: " (the number padded) */
+    while (k < n && k < 8 && line[k] == ' ')
+        k++;
+    if (k < n && line[k] >= '0' && line[k] <= '9') {
+        while (k < n && line[k] >= '0' && line[k] <= '9')
+            k++;
+        if (k + 1 < n && line[k] == ':' && line[k + 1] == ' ')
+            s = line + k + 2;
+    }
+    if ((size_t)(line + n - s) > sizeof marker - 1 && !strncmp(s, marker, sizeof marker - 1))
+        g->sim_seconds = strtod(s + sizeof marker - 1, NULL);
     mt_logparse_feed_channel(g->log, -1, stream, line, n);
     mt_logparse_feed_channel(g->log, -1, stream, "\n", 1);
 }
@@ -528,6 +539,9 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         if (mt_kv_get(r.launch, "cpu_bind"))
             mt_kv_set(env, "MOETUNE_SIM_CPU_BIND", mt_kv_get(r.launch, "cpu_bind"));
         mt_kv_unset(env, "WORLD_SIZE");
+        /* under srun every task runs the sim: task 0 prints, the others are silent */
+        if (kind == MT_LAUNCHER_SRUN)
+            mt_kv_set(env, "MOETUNE_SIM_LAUNCHER", "srun");
     }
     launch = mt_launch_new(kind, (int)strtol(mt_kv_get(c->hardware, "nodes"), NULL, 10),
                            (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10),
@@ -557,6 +571,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     rs.line_ctx = &g;
     rs.on_stop = mt_launch_stop;
     rs.stop_ctx = launch;
+    rs.cancel = spec->cancel;
     g.run = mt_runner_start(&rs, d);
     if (!g.run) {
         /* a program that cannot start is an outcome, not a setup failure */

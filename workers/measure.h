@@ -48,6 +48,9 @@ typedef struct mt_measure_spec {
     const char *memo_key;
     char *(*memo)(const struct mt_measure *m, void *ctx);
     void *memo_ctx;
+    /* NULL, or a flag a signal handler sets to cancel the run (see
+     * mt_run_spec.cancel): stopped through the launcher (scancel) */
+    volatile sig_atomic_t *cancel;
 } mt_measure_spec;
 
 typedef struct mt_measure {

@@ -446,6 +446,7 @@ struct mt_run {
     void *line_ctx;
     mt_stop_fn on_stop;
     void *stop_ctx;
+    volatile sig_atomic_t *cancel;
     double time_limit_s, step_s, hang_factor, startup_s, grace_s;
     char *path, *cwd;
     char **argv, **envp;
@@ -682,6 +683,7 @@ mt_run *mt_runner_start(const mt_run_spec *spec, mt_diag *d)
     run->line_ctx = spec->line_ctx;
     run->on_stop = spec->on_stop;
     run->stop_ctx = spec->stop_ctx;
+    run->cancel = spec->cancel;
     run->time_limit_s = spec->time_limit_s > 0 ? spec->time_limit_s : 0;
     run->step_s = spec->step_s > 0 ? spec->step_s : 0;
     run->hang_factor = spec->hang_factor > 0 ? spec->hang_factor : 10;
@@ -1125,6 +1127,8 @@ int mt_runner_wait(mt_run *run, mt_run_result *res)
         struct pollfd pf[3];
         int np = 0, timeout = -1, i;
         double now = now_s();
+        if (run->cancel && *run->cancel)
+            mt_runner_stop(run, MT_OUTCOME_INFRA, "cancelled");
         if (run->stop_pending && !run->stopping)
             run->r.stopped = begin_stop(run, hook_diag);
         /* limits apply while the main process lives */
@@ -1176,6 +1180,9 @@ int mt_runner_wait(mt_run *run, mt_run_result *res)
                 pf[np].fd = run->fd[i];
                 pf[np++].events = POLLIN;
             }
+        /* a signal between the check above and poll would not wake it */
+        if (run->cancel && !run->stopping && !run->done && (timeout < 0 || timeout > 200))
+            timeout = 200;
         if (poll(pf, (nfds_t)np, timeout) < 0 && errno != EINTR) {
             struct timespec pause_ts = {0, 20 * 1000000L}; /* do not spin on a failing poll */
             nanosleep(&pause_ts, NULL);

@@ -39,6 +39,7 @@
 #include "diag.h"
 #include "kv.h"
 
+#include <signal.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -93,6 +94,11 @@ typedef struct mt_run_spec {
     void *line_ctx;
     mt_stop_fn on_stop; /* may be NULL */
     void *stop_ctx;
+    /* may be NULL: a flag a signal handler sets (a worker told to cancel
+     * the job).  Once it is nonzero the run is stopped as by mt_runner_stop
+     * (outcome infra, "cancelled"), the stop hook (scancel) included; while
+     * it is set, the wait looks at it at least every 200 ms. */
+    volatile sig_atomic_t *cancel;
 } mt_run_spec;
 
 typedef struct mt_run_result {

@@ -554,8 +554,9 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         st = mt_store_open(w->store_dir, c, d);
         snprintf(rundir, sizeof rundir, "%s/runs", w->o.dir);
         mkdir(rundir, 0755);
-        snprintf(rundir, sizeof rundir, "%s/runs/%s-%d",
-                 w->o.dir, base_name(j.job_id), j.retry);
+        /* one directory per job and retry: "screen_<config>_<rep>-<retry>" */
+        snprintf(rundir, sizeof rundir, "%s/runs/%s-%d", w->o.dir,
+                 j.job_id + (strncmp(j.job_id, "job/", 4) ? 0 : 4), j.retry);
         for (i = strlen(w->o.dir) + 6; rundir[i]; i++)
             if (rundir[i] == '/')
                 rundir[i] = '_';

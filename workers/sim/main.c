@@ -50,6 +50,18 @@ static void scaled_sleep(const sim_cfg *c, double sim_s)
         ;
 }
 
+/* Under the srun launcher every task of the step (one per GPU) runs this
+ * program.  Task 0 speaks for the job, as one Megatron rank prints the
+ * iteration lines; the others run the same steps silently and exit alike,
+ * writing no memory file and no trace.  Only when the launch says so
+ * (MOETUNE_SIM_LAUNCHER=srun): a worker that is itself a Slurm task passes
+ * its own SLURM_PROCID to the runs it starts locally. */
+static int silent_task(void)
+{
+    const char *l = getenv("MOETUNE_SIM_LAUNCHER"), *id = getenv("SLURM_PROCID");
+    return l && !strcmp(l, "srun") && id && *id && strcmp(id, "0") != 0;
+}
+
 static int calibrate(int argc, char **argv)
 {
     if (argc > 2 && !strcmp(argv[2], "--fit")) {
@@ -78,7 +90,7 @@ int main(int argc, char **argv)
     int rc, it, hottest, oom, capture_step, first_log = 1;
     int int_count = 0, int_adv = 0, int_skipped = 0, int_nan = 0, steps_done = 0;
     double loss_scale = 1.0;
-    int inject_rank;
+    int inject_rank, silent;
 
     if (argc > 1 && !strcmp(argv[1], "calibrate"))
         return calibrate(argc, argv);
@@ -90,6 +102,12 @@ int main(int argc, char **argv)
         return 0;
     if (rc)
         return rc;
+    silent = silent_task();
+    if (silent) {
+        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
+            return 1;
+        c.memory_file[0] = '\0';
+    }
 
     /* 2. legality: the framework rejects before any iteration */
     rule[0] = msg[0] = '\0';
@@ -121,7 +139,7 @@ int main(int argc, char **argv)
     hottest = sim_hottest_rank(&c, &hottest_bytes);
     oom = hbm > 0 && hottest_bytes > hbm;
     capture_step = c.cuda_graph_impl != SIM_CG_NONE ? c.cuda_graph_warmup_steps + 1 : -1;
-    trace = sim_trace_open(&c, &b);
+    trace = silent ? NULL : sim_trace_open(&c, &b);
 
     /* 4. iterations */
     for (it = 1; it <= c.train_iters; it++) {
