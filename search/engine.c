@@ -850,28 +850,13 @@ static void tried_free(tried *t)
     memset(t, 0, sizeof *t);
 }
 
-static cJSON *repairs_json(const mt_candidate *k, const mt_kv *from)
+/* Each knob of kv with the value it has in from: [{knob, from, to}]. */
+static cJSON *changes_json(const mt_kv *kv, const mt_kv *from)
 {
     cJSON *a = cJSON_CreateArray();
     const char *kn, *v;
     size_t i;
-    for (i = 0; k->repairs && mt_kv_entry(k->repairs, i, &kn, &v) == 0; i++) {
-        cJSON *o = cJSON_CreateObject();
-        const char *f = mt_kv_get(from, kn);
-        cJSON_AddStringToObject(o, "knob", kn);
-        cJSON_AddStringToObject(o, "from", f ? f : "");
-        cJSON_AddStringToObject(o, "to", v);
-        cJSON_AddItemToArray(a, o);
-    }
-    return a;
-}
-
-static cJSON *sets_json(const mt_candidate *k, const mt_kv *from)
-{
-    cJSON *a = cJSON_CreateArray();
-    const char *kn, *v;
-    size_t i;
-    for (i = 0; k->sets && mt_kv_entry(k->sets, i, &kn, &v) == 0; i++) {
+    for (i = 0; kv && mt_kv_entry(kv, i, &kn, &v) == 0; i++) {
         cJSON *o = cJSON_CreateObject();
         const char *f = mt_kv_get(from, kn);
         cJSON_AddStringToObject(o, "knob", kn);
@@ -909,8 +894,8 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
     in.wall = wname;
     in.ctl = e->best;
     in.cand = k->config;
-    in.changes = sets_json(k, e->best);
-    in.repairs = repairs_json(k, e->best);
+    in.changes = changes_json(k->sets, e->best);
+    in.repairs = changes_json(k->repairs, e->best);
     in.label = k->label;
     in.gate = 1;
     eng_progress(e, "screening %s: %s", k->variable, k->summary);

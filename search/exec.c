@@ -57,17 +57,8 @@ void eng_job_key(const char *kind, const char *id, int rep, char *key, size_t n)
  * outcome, memoized like any other. */
 static int memo_failed(eng *e, mt_store *st, const char *key, const char *why)
 {
-    cJSON *o = cJSON_CreateObject();
-    char *text;
-    int rc;
-    cJSON_AddStringToObject(o, "outcome", "launch_error");
-    cJSON_AddStringToObject(o, "evidence", why);
-    cJSON_AddNumberToObject(o, "gpu_hours", 0);
-    cJSON_AddNumberToObject(o, "run_id", -1);
-    cJSON_AddItemToObject(o, "verdicts", cJSON_CreateObject());
-    text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    rc = mt_store_memo_put(st, key, text, e->d);
+    char *text = mt_measure_failed_memo("launch_error", why);
+    int rc = text ? mt_store_memo_put(st, key, text, e->d) : -1;
     free(text);
     return rc < 0 ? rc : 0;
 }

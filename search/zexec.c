@@ -14,6 +14,7 @@
 
 #include "config.h"
 #include "keys.h"
+#include "measure.h"
 #include "proto.h"
 
 #include <errno.h>
@@ -192,16 +193,9 @@ static void job_finished(zx *z, const char *key)
 
 static void failed_memo(eng *e, const char *key, const char *outcome, const char *why)
 {
-    cJSON *o = cJSON_CreateObject();
-    char *text;
-    cJSON_AddStringToObject(o, "outcome", outcome);
-    cJSON_AddStringToObject(o, "evidence", why);
-    cJSON_AddNumberToObject(o, "gpu_hours", 0);
-    cJSON_AddNumberToObject(o, "run_id", -1);
-    cJSON_AddItemToObject(o, "verdicts", cJSON_CreateObject());
-    text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    store_memo(e, key, text, e->d);
+    char *text = mt_measure_failed_memo(outcome, why);
+    if (text)
+        store_memo(e, key, text, e->d);
     free(text);
     job_finished(e->zx, key);
 }

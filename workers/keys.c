@@ -3,6 +3,7 @@
  * (see keys.h and PROTOCOL.md "Security").
  */
 #include "keys.h"
+#include "proto.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -20,19 +21,7 @@
 
 #define KEYFILE_MAX 4096
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    if (err && errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
+#define fail mt_proto_fail /* proto.h */
 
 void mt_keypair_wipe(mt_keypair *k)
 {

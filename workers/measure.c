@@ -699,3 +699,19 @@ char *mt_measure_memo_json(const mt_measure *m)
     cJSON_Delete(o);
     return text;
 }
+
+char *mt_measure_failed_memo(const char *outcome, const char *evidence)
+{
+    cJSON *o = cJSON_CreateObject();
+    char *text;
+    if (!o)
+        return NULL;
+    cJSON_AddStringToObject(o, "outcome", outcome);
+    cJSON_AddStringToObject(o, "evidence", evidence ? evidence : "");
+    cJSON_AddNumberToObject(o, "gpu_hours", 0);
+    cJSON_AddNumberToObject(o, "run_id", -1);
+    cJSON_AddItemToObject(o, "verdicts", cJSON_CreateObject());
+    text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return text;
+}

@@ -93,6 +93,10 @@ void mt_measure_clear(mt_measure *m);
  * gpu_hours, wall_s, run_id, verdicts {knob: {verdict, evidence}}, trace
  * {trace.*}, and wall {...} for a profiled run).  Caller frees; NULL on OOM. */
 char *mt_measure_memo_json(const mt_measure *m);
+/* The memo of a job that produced no run (it could not be set up, was
+ * refused, or its process died): outcome, evidence, no GPU-hours, no run.
+ * Caller frees; NULL on OOM. */
+char *mt_measure_failed_memo(const char *outcome, const char *evidence);
 
 /* Types a finished run from its process facts and its log: OOM on any rank
  * wins over the hang of the others; then NaN, infrastructure errors (NCCL,

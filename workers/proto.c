@@ -17,10 +17,7 @@
 
 /* ---- errors ------------------------------------------------------------------------ */
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+int mt_proto_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
 {
     va_list ap;
     if (err && errlen) {
@@ -30,6 +27,7 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     }
     return rc;
 }
+#define fail mt_proto_fail
 
 /* Up to 40 bytes of untrusted data, printable: quotes, backslashes and
  * bytes outside 0x20..0x7e escaped, "..." when cut.  buf needs 200. */

@@ -137,6 +137,11 @@ int mt_proto_send(void *socket, const void *identity, size_t idlen, int command,
  * -EAGAIN (nothing to receive), or another -errno from libzmq. */
 int mt_proto_recv(void *socket, int router, mt_proto_msg *out, char *err, size_t errlen);
 
+/* Formats one error line into err (when given) and returns rc: the one
+ * error helper of proto.c, result_json.c and keys.c. */
+int mt_proto_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* ---- typed views of a decoded message ----------------------------------------- */
 /* Each get returns 0 and fills *out with strings borrowed from m->body, or
  * -EINVAL when m is not that command.  Optional fields absent from the

@@ -26,19 +26,7 @@
 
 #define TWO53 9007199254740992.0
 
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    if (err && errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
+#define fail mt_proto_fail /* proto.h */
 
 /* ---- writing ----------------------------------------------------------------------- */
 

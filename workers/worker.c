@@ -57,6 +57,7 @@ typedef struct wk {
     size_t npartial;
     long iteration;
     double last_progress;
+    int cancelled; /* the coordinator cancelled the running job: no result */
     /* results held until acknowledged */
     pending pend[MAX_PENDING];
     size_t npend;
@@ -268,9 +269,24 @@ static void child_line(void *ctx, const char *line, size_t n)
     }
 }
 
+/* The job process's cancel flag: SIGTERM (the worker's cancel, or its
+ * shutdown) stops the run through the runner, so that the launcher's stop
+ * hook runs (scancel of the Slurm step) before any signal. */
+static volatile sig_atomic_t job_cancel;
+
+static void on_cancel_signal(int sig)
+{
+    (void)sig;
+    job_cancel = 1;
+}
+
 static char *memo_cb(const mt_measure *m, void *ctx)
 {
     (void)ctx;
+    /* a cancelled run is not the job's result: nothing is stored, so a
+     * later retry of the job runs again */
+    if (job_cancel)
+        return NULL;
     return mt_measure_memo_json(m);
 }
 
@@ -383,16 +399,8 @@ static cJSON *result_body(wk *w, const char *store_dir, const mt_contract *c, co
             body = mt_proto_result_body(job_id, retry, memo, NULL);
     }
     if (!body && why_missing) {
-        cJSON *o = cJSON_CreateObject();
-        char *text;
-        cJSON_AddStringToObject(o, "outcome", "infra");
-        cJSON_AddStringToObject(o, "evidence", why_missing);
-        cJSON_AddNumberToObject(o, "gpu_hours", 0);
-        cJSON_AddNumberToObject(o, "run_id", -1);
-        cJSON_AddItemToObject(o, "verdicts", cJSON_CreateObject());
-        text = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        body = mt_proto_result_body(job_id, retry, text, NULL);
+        char *text = mt_measure_failed_memo("infra", why_missing);
+        body = text ? mt_proto_result_body(job_id, retry, text, NULL) : NULL;
         free(text);
     }
     free(memo);
@@ -542,12 +550,18 @@ static void start_job(wk *w, const mt_proto_msg *msg)
     if (pid == 0) {
         /* the job: measure into the worker's own store, progress to the pipe */
         sigset_t none;
+        struct sigaction sa;
         mt_store *st;
         mt_measure_spec spec;
         mt_measure m;
         char rundir[PATH_MAX];
         int rc;
         unsigned long long seed = j.sim_seed ? strtoull(j.sim_seed, NULL, 10) : 0;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_cancel_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGINT, &sa, NULL);
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
         close(fds[0]);
@@ -577,6 +591,7 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         spec.line_ctx = &fds[1];
         spec.memo_key = j.job_id;
         spec.memo = memo_cb;
+        spec.cancel = &job_cancel;
         rc = st ? mt_measure_run(&spec, st, &m, d) : -1;
         if (rc < 0)
             mt_diag_print(d, stderr);
@@ -600,6 +615,7 @@ static void start_job(wk *w, const mt_proto_msg *msg)
     w->started = now_s();
     w->iteration = -1;
     w->npartial = 0;
+    w->cancelled = 0;
     mt_contract_destroy(&w->contract);
     w->contract = c;
     c = NULL;
@@ -647,6 +663,13 @@ static void job_done(wk *w, int status)
     close(w->pipe_fd);
     w->pipe_fd = -1;
     w->busy = 0;
+    if (w->cancelled) {
+        /* PROTOCOL.md, cancel: the run is stopped and the job forgotten */
+        logf_(w, "stopped %s (cancelled)", w->job_id);
+        w->cancelled = 0;
+        w->job_id[0] = '\0';
+        return;
+    }
     snprintf(why, sizeof why, "the worker's job process ended with status %d and stored nothing",
              status);
     hold_result(w, w->job_id, w->retry,
@@ -660,6 +683,8 @@ static void cancel_job(wk *w, const char *job_id, int retry, const char *reason)
     if (!w->busy || strcmp(w->job_id, job_id) || w->retry != retry)
         return;
     logf_(w, "cancelling %s: %s", job_id, reason ? reason : "");
+    /* the job process stops its run (the launcher's scancel first) */
+    w->cancelled = 1;
     kill(w->pid, SIGTERM);
 }
 
