@@ -108,6 +108,24 @@ int mt_profile_build(const mt_trace *t, const char *label, const mt_profile_opts
         mt_diag_add(d, label, 0, "--device", "device %d has no kernel in this trace", o->device);
         goto out;
     }
+    /* the top kernels' names are the trace's: copy them */
+    if (!(p->names = calloc(p->ndev * MT_TRACE_TOP + 1, sizeof *p->names))) {
+        rc = -ENOMEM;
+        mt_diag_add(d, label, 0, NULL, "out of memory profiling the trace");
+        goto out;
+    }
+    for (i = 0; i < p->ndev; i++) {
+        size_t k;
+        for (k = 0; k < p->dev[i].ntop; k++) {
+            char *c = strdup(p->dev[i].top[k].name);
+            if (!c) {
+                rc = -ENOMEM;
+                goto out;
+            }
+            p->names[p->nnames++] = c;
+            p->dev[i].top[k].name = c;
+        }
+    }
     if ((rc = mt_trace_evidence(t, p->evidence))) {
         mt_diag_add(d, label, 0, NULL, "out of memory profiling the trace");
         goto out;
@@ -137,6 +155,9 @@ void mt_profile_free(mt_profile *p)
         return;
     free(p->label);
     free(p->dev);
+    while (p->names && p->nnames > 0)
+        free(p->names[--p->nnames]);
+    free(p->names);
     mt_kv_destroy(&p->evidence);
     memset(p, 0, sizeof *p);
 }

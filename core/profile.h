@@ -43,6 +43,8 @@ typedef struct mt_profile {
     double bubble_share;
     mt_wall_verdict wall;
     mt_kv *evidence;
+    char **names;              /* the top kernels' names, copied: the profile outlives its trace */
+    size_t nnames;
 } mt_profile;
 
 /* Builds p from t.  0, or a negative error with an entry in d (a device
