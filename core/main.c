@@ -1151,6 +1151,12 @@ static int cmd_worker(int argc, char **argv)
         return EXIT_FAILURE;
     for (j = 2; j < argc; j++) {
         const char *a = argv[j], *v = j + 1 < argc ? argv[j + 1] : NULL;
+        if (!strcmp(a, "--bench-echo")) {
+            /* benchmark only (tests/bench/bench_workers.c): answers every job
+             * at once with a synthetic result, runs nothing */
+            o.bench_echo = 1;
+            continue;
+        }
         if (!v)
             goto usage;
         j++;

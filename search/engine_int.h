@@ -69,6 +69,10 @@ void eng_progress_quiet(eng *e); /* status.json only */
 int eng_zx_open(eng *e);
 void eng_zx_close(eng *e);
 int eng_zx_run(eng *e, jobreq *v, size_t n);
+/* Benchmarks only (tests/bench/bench_workers.c): when set, called with a
+ * job's key and retry as its `job` message is sent (event 0) and as a
+ * `result` for it arrives (event 1, before it is stored).  NULL otherwise. */
+extern void (*eng_zx_probe)(const char *key, int retry, int event);
 
 /* bundle.c */
 int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d);

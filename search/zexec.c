@@ -127,9 +127,11 @@ void eng_zx_close(eng *e)
     if (!z)
         return;
     for (i = 0; i < z->nw; i++)
-        if (z->w[i].alive)
-            mt_proto_send(z->sock, z->w[i].id, z->w[i].idlen, MT_PROTO_DISCONNECT,
-                          mt_proto_disconnect_body("the tune is over"), NULL, 0);
+        if (z->w[i].alive) {
+            cJSON *body = mt_proto_disconnect_body("the tune is over");
+            mt_proto_send(z->sock, z->w[i].id, z->w[i].idlen, MT_PROTO_DISCONNECT, body, NULL, 0);
+            cJSON_Delete(body); /* mt_proto_send does not take the body */
+        }
     zmq_setsockopt(z->sock, ZMQ_LINGER, &linger, sizeof linger);
     zmq_close(z->sock);
     mt_zap_stop(&z->zap);
@@ -200,6 +202,8 @@ static void failed_memo(eng *e, const char *key, const char *outcome, const char
     job_finished(e->zx, key);
 }
 
+void (*eng_zx_probe)(const char *key, int retry, int event);
+
 static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
 {
     zx *z = e->zx;
@@ -211,6 +215,8 @@ static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
     const char *status = "stored";
     if (mt_proto_get_result(m, &r))
         return;
+    if (eng_zx_probe)
+        eng_zx_probe(r.job_id, r.retry, 1);
     memset(&a, 0, sizeof a);
     a.job_id = r.job_id;
     a.retry = r.retry;
@@ -274,6 +280,9 @@ static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
         send_to(e, w, MT_PROTO_RESULT_ACK, mt_proto_result_ack_body(&a));
 }
 
+static int can_run(eng *e, const zworker *w);
+static void unable_why(eng *e, const zworker *w, char *buf, size_t n);
+
 static void on_ready(eng *e, const mt_proto_msg *m)
 {
     zx *z = e->zx;
@@ -314,6 +323,11 @@ static void on_ready(eng *e, const mt_proto_msg *m)
         zlog(e, "worker %s (%s, %d GPUs, %s) is ready", w->name, r.host, w->gpus, w->launchers);
     w->alive = 1;
     w->last_seen = now_s();
+    if (!can_run(e, w)) {
+        char why[1500];
+        unable_why(e, w, why, sizeof why);
+        zlog(e, "%s: it gets no job of this tune", why);
+    }
     /* re-attach: a job of the batch it still runs stays with it */
     w->job = -1;
     for (i = 0; i < mt_proto_count(r.running); i++) {
@@ -354,6 +368,23 @@ static int can_run(eng *e, const zworker *w)
             return 1;
     }
     return 0;
+}
+
+/* Why an alive worker w cannot run this contract's jobs, for the log. */
+static void unable_why(eng *e, const zworker *w, char *buf, size_t n)
+{
+    const char *prog = e->c->n_template ? e->c->launch_template[0] : "";
+    char progs[1024];
+    size_t i;
+    snprintf(progs, sizeof progs, "%s", w->programs);
+    for (i = 0; progs[i]; i++)
+        if (progs[i] == '\n')
+            progs[i] = ' ';
+    snprintf(buf, n,
+             "worker %s offers programs [%s] with launchers [%s] (%d GPUs x %d nodes); the jobs "
+             "run %s with the %s launcher",
+             w->name, progs, w->launchers, w->gpus, w->nodes,
+             !strncmp(prog, "{sim}", 5) ? e->sim : prog, e->c->launcher);
 }
 
 static void dispatch(eng *e)
@@ -400,6 +431,8 @@ static void dispatch(eng *e)
             pj.sim_seed = seed;
         }
         send_to(e, w, MT_PROTO_JOB, mt_proto_job_body(&pj));
+        if (eng_zx_probe)
+            eng_zx_probe(zj->key, zj->retry, 0);
         free(canon);
         zj->state = ZJ_SENT;
         zj->worker = (int)(w - z->w);
@@ -620,14 +653,30 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
             last_status = now_s();
         }
         if (e->o.worker_wait_s > 0 && now_s() - t0 > e->o.worker_wait_s) {
-            size_t alive = 0;
-            for (i = 0; i < z->nw; i++)
+            size_t alive = 0, able = 0;
+            const zworker *unable = NULL;
+            for (i = 0; i < z->nw; i++) {
                 alive += z->w[i].alive;
-            if (!alive) {
-                mt_diag_add(e->d, e->o.workers, 0, NULL,
-                            "no worker connected within %.0f s (start `moetune worker --connect "
-                            "...` on the GPU nodes)",
-                            e->o.worker_wait_s);
+                able += can_run(e, &z->w[i]);
+                if (z->w[i].alive && !unable)
+                    unable = &z->w[i];
+            }
+            if (!able) {
+                /* connected workers that cannot run the jobs are no better
+                 * than none: the jobs would wait forever */
+                char why[1500] = "";
+                if (unable)
+                    unable_why(e, unable, why, sizeof why);
+                if (!alive)
+                    mt_diag_add(e->d, e->o.workers, 0, NULL,
+                                "no worker connected within %.0f s (start `moetune worker "
+                                "--connect ...` on the GPU nodes)",
+                                e->o.worker_wait_s);
+                else
+                    mt_diag_add(e->d, e->o.workers, 0, NULL,
+                                "no connected worker can run this contract's jobs within %.0f s: "
+                                "%s (see the worker's --allow and --launchers)",
+                                e->o.worker_wait_s, why);
                 free(z->jobs);
                 z->jobs = NULL;
                 return -1;

@@ -942,7 +942,7 @@ START_TEST(scancel_commands)
 {
     const char *outside[] = {"scancel", "--name=mt-test-2", NULL};
     const char *query[] = {"squeue",           "--noheader",  "--steps", "--jobs=4242",
-                           "--name=mt-test-2", "--format=%i", NULL};
+                           "--name=mt-test-2", "--format=%j %i", NULL};
     const char *step[] = {"scancel", "4242.3", NULL};
     mt_kv *env = mt_kv_new();
     mt_strlist out = {0};

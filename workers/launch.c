@@ -384,7 +384,7 @@ int mt_launch_query_argv(const mt_launch *l, mt_strlist *out)
     if (!rc)
         rc = push_fmt(out, "--name=%s", l->job_name);
     if (!rc)
-        rc = mt_strlist_push(out, "--format=%i");
+        rc = mt_strlist_push(out, "--format=%j %i");
     return rc;
 }
 
@@ -407,6 +407,7 @@ typedef struct capture {
     char step[64];     /* "JOBID.STEPID" from squeue */
     char err[512];     /* first line of stderr */
     mt_strlist *lines; /* every non-empty stdout line, trimmed, when set */
+    const char *name;  /* when set: only lines "NAME REST" count, as REST */
 } capture;
 
 static void capture_line(void *ctx, int stream, const char *line, size_t n)
@@ -420,6 +421,16 @@ static void capture_line(void *ctx, int stream, const char *line, size_t n)
     }
     while (i < n && isspace((unsigned char)line[i]))
         i++;
+    if (c->name) {
+        /* squeue --steps does not filter steps by --name (Slurm 22.05 lists
+         * every step of the job, the worker's own included): match here */
+        size_t k = strlen(c->name);
+        if (n - i <= k || strncmp(line + i, c->name, k) || !isspace((unsigned char)line[i + k]))
+            return;
+        i += k;
+        while (i < n && isspace((unsigned char)line[i]))
+            i++;
+    }
     if (c->lines && i < n && c->lines->n < 100000) {
         size_t e = n;
         char *t;
@@ -476,6 +487,7 @@ int mt_launch_stop(void *ctx, mt_diag *d)
     if (!l || l->kind != MT_LAUNCHER_SRUN)
         return 0;
     memset(&c, 0, sizeof c);
+    c.name = l->job_name;
     if (mt_launch_query_argv(l, &q) != 0)
         goto oom;
     /* a step that was just launched may not be listed yet */
@@ -515,11 +527,12 @@ int mt_launch_hosts(const mt_launch *l, mt_strlist *out, mt_diag *d)
     }
     memset(&c, 0, sizeof c);
     c.lines = &nodes;
+    c.name = l->job_name;
     /* the step's (or the job's) compressed node list, e.g. "gpu[01-04]" */
     if (mt_strlist_push(&q, "squeue") || mt_strlist_push(&q, "--noheader") ||
         (l->slurm_job_id &&
          (mt_strlist_push(&q, "--steps") || push_fmt(&q, "--jobs=%s", l->slurm_job_id))) ||
-        push_fmt(&q, "--name=%s", l->job_name) || mt_strlist_push(&q, "--format=%N"))
+        push_fmt(&q, "--name=%s", l->job_name) || mt_strlist_push(&q, "--format=%j %N"))
         goto done;
     if (slurm_cmd(l, &q, &c, d) != 0)
         goto done;

@@ -16,7 +16,10 @@
  * otherwise (1 for a torchrun template, which starts the ranks itself).  A
  * run is stopped with scancel: inside an allocation (SLURM_JOB_ID in the
  * job's environment) srun makes a step of that job named NAME, found with
- * `squeue --steps --jobs=ID --name=NAME` and cancelled as JOBID.STEPID;
+ * `squeue --steps --jobs=ID --name=NAME --format="%j %i"` (the name matched
+ * here too: Slurm 22.05's squeue lists every step of the job whatever
+ * --name says, the worker's own step included) and cancelled as
+ * JOBID.STEPID;
  * outside one, srun makes a job named NAME, cancelled with
  * `scancel --name=NAME`.  Names come from mt_launch_job_name, so they are
  * unique and never match somebody else's job.
@@ -86,8 +89,9 @@ void mt_launch_destroy(mt_launch **l);
  * srun and its options under `srun`.  Appends to out.  0 or -ENOMEM. */
 int mt_launch_wrap(const mt_launch *l, const mt_strlist *argv, mt_strlist *out);
 
-/* The squeue command that prints "JOBID.STEPID" for the run's step (inside
- * an allocation); 0 with out left empty when there is no allocation (the
+/* The squeue command that prints "NAME JOBID.STEPID" for the steps of the
+ * allocation (inside one; mt_launch_stop keeps the line of the run's own
+ * NAME); 0 with out left empty when there is no allocation (the
  * run is its own job).  Appends to out.  0 or -ENOMEM. */
 int mt_launch_query_argv(const mt_launch *l, mt_strlist *out);
 

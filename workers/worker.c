@@ -680,12 +680,82 @@ static void job_done(wk *w, int status)
 
 static void cancel_job(wk *w, const char *job_id, int retry, const char *reason)
 {
+    int st;
     if (!w->busy || strcmp(w->job_id, job_id) || w->retry != retry)
         return;
+    if (waitpid(w->pid, &st, WNOHANG) == w->pid) {
+        /* the run had already finished (its SIGCHLD not read yet, e.g. a
+         * worker stopped and continued): PROTOCOL.md, cancel: its result
+         * is still sent, and the coordinator answers discarded */
+        job_done(w, st);
+        return;
+    }
     logf_(w, "cancelling %s: %s", job_id, reason ? reason : "");
     /* the job process stops its run (the launcher's scancel first) */
     w->cancelled = 1;
     kill(w->pid, SIGTERM);
+}
+
+/* ---- benchmark only: --bench-echo ---------------------------------------------------------- */
+
+/* Answers a job at once with a synthetic result and runs nothing (see
+ * mt_worker_opts.bench_echo).  The result goes through hold_result, so it
+ * is re-sent until acknowledged, as a real one is. */
+static void echo_job(wk *w, const mt_proto_msg *msg)
+{
+    static const char memo[] = "{\"outcome\":\"ok\",\"evidence\":\"bench-echo: no program ran\","
+                               "\"gpu_hours\":0,\"run_id\":-1,\"verdicts\":{}}";
+    mt_proto_job j;
+    mt_store_result r;
+    mt_store_sample s[20];
+    mt_store_loss loss[20];
+    mt_store_gpu_mem g[8];
+    char config_id[17] = "0000000000000000";
+    const char *p;
+    double t = now_s();
+    size_t i;
+    if (mt_proto_get_job(msg, &j))
+        return;
+    send_ack(w, j.job_id, j.retry, 1, NULL);
+    /* job/KIND/CONFIG_ID/REP: the config id is the third part */
+    if (!strncmp(j.job_id, "job/", 4) && (p = strchr(j.job_id + 4, '/')) && strlen(p + 1) > 16 &&
+        p[17] == '/')
+        memcpy(config_id, p + 1, 16);
+    memset(&r, 0, sizeof r);
+    memset(s, 0, sizeof s);
+    memset(g, 0, sizeof g);
+    r.run.config_id = config_id;
+    r.run.config_canonical = j.config;
+    r.run.kind = j.kind;
+    r.run.replicate = j.replicate;
+    r.run.retry = j.retry;
+    r.run.outcome = "ok";
+    r.run.evidence = "bench-echo";
+    r.run.worker = w->name;
+    r.run.fingerprint = "{\"hosts\":[]}";
+    r.run.started = r.run.ended = t;
+    r.run.wall_s = r.run.sim_s = r.run.gpu_hours = 0;
+    r.run.log_path = NULL;
+    for (i = 0; i < 20; i++) {
+        loss[i].key = "lm loss";
+        loss[i].value = 5.0 - 0.01 * (double)i;
+        s[i].iteration = (long)i + 1;
+        s[i].elapsed_ms = 1000.0 + (double)i;
+        s[i].tflops = 400.0;
+        s[i].grad_norm = 1.0;
+        s[i].losses = &loss[i];
+        s[i].n_losses = 1;
+    }
+    for (i = 0; i < 8; i++) {
+        g[i].rank = (int)i;
+        g[i].host = w->host;
+        g[i].gpu = (int)i;
+        g[i].peak_bytes = 60000000000LL;
+        g[i].alloc_bytes = -1;
+        g[i].source = "sim";
+    }
+    r.samples = s, r.n_samples = 20, r.gpus = g, r.n_gpus = 8;
+    hold_result(w, j.job_id, j.retry, mt_proto_result_body(j.job_id, j.retry, memo, &r));
 }
 
 /* ---- the loop ---------------------------------------------------------------------------- */
@@ -703,7 +773,10 @@ static void handle(wk *w, mt_proto_msg *m)
     }
     switch (m->command) {
     case MT_PROTO_JOB:
-        start_job(w, m);
+        if (w->o.bench_echo)
+            echo_job(w, m);
+        else
+            start_job(w, m);
         break;
     case MT_PROTO_RESULT_ACK:
         if (mt_proto_jobref_of(m, &ref) == 0)

@@ -28,6 +28,12 @@ typedef struct mt_worker_opts {
     const char *launchers;     /* "local" or "local,srun" */
     double heartbeat_s;        /* 0: 1 s */
     int exit_when_idle_s;      /* > 0: exit after this long with no coordinator and no job */
+    /* BENCHMARK ONLY (`--bench-echo`, tests/bench/bench_workers.c): every
+     * job is acknowledged and answered at once with a synthetic result (a
+     * run of 20 samples and 8 GPU rows, outcome ok, evidence "bench-echo"),
+     * and no program runs.  It measures the coordinator and the transport;
+     * never use it for a tune. */
+    int bench_echo;
 } mt_worker_opts;
 
 /* Runs until SIGTERM/SIGINT or a disconnect from the coordinator.  0 on a
