@@ -57,6 +57,14 @@ typedef struct zx {
     zjob *jobs; /* the batch in flight */
     size_t njobs;
     unsigned long stored, duplicates;
+    /* a resumed tune: the workers its previous coordinator had when it
+     * stopped, not back yet; no job is dispatched while one is missing
+     * (until expect_until), since it may still run a job of the tune or
+     * hold its result (PROTOCOL.md, "Coordinator restart") */
+    char (*expect)[MT_PROTO_ID_MAX + 1];
+    size_t nexpect;
+    double expect_until;
+    int expect_logged;
 } zx;
 
 static double now_s(void)
@@ -79,6 +87,56 @@ static void zlog(eng *e, const char *fmt, ...)
         fflush(e->o.progress);
     }
     mt_store_add_event(e->st, NAN, "workers", line, NULL);
+}
+
+static void expect_drop(zx *z, const char *name)
+{
+    size_t i;
+    for (i = 0; i < z->nexpect; i++)
+        if (!strcmp(z->expect[i], name)) {
+            memmove(z->expect + i, z->expect + i + 1, (z->nexpect - i - 1) * sizeof *z->expect);
+            z->nexpect--;
+            return;
+        }
+}
+
+/* The workers the previous coordinator of this tune had when it stopped,
+ * from its events: those ready since it started listening, less those that
+ * disconnected; none when it ended the tune itself (it released them). */
+static void expect_workers(eng *e)
+{
+    zx *z = e->zx;
+    mt_diag *d = mt_diag_new();
+    mt_store_event *ev = NULL;
+    size_t n = 0, i;
+    if (!d || mt_store_list_events(e->st, &ev, &n, d)) {
+        mt_diag_destroy(&d);
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        const char *t = ev[i].text ? ev[i].text : "", *rest;
+        char name[MT_PROTO_ID_MAX + 1];
+        if (!ev[i].kind || strcmp(ev[i].kind, "workers"))
+            continue;
+        if (!strncmp(t, "coordinator listening on ", 25) || !strncmp(t, "the tune is over", 16)) {
+            z->nexpect = 0;
+            continue;
+        }
+        if (strncmp(t, "worker ", 7) || sscanf(t + 7, "%200[^ ]", name) != 1)
+            continue;
+        rest = t + 7 + strlen(name);
+        expect_drop(z, name);
+        if (!strncmp(rest, " (", 2) && strstr(rest, ") is ready")) {
+            void *nx = realloc(z->expect, (z->nexpect + 1) * sizeof *z->expect);
+            if (!nx)
+                break;
+            z->expect = nx;
+            snprintf(z->expect[z->nexpect++], sizeof *z->expect, "%s", name);
+        }
+    }
+    mt_store_events_free(ev, n);
+    mt_diag_destroy(&d);
+    z->expect_until = now_s() + (e->o.job_grace_s > 0 ? e->o.job_grace_s : MT_PROTO_JOB_GRACE_S);
 }
 
 int eng_zx_open(eng *e)
@@ -114,6 +172,7 @@ int eng_zx_open(eng *e)
         return -1;
     }
     rc = 0;
+    expect_workers(e);
     zlog(e, "coordinator listening on %s%s", e->o.workers,
          e->o.key_dir ? " (CURVE: known worker keys only)" : " (no CURVE)");
     return rc;
@@ -126,6 +185,7 @@ void eng_zx_close(eng *e)
     int linger = 500;
     if (!z)
         return;
+    zlog(e, "the tune is over: its workers are released");
     for (i = 0; i < z->nw; i++)
         if (z->w[i].alive) {
             cJSON *body = mt_proto_disconnect_body("the tune is over");
@@ -137,6 +197,7 @@ void eng_zx_close(eng *e)
     mt_zap_stop(&z->zap);
     zmq_ctx_term(z->ctx);
     free(z->w);
+    free(z->expect);
     free(z);
     e->zx = NULL;
 }
@@ -226,16 +287,33 @@ static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
          * worker declared lost; recorded once, never counted twice */
         char ev[600];
         double gh = NAN;
+        const cJSON *cid = r.run ? cJSON_GetObjectItem(r.run, "config_id") : NULL;
+        const cJSON *kd = r.run ? cJSON_GetObjectItem(r.run, "kind") : NULL;
+        const cJSON *rp = r.run ? cJSON_GetObjectItem(r.run, "replicate") : NULL;
+        mt_store_run prev;
+        int same = !r.run; /* a result with no run carries no GPU-hours */
         if (r.run && cJSON_IsNumber(cJSON_GetObjectItem(r.run, "gpu_hours")))
             gh = cJSON_GetObjectItem(r.run, "gpu_hours")->valuedouble;
+        memset(&prev, 0, sizeof prev);
+        if (cJSON_IsString(cid) && cJSON_IsString(kd) && cJSON_IsNumber(rp) &&
+            mt_store_find_run(e->st, cid->valuestring, kd->valuestring, rp->valueint, r.retry,
+                              &prev, NULL) == 1) {
+            /* the very run already stored (its ack was lost, or the worker
+             * sent it again on re-announcing): PROTOCOL.md 5, a duplicate,
+             * not a late result */
+            same = 1;
+            mt_store_run_clear(&prev);
+        }
         status = "duplicate";
         z->duplicates++;
-        snprintf(ev, sizeof ev,
-                 "result of %s (retry %d) from %s: the job already has its result; this one "
-                 "(%.3f GPU-hours) is not counted",
-                 r.job_id, r.retry, w ? w->name : "?", gh);
-        mt_store_add_event(e->st, NAN, "late-result", ev, NULL);
-        zlog(e, "%s", ev);
+        if (!same) {
+            snprintf(ev, sizeof ev,
+                     "result of %s (retry %d) from %s: the job already has its result; this one "
+                     "(%.3f GPU-hours) is not counted",
+                     r.job_id, r.retry, w ? w->name : "?", gh);
+            mt_store_add_event(e->st, NAN, "late-result", ev, NULL);
+            zlog(e, "%s", ev);
+        }
     } else if (strncmp(r.job_id, "job/", 4)) {
         status = "discarded";
     } else {
@@ -323,6 +401,11 @@ static void on_ready(eng *e, const mt_proto_msg *m)
         zlog(e, "worker %s (%s, %d GPUs, %s) is ready", w->name, r.host, w->gpus, w->launchers);
     w->alive = 1;
     w->last_seen = now_s();
+    if (z->nexpect) {
+        expect_drop(z, w->name);
+        if (!z->nexpect)
+            zlog(e, "the previous coordinator's workers are back: dispatching");
+    }
     if (!can_run(e, w)) {
         char why[1500];
         unable_why(e, w, why, sizeof why);
@@ -619,7 +702,27 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
             left += z->jobs[i].state != ZJ_DONE;
         if (!left)
             break;
-        dispatch(e);
+        if (z->nexpect && now_s() < z->expect_until) {
+            if (!z->expect_logged) {
+                char names[600] = "";
+                z->expect_logged = 1;
+                for (i = 0; i < z->nexpect; i++) {
+                    size_t l = strlen(names);
+                    snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", z->expect[i]);
+                }
+                zlog(e, "resumed: waiting up to %.0f s for the previous coordinator's workers (%s) "
+                     "before dispatching, so that a job one still runs is not launched again",
+                     z->expect_until - now_s(), names);
+            }
+        } else {
+            if (z->nexpect) {
+                zlog(e, "%zu of the previous coordinator's workers did not come back within the "
+                     "job grace: dispatching",
+                     z->nexpect);
+                z->nexpect = 0;
+            }
+            dispatch(e);
+        }
         if (zmq_poll(&it, 1, 100) > 0) {
             int k;
             for (k = 0; k < 256; k++) {

@@ -844,7 +844,7 @@ END_TEST
 START_TEST(coordinator_killed_then_resumed_loses_and_repeats_nothing)
 {
     scene s;
-    char job[256];
+    char job[256], *ev;
     const char *resume[8];
     long before;
     jobrun r;
@@ -883,6 +883,16 @@ START_TEST(coordinator_killed_then_resumed_loses_and_repeats_nothing)
         ran += count_in(s.w[i].log, line);
     }
     ck_assert_int_eq(ran, 1);
+    /* the resumed coordinator waited for the workers it had before the kill
+     * (one may run a job of the tune), and nothing came late */
+    ev = worker_events(s.tune);
+    ck_assert_msg(strstr(ev, "resumed: waiting up to") &&
+                      strstr(ev, "the previous coordinator's workers are back: dispatching"),
+                  "%s", ev);
+    free(ev);
+    ck_assert_int_eq(dir_long(s.tune, "SELECT COUNT(*) FROM events WHERE kind = 'late-result'",
+                              NULL),
+                     0);
     /* no finished measurement lost or repeated: what the workers executed
      * across both coordinators is what the store holds */
     ck_assert_int_eq(worker_runs(&s.w[0]) + worker_runs(&s.w[1]) + worker_runs(&s.w[2]),

@@ -241,8 +241,8 @@ int main(int argc, char **argv)
 {
     int nworkers = 200, njobs = 20000, nrtt = 20000, i, port, rc = 0;
     const char *moetune = MT_MOETUNE_BIN;
-    char dir[256], endpoint[64], wdir[300], contract_path[] = MT_SOURCE_DIR
-        "/tests/contracts/tune-small.cfg";
+    char dir[256], endpoint[64], wdir[300],
+        contract_path[] = MT_SOURCE_DIR "/tests/contracts/tune-small.cfg";
     mt_diag *d = mt_diag_new();
     mt_contract *c;
     mt_store *st;
@@ -251,7 +251,8 @@ int main(int argc, char **argv)
     eng e;
     pid_t *pids;
     jobreq *warm, *v;
-    size_t clean_exits = 0, none = 0, nwarm, k, lost = 0, twice_stored = 0, twice_received = 0, resent = 0, nlat = 0;
+    size_t clean_exits = 0, none = 0, nwarm, k, lost = 0, twice_stored = 0, twice_received = 0,
+           resent = 0, nlat = 0;
     double *lat, *one = NULL, t0, t1, c0, c1, u0, u1, s0, s1, r50, r90, r99, warm_s;
     struct rusage ru;
     struct stat sb;
@@ -312,8 +313,8 @@ int main(int argc, char **argv)
     t0 = now_s();
     for (i = 0; i < nworkers; i++) {
         char name[32];
-        char *av[] = {(char *)moetune, "worker", "--connect", endpoint, "--name", name, "--dir",
-                      wdir, "--bench-echo", "--idle-exit", "30", NULL};
+        char *av[] = {(char *)moetune, "worker", "--connect",    endpoint,      "--name", name,
+                      "--dir",         wdir,     "--bench-echo", "--idle-exit", "30",     NULL};
         posix_spawn_file_actions_t fa;
         snprintf(name, sizeof name, "bench-%03d", i);
         posix_spawn_file_actions_init(&fa);
@@ -447,8 +448,7 @@ int main(int argc, char **argv)
            nworkers, njobs, !strncmp(dir, "/dev/shm", 8) ? "tmpfs (/dev/shm)" : "/tmp");
     printf("  warm-up: %zu jobs until every worker had answered, %.1f s (not measured)\n", nwarm,
            warm_s);
-    printf("  %-44s %zu lost, %zu stored twice (of %d jobs)\n", "jobs:", lost, twice_stored,
-           njobs);
+    printf("  %-44s %zu lost, %zu stored twice (of %d jobs)\n", "jobs:", lost, twice_stored, njobs);
     printf("  %-44s %zu results received twice (worker re-sends, answered duplicate), %zu jobs "
            "sent again (ack timeout)\n",
            "", twice_received, resent);
