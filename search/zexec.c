@@ -63,6 +63,8 @@ typedef struct zx {
      * hold its result (PROTOCOL.md, "Coordinator restart") */
     char (*expect)[MT_PROTO_ID_MAX + 1];
     size_t nexpect;
+    char **late; /* "JOB_ID retry N" of the late results recorded, each once */
+    size_t nlate;
     double expect_until;
     int expect_logged;
 } zx;
@@ -198,6 +200,9 @@ void eng_zx_close(eng *e)
     zmq_ctx_term(z->ctx);
     free(z->w);
     free(z->expect);
+    for (i = 0; i < z->nlate; i++)
+        free(z->late[i]);
+    free(z->late);
     free(z);
     e->zx = NULL;
 }
@@ -306,6 +311,21 @@ static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
         }
         status = "duplicate";
         z->duplicates++;
+        if (!same) {
+            /* the same late result again (resent while its ack was on the
+             * way): recorded once */
+            char tag[MT_PROTO_ID_MAX + 32];
+            size_t i;
+            char **nl;
+            snprintf(tag, sizeof tag, "%s retry %d", r.job_id, r.retry);
+            for (i = 0; i < z->nlate && !same; i++)
+                same = !strcmp(z->late[i], tag);
+            if (!same && (nl = realloc(z->late, (z->nlate + 1) * sizeof *nl))) {
+                z->late = nl;
+                if ((z->late[z->nlate] = strdup(tag)))
+                    z->nlate++;
+            }
+        }
         if (!same) {
             snprintf(ev, sizeof ev,
                      "result of %s (retry %d) from %s: the job already has its result; this one "

@@ -10,12 +10,14 @@
  *  2. kill -9 of a worker mid-job: the job is re-queued after the job grace
  *     and recorded once.
  *  3. kill -9 of the coordinator mid-tune, then --resume: nothing lost or
- *     repeated; a worker re-announces itself and delivers the result of a
- *     job that finished while no coordinator ran.
+ *     repeated; the resumed coordinator waits for the workers its
+ *     predecessor had, one of which re-announces itself and delivers the
+ *     result of a job that finished while no coordinator ran.
  *  4. a worker stopped (SIGSTOP) past link liveness, within the job grace:
  *     its job is not relaunched and counts once.
  *  5. a worker stopped past the job grace: the job is re-queued (retry 1)
- *     and the stopped worker's late result is not counted.
+ *     and the stopped worker's late result is recorded once (a late-result
+ *     event) and not counted.
  *  6. a hung run: typed "hang" through the worker, no process left behind.
  *  7. allowlists: a worker that refuses the program gives a typed
  *     launch_error once per job; a worker that cannot run the program at
@@ -971,15 +973,15 @@ START_TEST(stopped_past_grace_requeued_late_result_not_counted)
     r = run_of(s.tune, job);
     ck_assert_int_eq(r.retry, 1);
     ck_assert_str_ne(r.worker, "w3");
-    /* the late result reached the coordinator, which recorded it as such
-     * (a late-result event with its GPU-hours) and did not count it */
+    /* the late result reached the coordinator, which recorded it once as
+     * such (a late-result event with its GPU-hours) and did not count it */
     snprintf(want, sizeof want, "result of %s (retry 0) from w3: %%", job);
     if (dir_long(s.tune, "SELECT COUNT(*) FROM events WHERE kind = 'late-result' AND text LIKE ?1",
-                 want) < 1) {
+                 want) != 1) {
         ev = worker_events(s.tune);
         fprintf(stderr, "events:\n%s\n--- w3:\n%s\n", ev, tk_slurp(s.w[2].log));
         free(ev);
-        ck_abort_msg("no late-result event for %s (retry 0) from w3", job);
+        ck_abort_msg("not one late-result event for %s (retry 0) from w3", job);
     }
     ev = worker_events(s.tune);
     snprintf(want, sizeof want, "result of %s (retry 0) from w3: ", job);

@@ -62,6 +62,7 @@ typedef struct wk {
     pending pend[MAX_PENDING];
     size_t npend;
     double last_heard, last_hb;
+    double last_ready; /* when ready (and every held result) went last */
     int lost;
     long long hb_seq;
     int stop;
@@ -185,6 +186,7 @@ static void send_ready(wk *w)
     send_msg(w, MT_PROTO_READY,
              mt_proto_ready_body(&r, launch, nl, w->o.allow, w->o.n_allow, &running,
                                  w->busy ? 1 : 0, fin, w->npend));
+    w->last_ready = now_s();
 }
 
 static void send_heartbeat(wk *w)
@@ -790,7 +792,11 @@ static void handle(wk *w, mt_proto_msg *m)
         break;
     case MT_PROTO_HEARTBEAT: {
         mt_proto_heartbeat h;
-        if (mt_proto_get_heartbeat(m, &h) == 0 && h.reannounce) {
+        /* a coordinator asks once per message it gets from a worker it
+         * does not know: answered once per heartbeat interval, so a burst
+         * of them does not send every held result again each time */
+        if (mt_proto_get_heartbeat(m, &h) == 0 && h.reannounce &&
+            now_s() - w->last_ready >= MT_PROTO_HEARTBEAT_MS / 1000.0) {
             send_ready(w);
             resend_results(w, 1);
         }
@@ -932,7 +938,7 @@ int mt_worker_main(const mt_worker_opts *o)
             send_heartbeat(&w);
         if (w.busy && t - w.last_progress >= hb)
             flush_progress(&w);
-        if (w.npend)
+        if (w.npend && !w.lost) /* while lost they wait: all go on re-contact */
             resend_results(&w, 0);
         if (!w.lost && t - w.last_heard > MT_PROTO_LIVENESS * hb) {
             w.lost = 1;
