@@ -1119,12 +1119,22 @@ static int cmd_tune(int argc, char **argv)
             printf("validated gain: %.2f%% shorter steps (%s)\n", 100 * res.gain,
                    words[res.status]);
         else
-            printf("result: %s (%s)\n", words[res.status], res.stopped);
+            printf("result: %s (%s)\n",
+                   res.status == 3 && strstr(res.stopped, "does not run") ? "failed"
+                                                                          : words[res.status],
+                   res.stopped);
         printf("spent: %.1f GPU-hours, %d runs (%d executed now)\n", res.gpu_hours, res.runs,
                res.runs_executed);
-        if (notify_cmd)
-            notify(notify_cmd, res.bundle, words[res.status]);
-        rc = res.status == 0 || res.status == 2 ? 0 : res.status == 1 ? 3 : 4;
+        /* status 3: nothing fits, or the base itself does not run */
+        if (res.status == 3 && strstr(res.stopped, "does not run")) {
+            if (notify_cmd)
+                notify(notify_cmd, res.bundle, "failed");
+            rc = EXIT_FAILURE;
+        } else {
+            if (notify_cmd)
+                notify(notify_cmd, res.bundle, words[res.status]);
+            rc = res.status == 0 || res.status == 2 ? 0 : res.status == 1 ? 3 : 4;
+        }
     }
     mt_tune_result_free(&res);
     mt_diag_destroy(&d);

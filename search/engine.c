@@ -753,6 +753,18 @@ static int phase_fit(eng *e)
             cJSON_Delete(job);
             return 0;
         }
+        if (strcmp(eng_str(job, "outcome"), "oom") && strcmp(eng_str(job, "outcome"), "ok")) {
+            /* not a memory problem: the base itself does not run (a hang, a
+             * crash, a launch refusal); no memory change can fix that */
+            snprintf(why, sizeof why, "the base config's probe failed: %s (%s)",
+                     eng_str(job, "outcome"), eng_str(job, "evidence"));
+            snprintf(e->stopped, sizeof e->stopped, "the base config does not run (%.40s)",
+                     eng_str(job, "outcome"));
+            cJSON_Delete(job);
+            eng_progress(e, "%s", why);
+            record_simple(e, "fit", "base", e->best, e->best, "failed", why);
+            return 1;
+        }
         snprintf(why, sizeof why, "the probe says it does not fit: %s (%s)",
                  eng_str(job, "outcome"), eng_str(job, "evidence"));
         cJSON_Delete(job);
