@@ -197,19 +197,6 @@ static size_t store_runs(const char *dir)
     return (size_t)n;
 }
 
-static cJSON *bundle(const char *dir)
-{
-    char p[4096], *text;
-    cJSON *b;
-    snprintf(p, sizeof p, "%s/bundle.json", dir);
-    text = tk_slurp(p);
-    ck_assert_msg(text != NULL, "%s: no bundle", p);
-    b = cJSON_Parse(text);
-    ck_assert_msg(b != NULL, "%s: not JSON", p);
-    free(text);
-    return b;
-}
-
 static const cJSON *get(const cJSON *o, const char *k)
 {
     return cJSON_GetObjectItemCaseSensitive(o, k);
@@ -507,7 +494,7 @@ static void reference_setup(void)
     free(r.err);
     if (ref_status != 0)
         return;
-    ref_bundle = bundle(ref_dir);
+    ref_bundle = tk_bundle(ref_dir);
     ref_recipe = recipe_text(ref_bundle);
     ref_decisions = decision_lines(ref_bundle);
     ref_store = store_runs(ref_dir);
@@ -691,7 +678,7 @@ static void scenario_check(scenario *sc, int st)
                   "%s: %d executed by the resume + %zu stored before != %zu runs of the tune",
                   sc->where, k, sc->stored, ref_store);
     ck_assert_uint_eq(store_runs(sc->dir), ref_store);
-    b = bundle(sc->dir);
+    b = tk_bundle(sc->dir);
     rec = recipe_text(b);
     dec = decision_lines(b);
     ck_assert_msg(!strcmp(rec, ref_recipe), "%s: recipe\n%s\nvs the reference\n%s", sc->where,
@@ -983,7 +970,7 @@ static void fit_tune(const char *runs, const char *status)
     args[5] = runs, args[6] = "--quiet", args[7] = NULL;
     r = moetune(args);
     ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
-    b = bundle(dir);
+    b = tk_bundle(dir);
     ck_assert_str_eq(str(b, "status"), status);
     cJSON_ArrayForEach(x, get(b, "decisions"))
     {
@@ -1080,7 +1067,7 @@ START_TEST(deadline_stops_search_but_validates)
     ck_assert_msg(starts(res.stopped, "deadline (validation needs about"), "stopped: %s",
                   res.stopped);
     ck_assert_str_eq(res.bundle + strlen(res.bundle) - 11, "bundle.json");
-    b = bundle(dir);
+    b = tk_bundle(dir);
     ck_assert_str_eq(str(get(b, "budget"), "stopped_because"), res.stopped);
     ck_assert(cJSON_IsString(get(get(b, "budget"), "deadline")));
     /* validated: the baseline alone, or the winner against it */
@@ -1134,7 +1121,7 @@ static void small_budget(const char *opt, const char *val, const char *words)
     r = moetune(args);
     ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
     ck_assert_ptr_nonnull(strstr(r.out, "baseline-only"));
-    b = bundle(dir);
+    b = tk_bundle(dir);
     ck_assert_str_eq(str(b, "status"), "baseline_only");
     ck_assert_msg(strstr(str(get(b, "budget"), "stopped_because"), words), "stopped because %s",
                   str(get(b, "budget"), "stopped_because"));
@@ -1186,7 +1173,7 @@ static char *sample_order(const char *strategy, const char *seed, cJSON **bout)
     r = moetune(args);
     ck_assert_msg(r.status == 0 || r.status == 3, "%s: exit %d\n%s%s", strategy, r.status, r.out,
                   r.err);
-    *bout = bundle(dir);
+    *bout = tk_bundle(dir);
     ck_assert_str_eq(str(*bout, "strategy"), strategy);
     ck_assert_msg(strstr(str(get(*bout, "budget"), "stopped_because"), "run budget"), "%s",
                   str(get(*bout, "budget"), "stopped_because"));

@@ -531,19 +531,6 @@ static long worker_runs(const wkr *w)
 
 /* ---- bundles ---------------------------------------------------------------------------------- */
 
-static cJSON *bundle(const char *dir)
-{
-    char p[600], *text;
-    cJSON *b;
-    snprintf(p, sizeof p, "%s/bundle.json", dir);
-    text = tk_slurp(p);
-    ck_assert_msg(text != NULL, "%s: no bundle", p);
-    b = cJSON_Parse(text);
-    ck_assert_msg(b != NULL, "%s: not JSON", p);
-    free(text);
-    return b;
-}
-
 static const cJSON *get(const cJSON *o, const char *k)
 {
     return cJSON_GetObjectItemCaseSensitive(o, k);
@@ -612,7 +599,7 @@ static void reference_setup(void)
     }
     if (ref_status != 0)
         return;
-    b = bundle(ref_dir);
+    b = tk_bundle(ref_dir);
     ref_decisions = decision_lines(b);
     ref_recipe = recipe_text(b);
     ref_runs = store_runs(ref_dir);
@@ -634,7 +621,7 @@ static void same_as_reference(const char *dir)
     char *dl, *rc;
     ck_assert_msg(ref_status == 0 && ref_decisions, "the reference tune failed (exit %d)",
                   ref_status);
-    b = bundle(dir);
+    b = tk_bundle(dir);
     dl = decision_lines(b);
     rc = recipe_text(b);
     ck_assert_str_eq(str(b, "status"), "validated");
@@ -1098,7 +1085,7 @@ START_TEST(allowlist_refusal_is_typed_and_bounded)
     ck_assert(!has(s.w[0].log, ": running "));
     ck_assert(!exists(s.w[0].dir) || worker_runs(&s.w[0]) == 0);
     /* the failed decisions say why */
-    b = bundle(s.tune);
+    b = tk_bundle(s.tune);
     cJSON_ArrayForEach(x, get(b, "decisions"))
         named += strstr(str(x, "reason"), "not on this worker's allowlist") != NULL;
     ck_assert_msg(named >= 1, "no decision names the refusal");

@@ -123,3 +123,16 @@ int tk_run(Suite *s)
     srunner_free(sr);
     return failed ? 1 : 0;
 }
+
+cJSON *tk_bundle(const char *dir)
+{
+    char p[4096], *text;
+    cJSON *b;
+    snprintf(p, sizeof p, "%s/bundle.json", dir);
+    text = tk_slurp(p);
+    ck_assert_msg(text != NULL, "%s: no bundle", p);
+    b = cJSON_Parse(text);
+    ck_assert_msg(b != NULL, "%s: not JSON", p);
+    free(text);
+    return b;
+}

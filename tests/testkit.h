@@ -13,6 +13,8 @@
 #include "registry.h"
 #include "render.h"
 
+#include <cjson/cJSON.h>
+
 typedef struct tk {
     mt_contract *contract;
     mt_registry *reg;
@@ -36,6 +38,10 @@ mt_registry *tk_registry(mt_diag *d);
 /* Runs a suite with the default fork mode; the exit status for main(). */
 struct Suite;
 int tk_run(struct Suite *s);
+
+/* DIR/bundle.json parsed (the test fails when it is missing or not JSON);
+ * caller frees with cJSON_Delete. */
+cJSON *tk_bundle(const char *dir);
 
 /* Path helpers: caller frees. */
 char *tk_example(const char *name);
