@@ -14,7 +14,9 @@
 #include "render.h"
 #include "simcalib.h"
 #include "store.h"
+#include "bisect.h"
 #include "engine.h"
+#include "prepare.h"
 #include "keys.h"
 #include "worker.h"
 #include "profile.h"
@@ -1145,6 +1147,120 @@ usage:
     return EXIT_USAGE;
 }
 
+/* ---- bisect ------------------------------------------------------------------------- */
+
+#define BISECT_USAGE                                                                             \
+    "usage: moetune bisect CONTRACT --good REV --bad REV (--repo PATH | --revs FILE) --dir DIR\n" \
+    "                      [--prepare 'ARGV TEMPLATE']... [--prepare-timeout S] [--jobs N]\n"    \
+    "                      [--workers tcp://HOST:PORT [--keys DIR] [--job-grace S]\n"             \
+    "                      [--worker-wait S]] [--quiet]\n"                                       \
+    "  templates: words split at blanks, '...' or \"...\" group, no shell; placeholders\n"        \
+    "  {rev} {work} {repo}; a step exiting 125 skips the revision.  Run the same command\n"      \
+    "  with the same --dir to resume.  Exit: 0 culprit found, 3 regression not reproduced,\n"    \
+    "  1 failed, 2 bad input.\n"
+
+static int cmd_bisect(int argc, char **argv)
+{
+    session s;
+    mt_bisect_opts o;
+    const char *contract = NULL, **prep = calloc((size_t)argc + 1, sizeof *prep);
+    char simbin[PATH_MAX];
+    int j, rc, quiet = 0, outcome = 0;
+    mt_diag *d;
+    memset(&o, 0, sizeof o);
+    o.executor = MT_EXEC_LOCAL;
+    o.slots = 1;
+    if (!prep)
+        return EXIT_FAILURE;
+    for (j = 2; j < argc; j++) {
+        const char *a = argv[j], *v = j + 1 < argc ? argv[j + 1] : NULL;
+        if (!strcmp(a, "--quiet")) {
+            quiet = 1;
+            continue;
+        }
+        if (a[0] != '-') {
+            if (contract)
+                goto usage;
+            contract = a;
+            continue;
+        }
+        if (!v)
+            goto usage;
+        j++;
+        if (!strcmp(a, "--good"))
+            o.good = v;
+        else if (!strcmp(a, "--bad"))
+            o.bad = v;
+        else if (!strcmp(a, "--repo"))
+            o.repo = v;
+        else if (!strcmp(a, "--revs"))
+            o.revs_file = v;
+        else if (!strcmp(a, "--dir"))
+            o.dir = v;
+        else if (!strcmp(a, "--prepare"))
+            prep[o.n_prepare++] = v;
+        else if (!strcmp(a, "--prepare-timeout"))
+            o.prepare_timeout_s = strtod(v, NULL);
+        else if (!strcmp(a, "--jobs"))
+            o.slots = atoi(v);
+        else if (!strcmp(a, "--workers"))
+            o.workers = v, o.executor = MT_EXEC_ZMQ;
+        else if (!strcmp(a, "--keys"))
+            o.key_dir = v;
+        else if (!strcmp(a, "--job-grace"))
+            o.job_grace_s = strtod(v, NULL);
+        else if (!strcmp(a, "--worker-wait"))
+            o.worker_wait_s = strtod(v, NULL);
+        else
+            goto usage;
+    }
+    if (!contract || !o.good || !o.bad || !o.dir || !o.repo == !o.revs_file || o.slots < 1 ||
+        o.prepare_timeout_s < 0)
+        goto usage;
+    o.prepare = prep;
+    /* every prepare template must split and expand before anything runs */
+    {
+        mt_strlist *steps = NULL;
+        size_t i;
+        d = mt_diag_new();
+        if (mt_prepare_expand(prep, o.n_prepare, "REV", o.repo, "WORK", &steps, d)) {
+            mt_diag_print(d, stderr);
+            mt_diag_destroy(&d);
+            free(prep);
+            return EXIT_BAD_INPUT;
+        }
+        for (i = 0; i < o.n_prepare; i++)
+            mt_strlist_free(&steps[i]);
+        free(steps);
+        mt_diag_destroy(&d);
+    }
+    rc = session_open(&s, contract, 0);
+    if (rc) {
+        session_close(&s);
+        free(prep);
+        return rc;
+    }
+    sim_path(simbin, sizeof simbin);
+    o.sim_path = simbin;
+    o.progress = quiet ? NULL : stderr;
+    d = mt_diag_new();
+    rc = mt_bisect_cmd(s.reg, s.contract, &o, &outcome, d);
+    if (rc) {
+        mt_diag_print(d, stderr);
+        rc = rc == -EINVAL ? EXIT_BAD_INPUT : EXIT_FAILURE;
+    } else {
+        rc = outcome == MT_BISECT_FOUND ? 0 : outcome == MT_BISECT_NOT_REPRODUCED ? 3 : 1;
+    }
+    mt_diag_destroy(&d);
+    session_close(&s);
+    free(prep);
+    return rc;
+usage:
+    free(prep);
+    fputs(BISECT_USAGE, stderr);
+    return EXIT_USAGE;
+}
+
 /* moetune worker: a ZeroMQ worker (workers/PROTOCOL.md). */
 static int cmd_worker(int argc, char **argv)
 {
@@ -1641,6 +1757,8 @@ int main(int argc, char **argv)
         return cmd_tune(argc, argv);
     if (!strcmp(argv[1], "status"))
         return cmd_status(argc, argv);
+    if (!strcmp(argv[1], "bisect"))
+        return cmd_bisect(argc, argv);
     if (!strcmp(argv[1], "worker"))
         return cmd_worker(argc, argv);
     if (!strcmp(argv[1], "keygen"))

@@ -476,14 +476,14 @@ static void search(bs *s, int a, int b, const ref *L0, const ref *H0)
         } else {
             ref M;
             ref_one(&M, m);
-            note(s, "revision %d sits between its references (a partial step): both sides are "
+            note(s, "#%d sits between its references (a partial step): both sides are "
                     "searched", m);
             if (s->b->n_culprits < s->p->max_culprits)
                 search(s, a, m, &L, &M);
             if (s->b->n_culprits < s->p->max_culprits)
                 search(s, m, b, &M, &H);
             else
-                note(s, "the culprit cap was reached: revisions %d..%d were not searched",
+                note(s, "the culprit cap was reached: #%d..#%d were not searched",
                      m + 1, b);
             return;
         }
@@ -518,11 +518,11 @@ static void search(bs *s, int a, int b, const ref *L0, const ref *H0)
             ref X, Y;
             ref_one(&X, b);
             ref_one(&Y, top);
-            note(s, "revision %d is faster than revision %d: another regression lies in %d..%d",
+            note(s, "#%d is faster than #%d: another regression lies in #%d..#%d",
                  b, top, b + 1, top);
             search(s, b, top, &X, &Y);
         } else {
-            note(s, "another regression lies in revisions %d..%d (not searched: culprit cap)",
+            note(s, "another regression lies in #%d..#%d (not searched: culprit cap)",
                  b + 1, top);
         }
     }
@@ -532,11 +532,11 @@ static void search(bs *s, int a, int b, const ref *L0, const ref *H0)
             ref X, Y;
             ref_one(&X, bottom);
             ref_one(&Y, a);
-            note(s, "revision %d is slower than revision %d: another regression lies in %d..%d",
+            note(s, "#%d is slower than #%d: another regression lies in #%d..#%d",
                  a, bottom, bottom + 1, a);
             search(s, bottom, a, &X, &Y);
         } else {
-            note(s, "another regression lies in revisions %d..%d (not searched: culprit cap)",
+            note(s, "another regression lies in #%d..#%d (not searched: culprit cap)",
                  bottom + 1, a);
         }
     }
@@ -628,7 +628,7 @@ int mt_bisect_run(mt_bisect *b, size_t n, const mt_bisect_params *p, mt_bisect_r
                 b->culprits[k++] = *c;
             } else {
                 b->revs[c->hi].cls = MT_BC_NONE;
-                note(&s, "revision %d is not slower than revision %d on its own (%+.2f%%, %s): "
+                note(&s, "#%d is not slower than #%d on its own (%+.2f%%, %s): "
                          "dropped as a culprit", c->hi, c->parent, 100 * d.effect,
                      mt_stats_verdict_name(d.verdict));
             }

@@ -92,6 +92,31 @@ char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int
  * every GPU of the contract): what the model executor charges an oom job. */
 double mt_model_launch_gpu_hours(const mt_contract *c, const mt_kv *cfg);
 
+/* ---- moetune bisect (search/bisect_cmd.c; the method in search/bisect.h) ---- */
+
+typedef struct mt_bisect_opts {
+    const char *dir;          /* the bisection directory (store, logs, work trees, output) */
+    const char *sim_path;     /* the {sim} placeholder; NULL: moetune-sim */
+    const char *good, *bad;   /* the ends */
+    const char *repo;         /* a git repository (first-parent order), or NULL ... */
+    const char *revs_file;    /* ... a file of revisions, one per line, oldest first */
+    const char *const *prepare; /* argv templates (workers/prepare.h) */
+    size_t n_prepare;
+    double prepare_timeout_s; /* each prepare step; 0: 3600 */
+    int executor;             /* MT_EXEC_LOCAL or MT_EXEC_ZMQ */
+    int slots;                /* jobs at once (> 1: speculative midpoints) */
+    const char *workers, *key_dir; /* the ZeroMQ executor (as mt_tune_opts) */
+    double job_grace_s, worker_wait_s;
+    FILE *progress;           /* one line per measured revision (NULL: none) */
+} mt_bisect_opts;
+
+/* Runs (or, in a directory that holds the same bisection, resumes) a
+ * bisection and writes DIR/bisect.json and DIR/bisect.html.  *outcome gets
+ * enum mt_bisect_outcome (search/bisect.h).  0 when the output was written,
+ * negative with the reason in d otherwise. */
+int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int *outcome,
+                  mt_diag *d);
+
 /* "ofat" | "grid" | "random" -> enum; -1 when unknown. */
 int mt_strategy_parse(const char *s);
 const char *mt_strategy_name(int s);

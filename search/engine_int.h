@@ -21,6 +21,7 @@ typedef struct jobreq {
     char key[128];     /* the memo key (job/KIND/ID/REP) */
     cJSON *out;      /* the job's memo (owned) */
     int fresh;       /* executed now (not found in the memo) */
+    const char *rev; /* a bisection job: the revision (prepared, then measured) */
 } jobreq;
 
 typedef struct eng {
@@ -49,6 +50,11 @@ typedef struct eng {
     void *zx;                 /* the ZeroMQ executor's state */
     char live[256];           /* the latest progress line of a running job */           /* the last screen found the candidate slower */
     FILE *status_tty;
+    /* a bisection: the prepare step's templates and the repository */
+    const char *const *prepare;
+    size_t n_prepare;
+    const char *repo;
+    double prepare_timeout_s;
 } eng;
 
 /* exec.c */

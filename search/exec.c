@@ -13,6 +13,7 @@
 
 #include "hardware.h"
 #include "measure.h"
+#include "prepare.h"
 #include "sim.h"
 
 #include <errno.h>
@@ -75,7 +76,34 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
     snprintf(dir, sizeof dir, "%s/runs", e->o.dir);
     mkdir(dir, 0755);
     snprintf(dir, sizeof dir, "%s/runs/%s-%s-r%d", e->o.dir, q->id, q->kind, q->rep);
-    memset(&spec, 0, sizeof spec);
+    if (q->rev) {
+        /* a bisection job: the revision's prepare step first (once per
+         * revision); a skip or a failure is the job's typed outcome */
+        char work[4096], outcome[32], evidence[512];
+        int ps;
+        snprintf(work, sizeof work, "%s/work", e->o.dir);
+        mkdir(work, 0755);
+        snprintf(work, sizeof work, "%s/work/%s", e->o.dir, q->id);
+        ps = mt_prepare_run(e->prepare, e->n_prepare, q->rev, e->repo, work, e->prepare_timeout_s,
+                            outcome, sizeof outcome, evidence, sizeof evidence, d);
+        if (ps != MT_PREP_OK) {
+            char *text;
+            if (ps < 0)
+                snprintf(outcome, sizeof outcome, "infra"),
+                    snprintf(evidence, sizeof evidence, "%s",
+                             mt_diag_count(d) ? mt_diag_at(d, 0)->message : "prepare failed");
+            text = mt_measure_failed_memo(outcome, evidence);
+            rc = text ? mt_store_memo_put(st, key, text, e->d) : -1;
+            free(text);
+            mt_diag_destroy(&d);
+            return rc < 0 ? rc : 0;
+        }
+        memset(&spec, 0, sizeof spec);
+        spec.rev = q->rev;
+        spec.work = strdup(work);
+    } else {
+        memset(&spec, 0, sizeof spec);
+    }
     spec.contract = e->c;
     spec.reg = e->reg;
     spec.config = q->cfg;
@@ -96,6 +124,7 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
     }
     mt_measure_clear(&m);
     mt_diag_destroy(&d);
+    free((char *)spec.work);
     return rc;
 }
 

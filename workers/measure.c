@@ -439,6 +439,47 @@ static int store_result(const mt_measure_spec *spec, mt_store *st, mt_measure *m
     return rc < 0 ? rc : 0;
 }
 
+/* {rev} and {work} in every value of env; MOETUNE_REV and MOETUNE_WORK set. */
+static int subst_env(mt_kv *env, const char *rev, const char *work)
+{
+    const char *k, *v;
+    size_t i;
+    mt_kv *out = mt_kv_new();
+    int rc = out ? 0 : -1;
+    for (i = 0; !rc && mt_kv_entry(env, i, &k, &v) == 0; i++) {
+        size_t cap = strlen(v) * 1 + 1, len = 0;
+        const char *p = v;
+        char *b;
+        if (!strstr(v, "{rev}") && !strstr(v, "{work}"))
+            continue;
+        /* each placeholder grows by at most its value */
+        for (p = v; (p = strchr(p, '{')); p++)
+            cap += strlen(rev) + strlen(work);
+        if (!(b = malloc(cap))) {
+            rc = -1;
+            break;
+        }
+        for (p = v; *p;) {
+            if (!strncmp(p, "{rev}", 5)) {
+                memcpy(b + len, rev, strlen(rev)), len += strlen(rev), p += 5;
+            } else if (!strncmp(p, "{work}", 6)) {
+                memcpy(b + len, work, strlen(work)), len += strlen(work), p += 6;
+            } else {
+                b[len++] = *p++;
+            }
+        }
+        b[len] = '\0';
+        rc = mt_kv_set(out, k, b) ? -1 : 0;
+        free(b);
+    }
+    for (i = 0; !rc && mt_kv_entry(out, i, &k, &v) == 0; i++)
+        rc = mt_kv_set(env, k, v) ? -1 : 0;
+    mt_kv_destroy(&out);
+    if (!rc)
+        rc = mt_kv_set(env, "MOETUNE_REV", rev) || mt_kv_set(env, "MOETUNE_WORK", work) ? -1 : 0;
+    return rc;
+}
+
 int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_diag *d)
 {
     const mt_contract *c = spec->contract;
@@ -489,6 +530,10 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     mt_kv_set(ph, "gpus_per_node", mt_kv_get(c->hardware, "gpus_per_node"));
     mt_kv_set(ph, "world_size", mt_kv_get(c->hardware, "world_size"));
     mt_kv_set(ph, "job_name", job);
+    if (spec->rev) {
+        mt_kv_set(ph, "rev", spec->rev);
+        mt_kv_set(ph, "work", spec->work ? spec->work : ".");
+    }
     if (spec->profile) {
         /* the PyTorch profiler over the screen window, as Megatron takes it */
         char a[32], b[32], tbdir[4096];
@@ -520,6 +565,10 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     /* the environment: the rendered knobs, the contract's static settings,
      * and for the sim the cluster it stands for */
     mt_launch_environment(kind, 1, r.env, env);
+    if (spec->rev && subst_env(env, spec->rev, spec->work ? spec->work : ".")) {
+        mt_diag_add(d, spec->run_dir, 0, NULL, "out of memory");
+        goto out;
+    }
     snprintf(memfile, sizeof memfile, "%s/gpu_memory.txt", spec->run_dir);
     if (!strcmp(c->backend, "sim")) {
         char rep[32];

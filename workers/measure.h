@@ -51,6 +51,11 @@ typedef struct mt_measure_spec {
     /* NULL, or a flag a signal handler sets to cancel the run (see
      * mt_run_spec.cancel): stopped through the launcher (scancel) */
     volatile sig_atomic_t *cancel;
+    /* a bisection job: the revision measured and its prepared work
+     * directory (workers/prepare.h).  {rev} and {work} are expanded in the
+     * launch template and in the contract's env values, and MOETUNE_REV /
+     * MOETUNE_WORK join the environment.  NULL otherwise. */
+    const char *rev, *work;
 } mt_measure_spec;
 
 typedef struct mt_measure {

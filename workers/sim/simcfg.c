@@ -358,6 +358,8 @@ uint64_t sim_cfg_id(const sim_cfg *c)
     mt_sha256_update(&h, &c->routing_natural, sizeof(int));
     if (c->step_scale != 1.0) /* only when set: every other config keeps its id (and noise) */
         mt_sha256_update(&h, &c->step_scale, sizeof(double));
+    if (c->stack_name[0]) /* a stack file's commit: each revision of a bisection its own noise */
+        mt_sha256_update(&h, c->stack_name, strlen(c->stack_name));
     mt_sha256_final(&h, d);
     for (i = 0; i < 8; i++)
         id = id << 8 | d[i];

@@ -1,0 +1,51 @@
+/*
+ * prepare.h - a bisection's prepare step: argv templates run before a
+ * revision is measured (check out, build, pull a container), never through
+ * a shell, once per revision and work directory.
+ *
+ * A template is one string split into words at blanks; '...' and "..."
+ * group words (no escapes, no expansion of any kind).  Placeholders:
+ * {rev} (the revision), {work} (the revision's fresh work directory),
+ * {repo} (the --repo path, when given).  Steps run in order, with cwd the
+ * work directory and MOETUNE_REV / MOETUNE_WORK in the environment; the
+ * first that does not exit 0 ends the prepare: exit 125 means skip (the
+ * revision cannot be tested, as `git bisect run` reads it), anything else
+ * is a typed failure (prepare_failed, or launch_error when the program
+ * cannot be run, timeout past the limit).
+ *
+ * The result is recorded next to the work directory (WORK.prepared), so a
+ * revision is prepared once however many replicates measure it and however
+ * often the bisection is killed and resumed; concurrent jobs of the same
+ * revision wait on a lock (WORK.lock).  A prepare killed half way left no
+ * record: it is run again on a freshly emptied work directory.
+ */
+#ifndef MT_PREPARE_H
+#define MT_PREPARE_H
+
+#include "diag.h"
+#include "kv.h"
+#include "sink.h"
+
+#include <stddef.h>
+
+enum mt_prepare_status { MT_PREP_OK = 0, MT_PREP_SKIP = 1, MT_PREP_FAILED = 2 };
+
+/* Splits one template into words (appended to out).  0, or -EINVAL with the
+ * problem in d (an unterminated quote, no words). */
+int mt_prepare_split(const char *tmpl, mt_strlist *out, mt_diag *d);
+
+/* The words of every template, placeholders expanded ({work} kept when
+ * work is NULL), as argv lists: out[i] for template i (caller frees each
+ * with mt_strlist_free and the array with free).  0 or -EINVAL/-ENOMEM. */
+int mt_prepare_expand(const char *const *tmpl, size_t n, const char *rev, const char *repo,
+                      const char *work, mt_strlist **out, mt_diag *d);
+
+/* Runs the prepare of rev in work (see above).  outcome gets "ok", "skip"
+ * or the typed failure, evidence one line.  Returns enum mt_prepare_status,
+ * or negative (with d) when it could not be attempted at all (the work
+ * directory cannot be made). */
+int mt_prepare_run(const char *const *tmpl, size_t n, const char *rev, const char *repo,
+                   const char *work, double time_limit_s, char *outcome, size_t no,
+                   char *evidence, size_t ne, mt_diag *d);
+
+#endif
