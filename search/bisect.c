@@ -23,7 +23,7 @@ void mt_bisect_params_default(mt_bisect_params *p)
     p->mid_initial = 2;
     p->mid_max = 12;
     p->slots = 1;
-    p->max_culprits = 4;
+    p->max_culprits = 6;
     p->check = p->ends;
     p->check.alpha = p->ends.alpha / 5;
     p->check.initial = 4;

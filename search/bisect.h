@@ -73,7 +73,7 @@ typedef struct mt_bisect_params {
     int mid_initial;       /* replicates of a midpoint before its first look (2) */
     int mid_max;           /* SPRT cap per midpoint (12) */
     int slots;             /* jobs at once; > 1 enables speculation (1) */
-    int max_culprits;      /* regressions searched for at most (4) */
+    int max_culprits;      /* culprits recorded at most, before pruning (6) */
     mt_stats_design check; /* the consistency checks' design (ends, alpha / 5, 4 + 4 .. 16) */
 } mt_bisect_params;
 
