@@ -14,7 +14,7 @@
 #include "engine_int.h"
 
 #include "config.h"
-#include "sha256.h"
+#include "prepare.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -273,17 +273,6 @@ typedef struct bctx {
     FILE *progress;
 } bctx;
 
-static void rev_id(const char *name, char id[17])
-{
-    mt_sha256 h;
-    uint8_t dg[32];
-    int i;
-    mt_sha256_init(&h);
-    mt_sha256_update(&h, name, strlen(name));
-    mt_sha256_final(&h, dg);
-    for (i = 0; i < 8; i++)
-        snprintf(id + 2 * i, 3, "%02x", dg[i]);
-}
 
 static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
 {
@@ -704,7 +693,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     if (!ctx.ids)
         goto out;
     for (i = 0; i < revs.n; i++)
-        rev_id(revs.v[i], ctx.ids[i]);
+        mt_prepare_rev_id(revs.v[i], ctx.ids[i]);
     mt_bisect_params_default(&p);
     p.ends.alpha = c->alpha;
     p.ends.min_effect = c->min_effect;

@@ -81,9 +81,13 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
          * revision); a skip or a failure is the job's typed outcome */
         char work[4096], outcome[32], evidence[512];
         int ps;
-        snprintf(work, sizeof work, "%s/work", e->o.dir);
+        char abs[4096];
+        /* absolute: the job runs in its own directory */
+        if (!realpath(e->o.dir, abs))
+            snprintf(abs, sizeof abs, "%s", e->o.dir);
+        snprintf(work, sizeof work, "%.3000s/work", abs);
         mkdir(work, 0755);
-        snprintf(work, sizeof work, "%s/work/%s", e->o.dir, q->id);
+        snprintf(work, sizeof work, "%.3000s/work/%s", abs, q->id);
         ps = mt_prepare_run(e->prepare, e->n_prepare, q->rev, e->repo, work, e->prepare_timeout_s,
                             outcome, sizeof outcome, evidence, sizeof evidence, d);
         if (ps != MT_PREP_OK) {

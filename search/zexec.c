@@ -533,6 +533,13 @@ static void dispatch(eng *e)
             snprintf(seed, sizeof seed, "%llu", (unsigned long long)e->o.seed);
             pj.sim_seed = seed;
         }
+        if (zj->q->rev) {
+            pj.rev = zj->q->rev;
+            pj.repo = e->repo;
+            pj.prepare_v = e->prepare;
+            pj.n_prepare = e->n_prepare;
+            pj.prepare_timeout_s = e->prepare_timeout_s;
+        }
         send_to(e, w, MT_PROTO_JOB, mt_proto_job_body(&pj));
         if (eng_zx_probe)
             eng_zx_probe(zj->key, zj->retry, 0);

@@ -10,6 +10,7 @@
 #   4. no regression at all: exit 3, "does not reproduce", with the figures
 #   5. two regressions: both found, or the report names the range of the second
 #   6. bad input: an unknown revision, good after bad, a bad prepare template
+#   7. through two ZeroMQ workers with CURVE: the same samples as locally
 # usage: bisect_git.sh MOETUNE SOURCE_DIR
 set -u
 MOETUNE=$1
@@ -156,6 +157,32 @@ if found == [20, 45]:
 ranges = [tuple(map(int, m)) for n in j['notes'] for m in re.findall(r'#(\d+)\.\.#(\d+)', n)]
 missing = [x for x in (20, 45) if x not in found]
 sys.exit(0 if len(found) >= 1 and all(any(a <= x <= b for a, b in ranges) for x in missing) else 1)" "$T/b5/bisect.json"
+
+# 7. through two ZeroMQ workers with CURVE keys: the same samples and culprit
+#    as case 1 (the prepare programs on the workers' allowlists)
+PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+"$MOETUNE" keygen "$T/keys" coordinator >/dev/null && mkdir -p "$T/keys/workers"
+SIM=$(cd "$(dirname "$MOETUNE")" && pwd)/moetune-sim
+for w in w1 w2; do
+  "$MOETUNE" keygen "$T/wkeys" $w >/dev/null && cp "$T/wkeys/$w.pub" "$T/keys/workers/"
+  "$MOETUNE" worker --connect tcp://127.0.0.1:$PORT --name $w --dir "$T/wd-$w" --allow "$SIM" \
+    --allow git --allow build.sh --key "$T/wkeys/$w" --server-key "$T/keys/coordinator.pub" \
+    >"$T/$w.log" 2>&1 &
+done
+"$MOETUNE" bisect "$CONTRACT" --repo "$T/r1" --good "$(rev "$T/r1" 0)" --bad "$(rev "$T/r1" 63)" \
+  --dir "$T/b9" "${PREP[@]}" --workers tcp://127.0.0.1:$PORT --keys "$T/keys" --worker-wait 30 \
+  --quiet >"$T/outw" 2>"$T/errw"
+rc=$?
+[ "$rc" = 0 ] || { cat "$T/errw" "$T/w1.log"; }
+(exit $rc)
+rc=$?
+wait
+check "workers: exit 0" [ "$rc" = 0 ]
+check "workers: the same culprit and samples as the local executor" \
+  [ "$(json "$T/b9/bisect.json" "([c['index'] for c in j['culprits']], [x['samples_ms'] for x in j['measured']])")" = \
+    "$(json "$T/b1/bisect.json" "([c['index'] for c in j['culprits']], [x['samples_ms'] for x in j['measured']])")" ]
+check "workers: both ran jobs, each revision prepared on the worker" \
+  bash -c "grep -q 'running job/bisect/' '$T/w1.log' && grep -q 'running job/bisect/' '$T/w2.log' && ls '$T'/wd-w1/work/*.prepared >/dev/null"
 
 # 6. bad input
 "$MOETUNE" bisect "$CONTRACT" --repo "$T/r1" --good nosuchrev --bad "$(rev "$T/r1" 63)" \

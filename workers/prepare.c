@@ -5,6 +5,7 @@
 
 #include "launch.h"
 #include "runner.h"
+#include "sha256.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -305,4 +306,16 @@ int mt_prepare_run(const char *const *tmpl, size_t n, const char *rev, const cha
     mt_kv_destroy(&env);
     close(fd);
     return st;
+}
+
+void mt_prepare_rev_id(const char *rev, char id[17])
+{
+    mt_sha256 h;
+    uint8_t dg[32];
+    int i;
+    mt_sha256_init(&h);
+    mt_sha256_update(&h, rev, strlen(rev));
+    mt_sha256_final(&h, dg);
+    for (i = 0; i < 8; i++)
+        snprintf(id + 2 * i, 3, "%02x", dg[i]);
 }

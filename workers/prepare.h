@@ -48,4 +48,8 @@ int mt_prepare_run(const char *const *tmpl, size_t n, const char *rev, const cha
                    const char *work, double time_limit_s, char *outcome, size_t no,
                    char *evidence, size_t ne, mt_diag *d);
 
+/* A revision's id: the first 16 hex digits of the SHA-256 of its name (its
+ * work directory's name and its jobs' memo id). */
+void mt_prepare_rev_id(const char *rev, char id[17]);
+
 #endif

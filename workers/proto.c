@@ -138,7 +138,9 @@ static const field f_job[] = {
     {"job_id", F_ID, REQ},         {"retry", F_INT0, REQ},   {"kind", F_ID, REQ},
     {"contract", F_NESTR, REQ},    {"config", F_STR, REQ},   {"replicate", F_INT0, REQ},
     {"time_limit_s", F_NUM0, REQ}, {"profile", F_BOOL, OPT}, {"hang_factor", F_NUM0, OPT},
-    {"sim_seed", F_DEC, OPT},      {"launcher", F_ID, OPT},  END};
+    {"sim_seed", F_DEC, OPT},      {"launcher", F_ID, OPT},  {"rev", F_NESTR, OPT},
+    {"repo", F_NESTR, OPT},        {"prepare", F_ARR_STR, OPT}, {"prepare_timeout_s", F_NUM0, OPT},
+    END};
 static const field f_job_ack[] = {{"job_id", F_ID, REQ},     {"retry", F_INT0, REQ},
                                   {"accepted", F_BOOL, REQ}, {"reason", F_STR, OPT},
                                   {"slurm_step", F_ID, OPT}, END};
@@ -805,6 +807,12 @@ int mt_proto_get_job(const mt_proto_msg *m, mt_proto_job *o)
     o->hang_factor = num_or(m, "hang_factor", 0);
     o->sim_seed = str_or(m, "sim_seed", NULL);
     o->launcher = str_or(m, "launcher", NULL);
+    o->rev = str_or(m, "rev", NULL);
+    o->repo = str_or(m, "repo", NULL);
+    o->prepare = arr_or_null(m, "prepare");
+    o->prepare_timeout_s = num_or(m, "prepare_timeout_s", 0);
+    o->prepare_v = NULL;
+    o->n_prepare = 0;
     return 0;
 }
 
@@ -1066,6 +1074,19 @@ cJSON *mt_proto_job_body(const mt_proto_job *j)
         add_num(o, "hang_factor", j->hang_factor, &ok);
     add_str(o, "sim_seed", j->sim_seed, &ok);
     add_str(o, "launcher", j->launcher, &ok);
+    add_str(o, "rev", j->rev, &ok);
+    add_str(o, "repo", j->repo, &ok);
+    if (j->rev) {
+        cJSON *a = cJSON_AddArrayToObject(o, "prepare");
+        size_t i;
+        for (i = 0; a && i < j->n_prepare; i++)
+            if (!cJSON_AddItemToArray(a, cJSON_CreateString(j->prepare_v[i])))
+                ok = 0;
+        if (!a)
+            ok = 0;
+        if (j->prepare_timeout_s > 0)
+            add_num(o, "prepare_timeout_s", j->prepare_timeout_s, &ok);
+    }
     return done(o, ok);
 }
 

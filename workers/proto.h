@@ -185,6 +185,15 @@ typedef struct mt_proto_job {
     double hang_factor;   /* optional, >= 0 (0: the default) */
     const char *sim_seed; /* optional: decimal uint64 (NULL) */
     const char *launcher; /* optional: the launcher to use (NULL: contract's) */
+    /* a bisect job (kind "bisect"): the revision, its prepare step's argv
+     * templates (workers/prepare.h; {work} is the worker's own work
+     * directory) and the repository path {repo} stands for */
+    const char *rev;          /* optional (NULL) */
+    const char *repo;         /* optional (NULL) */
+    const cJSON *prepare;     /* decoded: array of strings, or NULL */
+    const char *const *prepare_v; /* to encode: the templates ... */
+    size_t n_prepare;         /* ... and their number */
+    double prepare_timeout_s; /* optional, >= 0 (0: the worker's default) */
 } mt_proto_job;
 
 /* job-ack: worker -> coordinator, for every job received. */

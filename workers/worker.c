@@ -7,6 +7,7 @@
 #include "keys.h"
 #include "launch.h"
 #include "measure.h"
+#include "prepare.h"
 #include "proto.h"
 #include "render.h"
 
@@ -440,6 +441,7 @@ static void hold_result(wk *w, const char *job_id, int retry, cJSON *body)
         w->pend[i].last_sent = now_s();
 }
 
+
 static void start_job(wk *w, const mt_proto_msg *msg)
 {
     mt_proto_job j;
@@ -448,7 +450,9 @@ static void start_job(wk *w, const mt_proto_msg *msg)
     mt_registry *reg = NULL;
     mt_kv *cfg = NULL;
     mt_strlist argv = {0};
-    char path[PATH_MAX], why[512], fp[17];
+    char path[PATH_MAX], why[512], fp[17], work[PATH_MAX] = "";
+    const char **tv = NULL; /* a bisect job's prepare templates (borrowed from msg) */
+    size_t n_tv = 0;
     int fds[2];
     size_t i;
     FILE *f;
@@ -516,6 +520,51 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         free(av);
         if (!ok) {
             logf_(w, "refused job %s: %s", j.job_id, why);
+            send_ack(w, j.job_id, j.retry, 0, why);
+            goto out;
+        }
+    }
+    if (!strcmp(j.kind, "bisect")) {
+        /* a bisect job: the revision's prepare steps, each program on the
+         * allowlist like the job's own */
+        mt_strlist *steps = NULL;
+        char id[17];
+        int ok = 1;
+        if (!j.rev) {
+            send_ack(w, j.job_id, j.retry, 0, "a bisect job needs its revision (rev)");
+            goto out;
+        }
+        n_tv = j.prepare ? (size_t)cJSON_GetArraySize(j.prepare) : 0;
+        tv = calloc(n_tv + 1, sizeof *tv);
+        for (i = 0; tv && i < n_tv; i++)
+            tv[i] = mt_proto_str_at(j.prepare, i);
+        mt_prepare_rev_id(j.rev, id);
+        {
+            /* absolute: the job runs in its own directory */
+            char abs[PATH_MAX];
+            if (!realpath(w->o.dir, abs))
+                snprintf(abs, sizeof abs, "%s", w->o.dir);
+            snprintf(work, sizeof work, "%.2000s/work/%s", abs, id);
+        }
+        if (!tv || mt_prepare_expand(tv, n_tv, j.rev, j.repo, work, &steps, d)) {
+            snprintf(why, sizeof why, "the job's prepare steps do not expand: %s",
+                     mt_diag_count(d) ? mt_diag_at(d, mt_diag_count(d) - 1)->message : "?");
+            send_ack(w, j.job_id, j.retry, 0, why);
+            goto out;
+        }
+        for (i = 0; i < n_tv; i++) {
+            const char **av = calloc(steps[i].n + 1, sizeof *av);
+            size_t k;
+            for (k = 0; av && k < steps[i].n; k++)
+                av[k] = steps[i].v[k];
+            if (ok && !(av && mt_worker_allowed(av, w->o.allow, w->o.n_allow, why, sizeof why)))
+                ok = 0;
+            free(av);
+            mt_strlist_free(&steps[i]);
+        }
+        free(steps);
+        if (!ok) {
+            logf_(w, "refused job %s: prepare: %s", j.job_id, why);
             send_ack(w, j.job_id, j.retry, 0, why);
             goto out;
         }
@@ -594,6 +643,30 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         spec.memo_key = j.job_id;
         spec.memo = memo_cb;
         spec.cancel = &job_cancel;
+        if (tv) {
+            /* prepare the revision first (once per revision on this worker);
+             * a skip or a failure is the job's typed outcome */
+            char outcome[32], evidence[512], wr[PATH_MAX];
+            int ps;
+            snprintf(wr, sizeof wr, "%s/work", w->o.dir);
+            mkdir(wr, 0755);
+            ps = mt_prepare_run(tv, n_tv, j.rev, j.repo, work, j.prepare_timeout_s, outcome,
+                                sizeof outcome, evidence, sizeof evidence, d);
+            if (ps != MT_PREP_OK) {
+                char *text;
+                if (ps < 0)
+                    snprintf(outcome, sizeof outcome, "infra"),
+                        snprintf(evidence, sizeof evidence, "%s",
+                                 mt_diag_count(d) ? mt_diag_at(d, 0)->message : "prepare");
+                text = mt_measure_failed_memo(outcome, evidence);
+                rc = st && text ? mt_store_memo_put(st, j.job_id, text, d) : -1;
+                free(text);
+                mt_store_close(&st);
+                _exit(rc < 0 ? 1 : 0);
+            }
+            spec.rev = j.rev;
+            spec.work = work;
+        }
         rc = st ? mt_measure_run(&spec, st, &m, d) : -1;
         if (rc < 0)
             mt_diag_print(d, stderr);
@@ -624,6 +697,7 @@ static void start_job(wk *w, const mt_proto_msg *msg)
     send_ack(w, j.job_id, j.retry, 1, NULL);
     logf_(w, "running %s (retry %d)", j.job_id, j.retry);
 out:
+    free(tv);
     mt_strlist_free(&argv);
     mt_kv_destroy(&cfg);
     mt_registry_destroy(&reg);
