@@ -384,7 +384,29 @@ static void roundtrip_all(void *router, void *dealer)
         ck_assert_int_eq(v.profile, 0);
         ck_assert_ptr_null(v.sim_seed);
         ck_assert_ptr_null(v.launcher);
+        ck_assert_ptr_null(v.rev);
+        ck_assert_ptr_null(v.prepare);
         mt_proto_msg_clear(&m);
+        /* a bisect job: the revision, the repository and the prepare templates */
+        {
+            const char *prep[] = {"git clone -q {repo} {work}", "git -C {work} checkout {rev}"};
+            j.kind = "bisect";
+            j.rev = "4a9b5fbf572da07e879900f6ac5d0af8b30b7ee9";
+            j.repo = "/srv/megatron";
+            j.prepare_v = prep;
+            j.n_prepare = 2;
+            j.prepare_timeout_s = 1800;
+            send_ok(router, "w1", MT_PROTO_JOB, mt_proto_job_body(&j));
+            recv_ok(dealer, 0, MT_PROTO_JOB, &m);
+            ck_assert_int_eq(mt_proto_get_job(&m, &v), 0);
+            ck_assert_str_eq(v.kind, "bisect");
+            ck_assert_str_eq(v.rev, j.rev);
+            ck_assert_str_eq(v.repo, "/srv/megatron");
+            ck_assert_int_eq(cJSON_GetArraySize(v.prepare), 2);
+            ck_assert_str_eq(mt_proto_str_at(v.prepare, 1), "git -C {work} checkout {rev}");
+            ck_assert(v.prepare_timeout_s == 1800);
+            mt_proto_msg_clear(&m);
+        }
     }
     /* job-ack, accepted and refused */
     {
