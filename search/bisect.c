@@ -18,7 +18,7 @@ void mt_bisect_params_default(mt_bisect_params *p)
     mt_stats_design_default(&p->ends);
     p->ends.initial = 8;
     p->ends.step = 4;
-    p->ends.max_replicates = 24;
+    p->ends.max_replicates = 32;
     p->eps = 0.001;
     p->mid_initial = 2;
     p->mid_max = 12;

@@ -699,7 +699,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     p.ends.min_effect = c->min_effect;
     p.ends.same_band = c->min_effect > 0.015 ? 1.5 * c->min_effect : 0.03;
     p.ends.initial = c->replicates > 8 ? c->replicates : 8;
-    p.ends.max_replicates = 3 * p.ends.initial;
+    p.ends.max_replicates = 4 * p.ends.initial;
     p.check.alpha = c->alpha / 5;
     p.check.min_effect = c->min_effect;
     p.check.same_band = p.ends.same_band;
