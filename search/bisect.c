@@ -594,9 +594,11 @@ int mt_bisect_run(mt_bisect *b, size_t n, const mt_bisect_params *p, mt_bisect_r
     if (v != MT_STATS_WORSE) {
         b->outcome = MT_BISECT_NOT_REPRODUCED;
         snprintf(b->why, sizeof b->why,
-                 "the regression does not reproduce: the bad end is %+.2f%% against the good end "
-                 "(95%% CI %+.2f%% .. %+.2f%%, p = %.3g, %d + %d replicates; %s at alpha %g and "
-                 "minimum effect %.1f%%)",
+                 "the regression does not reproduce%s: the bad end is %+.2f%% against the good "
+                 "end (95%% CI %+.2f%% .. %+.2f%%, p = %.3g, %d + %d replicates; %s at alpha %g "
+                 "and minimum effect %.1f%%)",
+                 b->ends.verdict == MT_STATS_UNKNOWN ? " (not confirmed within the replicate cap)"
+                                                     : "",
                  100 * b->ends.effect, 100 * b->ends_ci_lo, 100 * b->ends_ci_hi, b->ends.p,
                  b->revs[0].n, b->revs[last].n, mt_stats_verdict_name(b->ends.verdict),
                  p->ends.alpha, 100 * p->ends.min_effect);
