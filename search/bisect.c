@@ -455,6 +455,21 @@ static void record(bs *s, int a, int b, const ref *L, const ref *H, int a_differ
     free(y);
 }
 
+/* A consistency check's answer: slower (significantly), or, when the
+ * replicate cap was reached, still possibly slower by the minimum effect and
+ * by half the bracket's whole step (L to H); the search of that range, and
+ * the final check of each step, settle it. */
+static int differs(const bs *s, int v, const mt_stats_decision *d, int L, int H)
+{
+    const mt_bisect_rev *l = &s->b->revs[L], *h = &s->b->revs[H];
+    double ml, mh, half = 0;
+    if (l->n && h->n && !mt_stats_median(l->ms, (size_t)l->n, &ml) &&
+        !mt_stats_median(h->ms, (size_t)h->n, &mh) && ml > 0)
+        half = (mh / ml - 1) / 2;
+    return v == MT_STATS_WORSE || (v == MT_STATS_UNKNOWN && d->capped &&
+                                   d->effect >= fmax(s->p->check.min_effect, half));
+}
+
 /* Searches bracket (a, b) with references L (low) and H (high). */
 static void search(bs *s, int a, int b, const ref *L0, const ref *H0)
 {
@@ -499,14 +514,12 @@ static void search(bs *s, int a, int b, const ref *L0, const ref *H0)
         if (b != H.rev[0]) {
             ref_one(&X, b);
             ref_one(&Y, H.rev[0]);
-            if (compare(s, &X, &Y, &s->p->check, 0, &d) == MT_STATS_WORSE)
-                b_differs = 1;
+            b_differs = differs(s, compare(s, &X, &Y, &s->p->check, 0, &d), &d, L.rev[0], H.rev[0]);
         }
         if (!s->rc && a != L.rev[0]) {
             ref_one(&X, a);
             ref_one(&Y, L.rev[0]);
-            if (compare(s, &Y, &X, &s->p->check, 0, &d) == MT_STATS_WORSE)
-                a_differs = 1;
+            a_differs = differs(s, compare(s, &Y, &X, &s->p->check, 0, &d), &d, L.rev[0], H.rev[0]);
         }
     }
     if (s->rc)
@@ -617,7 +630,8 @@ int mt_bisect_run(mt_bisect *b, size_t n, const mt_bisect_params *p, mt_bisect_r
     }
     qsort(b->culprits, (size_t)b->n_culprits, sizeof b->culprits[0], by_lo);
     /* with more than one culprit, each step must hold on its own: the
-     * parent against the culprit */
+     * parent against the culprit (kept when slower, or when the cap left a
+     * step of the minimum effect unresolved) */
     if (b->n_culprits > 1) {
         int i, k = 0;
         for (i = 0; i < b->n_culprits && !s.rc; i++) {
@@ -626,7 +640,8 @@ int mt_bisect_run(mt_bisect *b, size_t n, const mt_bisect_params *p, mt_bisect_r
             ref X, Y;
             ref_one(&X, c->parent);
             ref_one(&Y, c->hi);
-            if (compare(&s, &X, &Y, &p->check, 0, &d) == MT_STATS_WORSE) {
+            int v = compare(&s, &X, &Y, &p->check, 0, &d);
+            if (v == MT_STATS_WORSE || (v == MT_STATS_UNKNOWN && d.effect >= p->check.min_effect)) {
                 b->culprits[k++] = *c;
             } else {
                 b->revs[c->hi].cls = MT_BC_NONE;
