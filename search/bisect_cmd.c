@@ -490,7 +490,8 @@ static int write_html(const char *path, const eng *e, const revlist *revs, const
     html_escape(f, e->c->name);
     fprintf(f, "</title><style>body{font:14px sans-serif;margin:24px;max-width:1000px}"
                "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;"
-               "text-align:left}.mono{font-family:monospace}</style></head><body>\n");
+               "text-align:left}.mono{font-family:monospace;word-break:break-all}</style></head>"
+               "<body>\n");
     fprintf(f, "<h1>moetune bisect: ");
     html_escape(f, e->c->name);
     fprintf(f, "</h1>\n<p>");
@@ -506,6 +507,13 @@ static int write_html(const char *path, const eng *e, const revlist *revs, const
                 L - 6, Y(v) + 4, v);
         fprintf(f, "<line x1=\"%.0f\" x2=\"%.0f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n",
                 L, W - R, Y(v), Y(v));
+    }
+    for (k = 0; k <= 8; k++) {
+        size_t at = (b->n - 1) * (size_t)k / 8;
+        if (k && at == (b->n - 1) * (size_t)(k - 1) / 8)
+            continue;
+        fprintf(f, "<text x=\"%.1f\" y=\"%.0f\" font-size=\"11\" text-anchor=\"middle\">%zu"
+                   "</text>\n", X(at), H - B + 14, at);
     }
     for (k = 0; k < b->n_culprits; k++) {
         const mt_bisect_culprit *c = &b->culprits[k];
