@@ -17,6 +17,7 @@
 #include "sim.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,28 +80,16 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
     if (q->rev) {
         /* a bisection job: the revision's prepare step first (once per
          * revision); a skip or a failure is the job's typed outcome */
-        char work[4096], outcome[32], evidence[512];
-        int ps;
-        char abs[4096];
+        char work[4096], root[4096], abs[PATH_MAX];
         /* absolute: the job runs in its own directory */
         if (!realpath(e->o.dir, abs))
             snprintf(abs, sizeof abs, "%s", e->o.dir);
-        snprintf(work, sizeof work, "%.3000s/work", abs);
-        mkdir(work, 0755);
-        snprintf(work, sizeof work, "%.3000s/work/%s", abs, q->id);
-        ps = mt_prepare_run(e->prepare, e->n_prepare, q->rev, e->repo, work, e->prepare_timeout_s,
-                            outcome, sizeof outcome, evidence, sizeof evidence, d);
-        if (ps != MT_PREP_OK) {
-            char *text;
-            if (ps < 0)
-                snprintf(outcome, sizeof outcome, "infra"),
-                    snprintf(evidence, sizeof evidence, "%s",
-                             mt_diag_count(d) ? mt_diag_at(d, 0)->message : "prepare failed");
-            text = mt_measure_failed_memo(outcome, evidence);
-            rc = text ? mt_store_memo_put(st, key, text, e->d) : -1;
-            free(text);
+        snprintf(root, sizeof root, "%.3000s/work", abs);
+        rc = mt_prepare_job(e->prepare, e->n_prepare, q->rev, e->repo, root,
+                            e->prepare_timeout_s, st, key, work, sizeof work, d);
+        if (rc <= 0) {
             mt_diag_destroy(&d);
-            return rc < 0 ? rc : 0;
+            return rc;
         }
         memset(&spec, 0, sizeof spec);
         spec.rev = q->rev;

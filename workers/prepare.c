@@ -4,6 +4,7 @@
 #include "prepare.h"
 
 #include "launch.h"
+#include "measure.h"
 #include "runner.h"
 #include "sha256.h"
 
@@ -318,4 +319,29 @@ void mt_prepare_rev_id(const char *rev, char id[17])
     mt_sha256_final(&h, dg);
     for (i = 0; i < 8; i++)
         snprintf(id + 2 * i, 3, "%02x", dg[i]);
+}
+
+int mt_prepare_job(const char *const *tmpl, size_t n, const char *rev, const char *repo,
+                   const char *work_root, double time_limit_s, struct mt_store *st,
+                   const char *memo_key, char *work, size_t nwork, mt_diag *d)
+{
+    char id[17], outcome[32], evidence[512], *text;
+    int ps, rc;
+    mt_prepare_rev_id(rev, id);
+    mkdir(work_root, 0755);
+    snprintf(work, nwork, "%.3000s/%s", work_root, id);
+    ps = mt_prepare_run(tmpl, n, rev, repo, work, time_limit_s, outcome, sizeof outcome, evidence,
+                        sizeof evidence, d);
+    if (ps == MT_PREP_OK)
+        return 1;
+    if (ps < 0) {
+        snprintf(outcome, sizeof outcome, "infra");
+        snprintf(evidence, sizeof evidence, "%s",
+                 mt_diag_count(d) ? mt_diag_at(d, mt_diag_count(d) - 1)->message
+                                  : "the prepare step could not be attempted");
+    }
+    text = mt_measure_failed_memo(outcome, evidence);
+    rc = st && text ? mt_store_memo_put(st, memo_key, text, d) : -1;
+    free(text);
+    return rc < 0 ? rc : 0;
 }

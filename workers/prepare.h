@@ -48,6 +48,17 @@ int mt_prepare_run(const char *const *tmpl, size_t n, const char *rev, const cha
                    const char *work, double time_limit_s, char *outcome, size_t no,
                    char *evidence, size_t ne, mt_diag *d);
 
+/* A bisect job's prepare (mt_prepare_run in WORK_ROOT/ID, ID from
+ * mt_prepare_rev_id; WORK_ROOT is created), with the job's memo written
+ * under memo_key in st when the revision cannot be measured: outcome skip,
+ * prepare_failed, launch_error or timeout, or infra when the prepare could
+ * not even be attempted.  work gets the revision's work directory.  1: go
+ * on and measure; 0: the memo is written; negative: it could not be. */
+struct mt_store;
+int mt_prepare_job(const char *const *tmpl, size_t n, const char *rev, const char *repo,
+                   const char *work_root, double time_limit_s, struct mt_store *st,
+                   const char *memo_key, char *work, size_t nwork, mt_diag *d);
+
 /* A revision's id: the first 16 hex digits of the SHA-256 of its name (its
  * work directory's name and its jobs' memo id). */
 void mt_prepare_rev_id(const char *rev, char id[17]);

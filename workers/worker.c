@@ -646,21 +646,12 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         if (tv) {
             /* prepare the revision first (once per revision on this worker);
              * a skip or a failure is the job's typed outcome */
-            char outcome[32], evidence[512], wr[PATH_MAX];
-            int ps;
-            snprintf(wr, sizeof wr, "%s/work", w->o.dir);
-            mkdir(wr, 0755);
-            ps = mt_prepare_run(tv, n_tv, j.rev, j.repo, work, j.prepare_timeout_s, outcome,
-                                sizeof outcome, evidence, sizeof evidence, d);
-            if (ps != MT_PREP_OK) {
-                char *text;
-                if (ps < 0)
-                    snprintf(outcome, sizeof outcome, "infra"),
-                        snprintf(evidence, sizeof evidence, "%s",
-                                 mt_diag_count(d) ? mt_diag_at(d, 0)->message : "prepare");
-                text = mt_measure_failed_memo(outcome, evidence);
-                rc = st && text ? mt_store_memo_put(st, j.job_id, text, d) : -1;
-                free(text);
+            char wr[PATH_MAX];
+            snprintf(wr, sizeof wr, "%.3000s", work);
+            *strrchr(wr, '/') = '\0';
+            rc = mt_prepare_job(tv, n_tv, j.rev, j.repo, wr, j.prepare_timeout_s, st, j.job_id,
+                                work, sizeof work, d);
+            if (rc <= 0) {
                 mt_store_close(&st);
                 _exit(rc < 0 ? 1 : 0);
             }
