@@ -490,9 +490,20 @@ static void search(bs *s, int a, int b, const ref *L0, const ref *H0)
             ref_add(&H, m);
         } else {
             ref M;
+            double ml = NAN, mm = NAN, mh = NAN;
+            int nl, nh;
+            double *xl = ref_samples(s, &L, &nl), *xh = ref_samples(s, &H, &nh);
+            if (xl)
+                mt_stats_median(xl, (size_t)nl, &ml);
+            if (xh)
+                mt_stats_median(xh, (size_t)nh, &mh);
+            mt_stats_median(s->b->revs[m].ms, (size_t)s->b->revs[m].n, &mm);
+            free(xl);
+            free(xh);
             ref_one(&M, m);
-            note(s, "#%d sits between its references (a partial step): both sides are "
-                    "searched", m);
+            note(s, "#%d sits between its references (a partial step: median %.1f ms over %d runs, "
+                    "good-like %.1f, bad-like %.1f): both sides are searched",
+                 m, mm, s->b->revs[m].n, ml, mh);
             if (s->b->n_culprits < s->p->max_culprits)
                 search(s, a, m, &L, &M);
             if (s->b->n_culprits < s->p->max_culprits)

@@ -14,15 +14,15 @@
 #include "engine_int.h"
 
 #include "config.h"
+#include "launch.h"
 #include "prepare.h"
+#include "runner.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,98 +59,81 @@ static void rl_free(revlist *l)
     memset(l, 0, sizeof *l);
 }
 
-/* Runs argv (no shell) and collects its stdout (and the first line of its
- * stderr into err).  The exit status, or -1 when it could not run. */
-static int capture(char *const *argv, char **out, char *err, size_t nerr)
+/* What a git command printed: its stdout lines, and its first stderr line. */
+typedef struct gitout {
+    revlist lines;
+    char err[300];
+} gitout;
+
+static void git_line(void *ctx, int stream, const char *line, size_t n)
 {
-    int po[2], pe[2], st = 0;
-    pid_t pid;
-    size_t len = 0, cap = 4096;
-    char *buf = malloc(cap), ebuf[512];
-    ssize_t k;
-    size_t el = 0;
-    *out = NULL;
-    err[0] = '\0';
-    if (!buf || pipe(po)) {
-        free(buf);
-        return -1;
+    gitout *g = ctx;
+    if (stream == MT_STREAM_STDOUT && n)
+        rl_push(&g->lines, line, n);
+    else if (stream == MT_STREAM_STDERR && !g->err[0])
+        snprintf(g->err, sizeof g->err, "%.*s", (int)(n < 290 ? n : 290), line);
+}
+
+/* Runs git (through the runner: no shell, every descendant reaped) and
+ * collects its output.  The exit status, or -1 when it could not run. */
+static int git(const char *const *argv, gitout *g)
+{
+    mt_run_spec rs;
+    mt_run_result res;
+    mt_run *run;
+    mt_kv *env = mt_kv_new();
+    mt_diag *d = mt_diag_new();
+    int rc = -1;
+    memset(g, 0, sizeof *g);
+    mt_launch_environment(MT_LAUNCHER_LOCAL, 1, NULL, env);
+    memset(&rs, 0, sizeof rs);
+    rs.argv = argv;
+    rs.env = env;
+    rs.time_limit_s = 600;
+    rs.on_line = git_line;
+    rs.line_ctx = g;
+    if ((run = mt_runner_start(&rs, d))) {
+        mt_runner_wait(run, &res);
+        if (res.exited)
+            rc = res.exit_code;
+        if (res.launch_errno)
+            snprintf(g->err, sizeof g->err, "cannot run git: %s", strerror(res.launch_errno));
+        mt_runner_destroy(&run);
     }
-    if (pipe(pe)) {
-        close(po[0]), close(po[1]);
-        free(buf);
-        return -1;
-    }
-    fflush(NULL);
-    pid = fork();
-    if (pid == 0) {
-        int nul = open("/dev/null", O_RDONLY);
-        dup2(nul, 0);
-        dup2(po[1], 1);
-        dup2(pe[1], 2);
-        close(po[0]), close(pe[0]);
-        execvp(argv[0], argv);
-        dprintf(2, "cannot run %s: %s\n", argv[0], strerror(errno));
-        _exit(127);
-    }
-    close(po[1]), close(pe[1]);
-    if (pid < 0) {
-        close(po[0]), close(pe[0]);
-        free(buf);
-        return -1;
-    }
-    while ((k = read(po[0], buf + len, cap - len - 1)) > 0 || (k < 0 && errno == EINTR)) {
-        if (k < 0)
-            continue;
-        len += (size_t)k;
-        if (cap - len < 2) {
-            char *b = realloc(buf, cap * 2);
-            if (!b)
-                break;
-            buf = b;
-            cap *= 2;
-        }
-    }
-    buf[len] = '\0';
-    while ((k = read(pe[0], ebuf + el, sizeof ebuf - el - 1)) > 0 || (k < 0 && errno == EINTR))
-        if (k > 0)
-            el += (size_t)k;
-    ebuf[el] = '\0';
-    ebuf[strcspn(ebuf, "\n")] = '\0';
-    snprintf(err, nerr, "%s", ebuf);
-    close(po[0]), close(pe[0]);
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    *out = buf;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    mt_kv_destroy(&env);
+    mt_diag_destroy(&d);
+    return rc;
 }
 
 /* One revision name of git's: its full commit hash. */
 static int git_commit(const char *repo, const char *rev, char *hash, size_t n, mt_diag *d)
 {
-    char spec[600], *out = NULL, err[512];
-    char *argv[] = {"git", "-C", (char *)repo, "rev-parse", "--verify", "--quiet", spec, NULL};
+    char spec[600];
+    const char *argv[] = {"git", "-C", repo, "rev-parse", "--verify", "--quiet", spec, NULL};
+    gitout g;
     int rc;
     snprintf(spec, sizeof spec, "%.500s^{commit}", rev);
-    rc = capture(argv, &out, err, sizeof err);
-    if (rc != 0 || !out || strlen(out) < 40) {
+    rc = git(argv, &g);
+    if (rc != 0 || g.lines.n != 1 || strlen(g.lines.v[0]) < 40) {
         mt_diag_add(d, repo, 0, NULL, "%.200s is not a commit of the repository%s%s", rev,
-                    err[0] ? ": " : "", err);
-        free(out);
+                    g.err[0] ? ": " : "", g.err);
+        rl_free(&g.lines);
         return -EINVAL;
     }
-    out[strcspn(out, "\n")] = '\0';
-    snprintf(hash, n, "%s", out);
-    free(out);
+    snprintf(hash, n, "%s", g.lines.v[0]);
+    rl_free(&g.lines);
     return 0;
 }
 
 static int revs_from_git(const char *repo, const char *good, const char *bad, revlist *l,
                          mt_diag *d)
 {
-    char g[128], b[128], range[300], *out = NULL, err[512], *p;
-    char *argv[] = {"git", "-C", (char *)repo, "rev-list", "--first-parent", "--reverse",
-                    range, NULL};
-    char *anc[] = {"git", "-C", (char *)repo, "merge-base", "--is-ancestor", g, b, NULL};
+    char g[128], b[128], range[300];
+    const char *list[] = {"git", "-C", repo, "rev-list", "--first-parent", "--reverse", range,
+                          NULL};
+    const char *anc[] = {"git", "-C", repo, "merge-base", "--is-ancestor", g, b, NULL};
+    gitout out;
+    size_t i;
     int rc;
     if (git_commit(repo, good, g, sizeof g, d) || git_commit(repo, bad, b, sizeof b, d))
         return -EINVAL;
@@ -158,28 +141,23 @@ static int revs_from_git(const char *repo, const char *good, const char *bad, re
         mt_diag_add(d, repo, 0, NULL, "--good and --bad are the same commit (%s)", g);
         return -EINVAL;
     }
-    rc = capture(anc, &out, err, sizeof err);
-    free(out);
+    rc = git(anc, &out);
+    rl_free(&out.lines);
     if (rc != 0) {
         mt_diag_add(d, repo, 0, NULL, "--good %.100s is not an ancestor of --bad %.100s", good,
                     bad);
         return -EINVAL;
     }
     snprintf(range, sizeof range, "%s..%s", g, b);
-    rc = capture(argv, &out, err, sizeof err);
-    if (rc != 0 || !out) {
-        mt_diag_add(d, repo, 0, NULL, "git rev-list failed: %s", err);
-        free(out);
+    if (git(list, &out) != 0) {
+        mt_diag_add(d, repo, 0, NULL, "git rev-list failed: %s", out.err);
+        rl_free(&out.lines);
         return -EINVAL;
     }
     rl_push(l, g, strlen(g));
-    for (p = out; *p;) {
-        size_t k = strcspn(p, "\n");
-        if (k)
-            rl_push(l, p, k);
-        p += k + (p[k] ? 1 : 0);
-    }
-    free(out);
+    for (i = 0; i < out.lines.n; i++)
+        rl_push(l, out.lines.v[i], strlen(out.lines.v[i]));
+    rl_free(&out.lines);
     if (l->n < 2 || strcmp(l->v[l->n - 1], b)) {
         mt_diag_add(d, repo, 0, NULL, "the first-parent history from %.12s does not reach %.12s",
                     b, g);
