@@ -14,7 +14,7 @@
 # (default ./build/workers/cuda/moetune-cuda-moe).  Logs of every run go to
 # $GPU_CHECK_LOGS (default a new directory under /tmp).
 # Exit: 0 every check passed (speed never fails it), 1 a check failed or a
-# run broke, 2 no program, 69 no GPU visible (nothing measured).
+# run broke, 2 no program, 69 no usable GPU visible (nothing measured).
 set -eu
 
 if [ -z "${GPU_CHECK_INNER:-}" ]; then
@@ -49,6 +49,9 @@ run() {
     [ "$limit" -gt "$l" ] && limit=$l
     RC=0
     timeout -k 3 "$limit" "$BIN" "$@" >"$LOGS/$name.log" 2>&1 || RC=$?
+    # 137: SIGKILL after the grace period, still the time limit
+    [ "$RC" = 137 ] && RC=124
+    return 0
 }
 
 # kv KEY FILE: the value of KEY=... on the expert-gemm line
@@ -92,7 +95,8 @@ for c in "${checks[@]}"; do
     0) res=ok ;;
     77)
         res=skipped
-        grep -q "no CUDA GPU is visible" "$LOGS/check-$name.log" && NOGPU=1
+        # no GPU, or none usable (older than sm_90): nothing can be measured
+        grep -q -e "no CUDA GPU is visible" -e "needs sm_90" "$LOGS/check-$name.log" && NOGPU=1
         worst=$(head -1 "$LOGS/check-$name.log" | sed 's/^moetune-cuda-moe: //' | cut -c1-60)
         ;;
     3)
@@ -112,7 +116,7 @@ for c in "${checks[@]}"; do
     printf '%-26s %-8s %s\n' "$name" "$res" "$worst"
     if [ "$NOGPU" = 1 ]; then
         echo
-        echo "gpu-check: no CUDA GPU is visible; nothing measured ($(head -1 "$LOGS/check-$name.log"))"
+        echo "gpu-check: no usable CUDA GPU is visible; nothing measured ($(head -1 "$LOGS/check-$name.log"))"
         exit 69
     fi
 done
@@ -145,11 +149,10 @@ for prec in bf16 fp8; do
     done
 done
 
-# without nvidia-smi: the GPU count the program itself printed
-if [ "$GPUS" = 0 ]; then
-    GPUS=$(sed -n 's/.*: GPU 0 of \([0-9]*\) visible.*/\1/p' "$LOGS"/sweep-*.log 2>/dev/null | head -1)
-    GPUS=${GPUS:-0}
-fi
+# the GPUs the program sees (CUDA_VISIBLE_DEVICES applied, which nvidia-smi
+# ignores); nvidia-smi's count only when no run printed it
+seen=$(sed -n 's/.*: GPU 0 of \([0-9]*\) visible.*/\1/p' "$LOGS"/sweep-*.log 2>/dev/null | head -1 || true)
+GPUS=${seen:-$GPUS}
 
 # ---- 3. expert-GEMM TFLOP/s -------------------------------------------------------
 echo

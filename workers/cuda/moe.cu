@@ -54,7 +54,9 @@ typedef __nv_bfloat16 bf16;
 static int fail_cuda(cudaError_t e, const char *what, int line)
 {
     if (e == cudaErrorMemoryAllocation) {
-        fprintf(stderr, PROG ": CUDA error: out of memory in %s (moe.cu:%d)\n", what, line);
+        /* the same "CUDA out of memory." as alloc_all's message (README, exit 4) */
+        fprintf(stderr, PROG ": CUDA out of memory. (%s in %s, moe.cu:%d)\n", cudaGetErrorName(e),
+                what, line);
         return MT_MOE_EXIT_OOM;
     }
     fprintf(stderr, PROG ": CUDA error: %s (%s) in %s (moe.cu:%d)\n", cudaGetErrorString(e),
@@ -71,6 +73,11 @@ static int fail_cuda(cudaError_t e, const char *what, int line)
 #define LT(call)                                                                                   \
     do {                                                                                           \
         cublasStatus_t s_ = (call);                                                                \
+        if (s_ == CUBLAS_STATUS_ALLOC_FAILED) {                                                    \
+            fprintf(stderr, PROG ": CUDA out of memory. (cuBLASLt %s in %s, moe.cu:%d)\n",          \
+                    cublasLtGetStatusName(s_), #call, __LINE__);                                   \
+            return MT_MOE_EXIT_OOM;                                                                \
+        }                                                                                          \
         if (s_ != CUBLAS_STATUS_SUCCESS) {                                                         \
             fprintf(stderr, PROG ": cuBLASLt error: %s (%s) in %s (moe.cu:%d)\n",                  \
                     cublasLtGetStatusString(s_), cublasLtGetStatusName(s_), #call, __LINE__);      \
@@ -317,17 +324,27 @@ __global__ void k_swiglu_bwd(const bf16 *h, const bf16 *dact, bf16 *dh, int64_t 
     }
 }
 
-/* max |v| into *slot (a non-negative float compared as its bits) */
+/* max |v| into *slot (a non-negative float compared as its bits); one
+ * atomic per block, not per warp: the weights' amax runs over up to 2^21
+ * blocks into one address every iteration */
 __global__ void k_amax(const bf16 *p, int64_t n, float *slot)
 {
+    __shared__ float sh[32];
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = (int)(blockDim.x >> 5);
     float m = 0.0f;
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         m = fmaxf(m, fabsf(__bfloat162float(p[i])));
     for (int o = 16; o; o >>= 1)
         m = fmaxf(m, __shfl_xor_sync(FULL, m, o));
-    if ((threadIdx.x & 31) == 0)
+    if (lane == 0)
+        sh[w] = m;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int i = 1; i < nw; i++)
+            m = fmaxf(m, sh[i]);
         atomicMax((unsigned *)slot, __float_as_uint(m));
+    }
 }
 
 /* e4m3 with the scale 448/amax (1 when amax is 0): moe_ref.c's formula */
