@@ -11,10 +11,14 @@
 #   5. two regressions: both found, or the report names the range of the second
 #   6. bad input: an unknown revision, good after bad, a bad prepare template
 #   7. through two ZeroMQ workers with CURVE: the same samples as locally
-# usage: bisect_git.sh MOETUNE SOURCE_DIR
+# usage: bisect_git.sh MOETUNE SOURCE_DIR [quick]
+# quick (the sanitizer build): cases 1, 3 and 6 only; the others run the same
+# code paths again at more cost (the optimized build runs them all)
 set -u
 MOETUNE=$1
 SRC=$2
+QUICK=${3:-}
+full() { [ "$QUICK" != quick ]; }
 CONTRACT=$SRC/tests/contracts/bisect-small.cfg
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
@@ -85,6 +89,7 @@ check "one regression: bisect.html plots step time against revision" \
 check "one regression: a prepare step ran once per revision" \
   [ "$(ls -d "$T"/b1/work/*.prepared | wc -l)" = "$(json "$T/b1/bisect.json" "len(j['measured'])")" ]
 
+if full; then
 # 2. kill -9 part way, then the same command again
 "$MOETUNE" bisect "$CONTRACT" --repo "$T/r1" --good "$(rev "$T/r1" 0)" --bad "$(rev "$T/r1" 63)" \
   --dir "$T/b2" "${PREP[@]}" >/dev/null 2>"$T/err2" &
@@ -111,6 +116,8 @@ check "resume: the same samples as the uninterrupted bisection" \
   [ "$(json "$T/b2/bisect.json" "[x['samples_ms'] for x in j['measured']]")" = \
     "$(json "$T/b1/bisect.json" "[x['samples_ms'] for x in j['measured']]")" ]
 
+fi
+
 # 3. commits 35, 36, 38, 39 cannot be built (125), 37 fails to build (1):
 #    the culprit 37 lies in the untestable range 35..40; revisions from a file
 mk_repo "$T/r3" "37=1.03 35:skip 36:skip 37:fail 38:skip 39:skip"
@@ -128,6 +135,7 @@ check "skipped range: the candidates are commits 35..40" \
 check "skipped range: a build failure is a typed outcome, not a skip" \
   python3 -c "import json,sys; m={x['index']: x for x in json.load(open(sys.argv[1]))['measured']}; sys.exit(0 if all(m[i]['verdict']=='skip' for i in m if i in (35,36,38,39)) and any(m[i]['verdict']=='failed' and m[i]['outcome']=='prepare_failed' and 'undefined reference' in m[i]['evidence'] for i in m) else 1)" "$T/b3/bisect.json"
 
+if full; then
 # 4. no regression
 mk_repo "$T/r4" ""
 "$MOETUNE" bisect "$CONTRACT" --repo "$T/r4" --good "$(rev "$T/r4" 0)" --bad "$(rev "$T/r4" 63)" \
@@ -158,6 +166,9 @@ ranges = [tuple(map(int, m)) for n in j['notes'] for m in re.findall(r'#(\d+)\.\
 missing = [x for x in (20, 45) if x not in found]
 sys.exit(0 if len(found) >= 1 and all(any(a <= x <= b for a, b in ranges) for x in missing) else 1)" "$T/b5/bisect.json"
 
+fi
+
+if full; then
 # 7. through two ZeroMQ workers with CURVE keys: the same samples and culprit
 #    as case 1 (the prepare programs on the workers' allowlists)
 PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
@@ -183,6 +194,8 @@ check "workers: the same culprit and samples as the local executor" \
     "$(json "$T/b1/bisect.json" "([c['index'] for c in j['culprits']], [x['samples_ms'] for x in j['measured']])")" ]
 check "workers: both ran jobs, each revision prepared on the worker" \
   bash -c "grep -q 'running job/bisect/' '$T/w1.log' && grep -q 'running job/bisect/' '$T/w2.log' && ls '$T'/wd-w1/work/*.prepared >/dev/null"
+
+fi
 
 # 6. bad input
 "$MOETUNE" bisect "$CONTRACT" --repo "$T/r1" --good nosuchrev --bad "$(rev "$T/r1" 63)" \
