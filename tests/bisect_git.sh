@@ -218,7 +218,7 @@ check "bad input: an unterminated quote in a prepare step is exit 2" \
 rc=$?
 check "bad input: an unknown placeholder is exit 2, named" \
   bash -c "[ $rc = 2 ] && grep -q 'unknown placeholder' '$T/err9'"
-"$MOETUNE" bisect "$CONTRACT" --repo "$T/r4" --good "$(rev "$T/r4" 0)" --bad "$(rev "$T/r4" 63)" \
+"$MOETUNE" bisect "$CONTRACT" --repo "$T/r3" --good "$(rev "$T/r3" 0)" --bad "$(rev "$T/r3" 63)" \
   --dir "$T/b1" --quiet >/dev/null 2>"$T/err10"
 rc=$?
 check "bad input: a directory of another bisection is refused" \
