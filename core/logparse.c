@@ -1351,12 +1351,16 @@ static void match_word(lp_match *m, const char *t, const char *s, const char *e)
                 consider(m, MT_LOGEV_NCCL_ERROR);
         } else if (AT("node lost") || AT("node failure")) {
             consider(m, MT_LOGEV_INFRA);
+        } else if (AT("no CUDA GPU is visible")) {
+            /* moetune-cuda-moe on a node without a usable GPU: the node's fault */
+            consider(m, MT_LOGEV_INFRA);
         }
         break;
     case 'X':
         if (AT("Xid") && (e - s == 3 || s[3] == ' ' || s[3] == ':' || s[3] == '('))
             consider(m, MT_LOGEV_INFRA);
         break;
+
     case 'f':
         if (AT("found NaN") || AT("found Inf") || AT("found nan") || AT("found inf"))
             consider(m, MT_LOGEV_NAN);
@@ -1400,6 +1404,8 @@ static void match_word(lp_match *m, const char *t, const char *s, const char *e)
         break;
     case 't':
         if (AT("transport retry counter exceeded"))
+            consider(m, MT_LOGEV_INFRA);
+        else if (AT("too few GPUs visible")) /* moetune-cuda-moe: this node cannot host the EP */
             consider(m, MT_LOGEV_INFRA);
         break;
     case 'u':

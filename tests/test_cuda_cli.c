@@ -147,6 +147,64 @@ START_TEST(no_gpu_check_skips_77)
 END_TEST
 
 /* EP 64: no machine here has 64 GPUs in one node */
+/* A contract with the cuda backend, measured by moetune on a machine whose
+ * GPUs are hidden: the rendered Megatron command runs unchanged, the program
+ * says there is no GPU, and moetune types the run as the node's fault
+ * (infra, retried elsewhere), with the program's own words as evidence. */
+START_TEST(a_cuda_contract_measured_without_a_gpu_is_infra)
+{
+    char dir[] = "/tmp/moetune-cuda-measure-XXXXXX", path[8192], contract[1024], outp[1200],
+        errp[1200], *out, *err, *slash;
+    const char *argv[] = {MT_MOETUNE_BIN, "measure", contract, "--dir", dir, NULL};
+    char **env;
+    size_t n = 0, i, k = 0;
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    int st, fo, fe;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(contract, sizeof contract, "%s/tests/contracts/qwen3-30b-a3b-h100x8-layer.cfg",
+             MT_SOURCE_DIR);
+    snprintf(path, sizeof path, "PATH=%s", MT_CUDA_MOE_BIN);
+    slash = strrchr(path, '/');
+    ck_assert_ptr_nonnull(slash);
+    snprintf(slash, sizeof path - (size_t)(slash - path), ":%s",
+             getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    snprintf(outp, sizeof outp, "%s.out", dir);
+    snprintf(errp, sizeof errp, "%s.err", dir);
+    fo = open(outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    fe = open(errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ck_assert(fo >= 0 && fe >= 0);
+    while (environ[n])
+        n++;
+    env = calloc(n + 3, sizeof *env);
+    ck_assert_ptr_nonnull(env);
+    for (i = 0; i < n; i++)
+        if (strncmp(environ[i], "CUDA_VISIBLE_DEVICES=", 21) && strncmp(environ[i], "PATH=", 5))
+            env[k++] = environ[i];
+    env[k++] = path;
+    env[k++] = "CUDA_VISIBLE_DEVICES=";
+    env[k] = NULL;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    posix_spawn_file_actions_adddup2(&fa, fe, 2);
+    ck_assert_int_eq(posix_spawn(&pid, MT_MOETUNE_BIN, &fa, NULL, (char **)argv, env), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    free(env);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    close(fo);
+    close(fe);
+    out = tk_slurp(outp);
+    err = tk_slurp(errp);
+    ck_assert(out && err);
+    ck_assert_msg(strstr(out, "screen replicate 0: infra"), "stdout: %s\nstderr: %s", out, err);
+    ck_assert_msg(strstr(out, "no CUDA GPU is visible"), "stdout: %s", out);
+    free(out);
+    free(err);
+    unlink(outp);
+    unlink(errp);
+}
+END_TEST
+
 START_TEST(too_few_gpus_68_or_no_gpu_69)
 {
     const char *args[] = {"--expert-model-parallel-size", "64", "--num-experts", "64", NULL};
@@ -155,8 +213,8 @@ START_TEST(too_few_gpus_68_or_no_gpu_69)
         ck_assert_ptr_nonnull(strstr(r.err, "moetune-cuda-moe: no CUDA GPU is visible"));
     else {
         ck_assert_msg(r.status == MT_MOE_EXIT_FEW_GPUS, "exit %d: %s", r.status, r.err);
-        ck_assert_msg(strstr(r.err, "moetune-cuda-moe: --expert-model-parallel-size 64 needs 64 "
-                                    "GPUs in this node, ") == r.err,
+        ck_assert_msg(strstr(r.err, "moetune-cuda-moe: too few GPUs visible: "
+                                    "--expert-model-parallel-size 64 needs 64 GPUs in this node, ") == r.err,
                       "stderr: %s", r.err);
     }
     ck_assert_str_eq(r.out, "");
@@ -174,6 +232,7 @@ int main(void)
     tcase_add_test(tc, no_gpu_exit_69);
     tcase_add_test(tc, no_gpu_check_skips_77);
     tcase_add_test(tc, too_few_gpus_68_or_no_gpu_69);
+    tcase_add_test(tc, a_cuda_contract_measured_without_a_gpu_is_infra);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

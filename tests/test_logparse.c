@@ -744,6 +744,13 @@ START_TEST(nccl_errors_and_infrastructure)
          "NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
          MT_LOGEV_INFRA},
         {"srun: error: node17: task 96: node lost", MT_LOGEV_INFRA},
+        /* workers/cuda's benchmark on a node that cannot host it */
+        {"moetune-cuda-moe: no CUDA GPU is visible (cudaGetDeviceCount: CUDA driver version is "
+         "insufficient for CUDA runtime version; CUDA_VISIBLE_DEVICES=(unset))",
+         MT_LOGEV_INFRA},
+        {"moetune-cuda-moe: too few GPUs visible: --expert-model-parallel-size 16 needs 16 GPUs "
+         "in this node, 8 visible (CUDA_VISIBLE_DEVICES=(unset))",
+         MT_LOGEV_INFRA},
         {"[rank5]:[E0105 03:13:02.000123 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) "
          "Rank 5] Process group watchdog thread terminated with exception: NCCL error",
          MT_LOGEV_NCCL_ERROR},

@@ -1870,8 +1870,8 @@ int mt_moe_gpu_main(const mt_moe_args *a)
     }
     if (n < a->ep) {
         fprintf(stderr,
-                PROG ": --expert-model-parallel-size %d needs %d GPUs in this node, %d "
-                     "visible (CUDA_VISIBLE_DEVICES=%s)%s\n",
+                PROG ": too few GPUs visible: --expert-model-parallel-size %d needs %d GPUs "
+                     "in this node, %d visible (CUDA_VISIBLE_DEVICES=%s)%s\n",
                 a->ep, a->ep, n, cvd ? cvd : "(unset)", a->check ? "; --check skipped" : "");
         return a->check ? MT_MOE_EXIT_SKIP : MT_MOE_EXIT_FEW_GPUS;
     }
