@@ -197,30 +197,25 @@ check "workers: both ran jobs, each revision prepared on the worker" \
 
 fi
 
-# 6. bad input
-"$MOETUNE" bisect "$CONTRACT" --repo "$T/r1" --good nosuchrev --bad "$(rev "$T/r1" 63)" \
-  --dir "$T/b6" --quiet >/dev/null 2>"$T/err6"
-rc=$?
-check "bad input: an unknown revision is exit 2, named" \
-  bash -c "[ $rc = 2 ] && grep -q 'nosuchrev is not a commit' '$T/err6'"
-"$MOETUNE" bisect "$CONTRACT" --repo "$T/r1" --good "$(rev "$T/r1" 40)" --bad "$(rev "$T/r1" 3)" \
-  --dir "$T/b7" --quiet >/dev/null 2>"$T/err7"
-rc=$?
-check "bad input: good after bad is exit 2" \
-  bash -c "[ $rc = 2 ] && grep -q 'not an ancestor' '$T/err7'"
-"$MOETUNE" bisect "$CONTRACT" --repo "$T/r1" --good "$(rev "$T/r1" 0)" --bad "$(rev "$T/r1" 63)" \
-  --dir "$T/b8" --prepare "git clone '{repo} {work}" --quiet >/dev/null 2>"$T/err8"
-rc=$?
-check "bad input: an unterminated quote in a prepare step is exit 2" \
-  bash -c "[ $rc = 2 ] && grep -q 'unterminated' '$T/err8'"
-"$MOETUNE" bisect "$CONTRACT" --repo "$T/r1" --good "$(rev "$T/r1" 0)" --bad "$(rev "$T/r1" 63)" \
-  --dir "$T/b8" --prepare "make -C {wrk}" --quiet >/dev/null 2>"$T/err9"
-rc=$?
-check "bad input: an unknown placeholder is exit 2, named" \
-  bash -c "[ $rc = 2 ] && grep -q 'unknown placeholder' '$T/err9'"
-"$MOETUNE" bisect "$CONTRACT" --repo "$T/r3" --good "$(rev "$T/r3" 0)" --bad "$(rev "$T/r3" 63)" \
-  --dir "$T/b1" --quiet >/dev/null 2>"$T/err10"
-rc=$?
-check "bad input: a directory of another bisection is refused" \
-  bash -c "[ $rc = 2 ] && grep -q 'other revisions' '$T/err10'"
+# 6. bad input: each refused with exit 2 and its own words
+# refused NAME PATTERN ARGS...: moetune bisect ARGS exits 2 and says PATTERN
+refused() {
+  local name=$1 pattern=$2 rc
+  shift 2
+  "$MOETUNE" bisect "$CONTRACT" "$@" --quiet >/dev/null 2>"$T/refused"
+  rc=$?
+  check "bad input: $name" bash -c "[ $rc = 2 ] && grep -q '$pattern' '$T/refused'"
+}
+refused "an unknown revision is exit 2, named" 'nosuchrev is not a commit' \
+  --repo "$T/r1" --good nosuchrev --bad "$(rev "$T/r1" 63)" --dir "$T/b6"
+refused "good after bad is exit 2" 'not an ancestor' \
+  --repo "$T/r1" --good "$(rev "$T/r1" 40)" --bad "$(rev "$T/r1" 3)" --dir "$T/b7"
+refused "an unterminated quote in a prepare step is exit 2" 'unterminated' \
+  --repo "$T/r1" --good "$(rev "$T/r1" 0)" --bad "$(rev "$T/r1" 63)" --dir "$T/b8" \
+  --prepare "git clone '{repo} {work}"
+refused "an unknown placeholder is exit 2, named" 'unknown placeholder' \
+  --repo "$T/r1" --good "$(rev "$T/r1" 0)" --bad "$(rev "$T/r1" 63)" --dir "$T/b8" \
+  --prepare "make -C {wrk}"
+refused "a directory of another bisection is refused" 'other revisions' \
+  --repo "$T/r3" --good "$(rev "$T/r3" 0)" --bad "$(rev "$T/r3" 63)" --dir "$T/b1"
 exit $fail
