@@ -1,5 +1,7 @@
 #include "contract.h"
 
+#include "dialect.h"
+
 #include "hardware.h"
 #include "sha256.h"
 #include "spell.h"
@@ -114,7 +116,7 @@ static const field launch_fields[] = {
 
 static const char *const top_groups[] = {
     "version", "name", "model", "hardware", "stack", "data", "batch", "base", "space",
-    "windows", "intervals", "gates", "profile", "budget", "labels", "launch"};
+    "windows", "intervals", "gates", "profile", "budget", "labels", "launch", "fixed_args"};
 #define N_TOP (sizeof top_groups / sizeof top_groups[0])
 
 typedef struct loader {
@@ -729,6 +731,54 @@ static void parse_launch(loader *L, const config_setting_t *g)
     mt_kv_destroy(&kv);
 }
 
+/* fixed_args: the training program's flags that are not knobs (data,
+ * tokenizer, checkpoint, architecture details), rendered verbatim after the
+ * knobs.  Their canonical form is exact (each token length-prefixed), so no
+ * two lists share a fingerprint. */
+static void parse_fixed_args(loader *L, const config_setting_t *e)
+{
+    size_t i, len = 0, cap = 64;
+    char *canon;
+    if (!e)
+        return;
+    L->c->fixed_args = string_array(L, e, "fixed_args", &L->c->n_fixed_args, 1);
+    if (!L->c->fixed_args)
+        return;
+    for (i = 0; i < L->c->n_fixed_args; i++)
+        cap += strlen(L->c->fixed_args[i]) + 24;
+    canon = malloc(cap);
+    if (!canon)
+        return;
+    canon[0] = 0;
+    for (i = 0; i < L->c->n_fixed_args; i++) {
+        const char *t = L->c->fixed_args[i];
+        int bad = 0;
+        const char *p;
+        for (p = t; *p; p++)
+            bad |= *p == '\n' || *p == '\r';
+        if (bad)
+            err(L, e, "fixed_args", "fixed_args element %zu holds a line break", i + 1);
+        len += (size_t)snprintf(canon + len, cap - len, "%s%zu:%s", i ? " " : "", strlen(t), t);
+    }
+    mt_kv_set(L->canon, "fixed_args", canon);
+    free(canon);
+}
+
+/* The fixed arguments must be flags of the stack's Megatron-LM version. */
+static void check_fixed_args(loader *L, const mt_mlm_dialect *dl)
+{
+    mt_kv *ns;
+    mt_argparse_result res;
+    if (!L->c->n_fixed_args)
+        return;
+    ns = mt_kv_new();
+    if (mt_argparse(dl, L->c->fixed_args, L->c->n_fixed_args, ns, &res))
+        err(L, NULL, "fixed_args", "Megatron-LM %s refuses fixed_args: %s", mt_dialect_name(dl),
+            res.error);
+    mt_argparse_result_free(&res);
+    mt_kv_destroy(&ns);
+}
+
 /* Fills the view plugins see as ctx->contract, and the hardware view. */
 static void fill_views(loader *L)
 {
@@ -771,6 +821,26 @@ static void fill_views(loader *L)
         strcat(labels, *labels ? " benchmark_only" : "benchmark_only");
     mt_kv_set(c->view, "labels", labels);
     mt_kv_set(c->view, "dialect", c->dialect == MT_DIALECT_BRIDGE ? "bridge" : "mlm");
+    /* The stack, and the Megatron-LM dialect it is judged by. */
+    {
+        char why[512];
+        const mt_mlm_dialect *dl = mt_dialect_for_stack(c->stack, why, sizeof why);
+        for (i = 0; mt_kv_entry(c->stack, i, &k, &v) == 0; i++) {
+            char key[512];
+            snprintf(key, sizeof key, "stack.%s", k);
+            mt_kv_set(c->view, key, v);
+        }
+        if (!dl) {
+            err(L, NULL, mt_kv_get(c->stack, "dialect") ? "stack.dialect" : "stack.megatron_lm",
+                "%s", why);
+        } else {
+            mt_kv_set(c->view, "stack.dialect", mt_dialect_name(dl));
+            mt_kv_set(c->view, "stack.megatron_core", mt_dialect_core_version(dl));
+            check_fixed_args(L, dl);
+        }
+    }
+    if (g)
+        mt_kv_set(c->hardware, "compute_capability", g->compute_capability);
     for (i = 0; mt_kv_entry(c->space, i, &k, &v) == 0; i++) {
         char key[512];
         snprintf(key, sizeof key, "space.%s", k);
@@ -973,6 +1043,7 @@ static mt_contract *load(config_t *cfg, int rc, const char *path, mt_diag *d)
     }
     parse_labels(&L, config_setting_get_member(root, "labels"));
     parse_launch(&L, config_setting_get_member(root, "launch"));
+    parse_fixed_args(&L, config_setting_get_member(root, "fixed_args"));
 
     c->routing = mt_kv_get(c->data, "routing") && !strcmp(mt_kv_get(c->data, "routing"), "natural")
                      ? MT_ROUTING_NATURAL
@@ -1056,6 +1127,9 @@ void mt_contract_destroy(mt_contract **cp)
     for (i = 0; c->plugin_path && i < c->n_plugin_path; i++)
         free(c->plugin_path[i]);
     free(c->plugin_path);
+    for (i = 0; c->fixed_args && i < c->n_fixed_args; i++)
+        free(c->fixed_args[i]);
+    free(c->fixed_args);
     for (i = 0; c->trace_classes && i < c->n_trace_classes; i++)
         free(c->trace_classes[i]);
     free(c->trace_classes);

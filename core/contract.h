@@ -61,6 +61,8 @@ typedef struct mt_contract {
     mt_kv *launch_env;   /* static environment of every run */
     char **plugin_path;
     size_t n_plugin_path;
+    char **fixed_args;   /* flags that are not knobs, rendered verbatim */
+    size_t n_fixed_args;
     char *canonical;     /* canonical form, "group.key=value\n" sorted */
     char fingerprint[65];
 } mt_contract;

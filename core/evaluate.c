@@ -1,14 +1,127 @@
 #include "evaluate.h"
 
+#include "derive.h"
+#include "dialect.h"
+#include "render.h"
+#include "rules.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The kind of an argparse refusal, as a rule id of the core. */
+static const char *parse_rule(const char *error)
+{
+    if (!strncmp(error, "unrecognized arguments", 22))
+        return "core.args_unrecognized";
+    if (strstr(error, ": invalid choice: "))
+        return "core.args_invalid_choice";
+    if (strstr(error, ": expected "))
+        return "core.args_arity";
+    return "core.args_invalid_value";
+}
+
+/* The knob a parser error is about: the offending flag's dest. */
+static void parse_knob(const mt_argparse_result *res, const char *error, char *buf, size_t n)
+{
+    const char *f = strcmp(res->where, "argparse") ? res->where : NULL;
+    size_t i;
+    if (!f && !strncmp(error, "unrecognized arguments: ", 24))
+        f = error + 24;
+    if (!f) {
+        buf[0] = 0;
+        return;
+    }
+    while (*f == '-')
+        f++;
+    for (i = 0; f[i] && f[i] != ' ' && f[i] != '=' && i + 1 < n; i++)
+        buf[i] = f[i] == '-' ? '_' : f[i];
+    buf[i] = 0;
+}
+
+mt_kv *mt_extension_choices(const mt_registry *r)
+{
+    mt_kv *extra = mt_kv_new();
+    size_t i;
+    for (i = 0; extra && i < mt_registry_count(r); i++) {
+        const mt_plugin *p = mt_registry_at(r, i);
+        uint32_t j;
+        if (!p->enabled)
+            continue;
+        for (j = 0; j < p->desc->n_extends; j++) {
+            const mt_extension_v1 *e = &p->desc->extends[j];
+            const char *const *v;
+            char flag[256], list[2048];
+            size_t k, len;
+            snprintf(flag, sizeof flag, "--%s", e->knob);
+            for (k = 2; flag[k]; k++)
+                if (flag[k] == '_')
+                    flag[k] = '-';
+            len = (size_t)snprintf(list, sizeof list, "%s", mt_kv_get(extra, flag) ?: "");
+            for (v = e->values; v && *v && len < sizeof list; v++)
+                len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? "|" : "", *v);
+            mt_kv_set(extra, flag, list);
+        }
+    }
+    return extra;
+}
+
+mt_kv *mt_args_of(mt_registry *r, const mt_contract *c, const mt_kv *cfg, mt_violations *out,
+                  mt_diag *d)
+{
+    char why[512];
+    const mt_mlm_dialect *dl = mt_dialect_for_stack(c->stack, why, sizeof why);
+    mt_rendered rd;
+    mt_kv *args;
+    mt_argparse_result res = {0};
+    mt_kv *extra = NULL;
+    size_t i;
+    const char *k, *v;
+    if (!dl)
+        return NULL;
+    mt_rendered_init(&rd);
+    /* Bridge builds the same Megatron-Core configs: its rules are judged on
+     * the Megatron-LM spelling of the same config. */
+    if (mt_render(r, c, cfg, MT_DIALECT_MLM, &rd, d)) {
+        mt_rendered_free(&rd);
+        return NULL;
+    }
+    args = mt_kv_new();
+    extra = mt_extension_choices(r);
+    if (args && mt_argparse_ext(dl, rd.argv.v, rd.argv.n, args, &res, extra)) {
+        char msg[800], knob[128];
+        parse_knob(&res, res.error, knob, sizeof knob);
+        snprintf(msg, sizeof msg, "Megatron-LM %s's argument parser refuses the command line: %s",
+                 mt_dialect_name(dl), res.error);
+        if (out)
+            mt_violations_add(out, "core", parse_rule(res.error), knob, msg, MT_RULE_STARTUP);
+        mt_kv_destroy(&args);
+    } else if (args) {
+        mt_args_derive(args, strtol(mt_kv_get(c->hardware, "world_size") ?: "1", NULL, 10));
+        for (i = 0; mt_kv_entry(rd.env, i, &k, &v) == 0; i++) {
+            char key[512];
+            snprintf(key, sizeof key, "env.%s", k);
+            mt_kv_set(args, key, v);
+        }
+    }
+    mt_argparse_result_free(&res);
+    mt_rendered_free(&rd);
+    mt_kv_destroy(&extra);
+    return args;
+}
 
 int mt_legality(mt_registry *r, const mt_contract *c, const mt_kv *cfg, mt_violations *out,
                 mt_diag *d)
 {
     mt_ctx_v1 ctx = mt_ctx_make(c, cfg, NULL, NULL);
-    return mt_registry_check(r, &ctx, out, d);
+    mt_kv *args = mt_args_of(r, c, cfg, out, d);
+    int rc;
+    ctx.args = args;
+    rc = mt_registry_check(r, &ctx, out, d);
+    if (args)
+        mt_core_check(&ctx, out);
+    mt_kv_destroy(&args);
+    return rc;
 }
 
 /* The plugin that answers for knob's current value: the extender when the

@@ -17,6 +17,16 @@
 /* Every rule cfg violates.  0, or negative when a plugin failed (in d). */
 int mt_legality(mt_registry *r, const mt_contract *c, const mt_kv *cfg, mt_violations *out,
                 mt_diag *d);
+/* The argument namespace (ctx->args) of cfg: rendered in the Megatron-LM
+ * spelling of the contract's stack and read by that version's parser, with
+ * env.NAME for the run's environment.  NULL when the stack is unknown or the
+ * render fails; when the parser refuses, also NULL, and the refusal is added
+ * to out (when not NULL) as a start-up violation of the core. */
+/* Choices plugins add to upstream flags through the knob values they
+ * extend: option string -> "a|b" (for mt_argparse_ext). */
+mt_kv *mt_extension_choices(const mt_registry *r);
+mt_kv *mt_args_of(mt_registry *r, const mt_contract *c, const mt_kv *cfg, mt_violations *out,
+                  mt_diag *d);
 
 /* Builds cand->config = base + cand->sets + repairs, filling cand->repairs,
  * cand->repair_notes and cand->violations (empty when legal). */

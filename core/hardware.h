@@ -16,6 +16,7 @@ typedef struct mt_gpu_spec {
     double nvlink_gbps;   /* per GPU, GB/s */
     double scaleout_gbps; /* per GPU, GB/s */
     int sms;
+    const char *compute_capability; /* "9.0", "10.0", "10.3" */
 } mt_gpu_spec;
 
 /* NULL when unknown.  Case-sensitive canonical names; see mt_gpu_names. */

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "contract.h"
 #include "evaluate.h"
+#include "import.h"
 #include "memory.h"
 #include "optimum.h"
 #include "registry.h"
@@ -54,6 +55,12 @@ static void usage(FILE *out)
             "\n"
             "  plugins [CONTRACT]            list loaded plugins, their knobs and load errors\n"
             "  check CONTRACT                validate a contract; print meshes and memory\n"
+            "  check --startup-only CONTRACT  only what the training program's own start-up\n"
+            "                                checks say of the base config (exit 0 legal, 2 not)\n"
+            "  import [--stack NAME=VERSION]... [--hardware gpu=G,gpus_per_node=P,nodes=N]\n"
+            "       [--env NAME=VALUE]... [--dialect mlm|bridge] [--backend sim|command]\n"
+            "       [--name NAME] [-o FILE] (-- ARGV... | --argv FILE)\n"
+            "                                a contract from an existing Megatron-LM command line\n"
             "  render CONTRACT [--set knob=value]... [--dialect mlm|bridge]\n"
             "                                the launch command for the base config (+ sets)\n"
             "  candidates CONTRACT [--wall W] [--set knob=value]...\n"
@@ -327,6 +334,196 @@ static int cmd_check(const char *path)
     printf("search space: %zu knobs\n", mt_kv_count(s.contract->space));
     session_close(&s);
     return 0;
+}
+
+/* check --startup-only: what the training program's own start-up checks
+ * say about the base config, nothing else.  Exit 0 legal, 2 not. */
+static int cmd_check_startup(const char *path)
+{
+    session s;
+    mt_violations vs = {0};
+    mt_diag *d;
+    size_t i, n = 0;
+    int rc = session_open(&s, path, 0);
+    if (rc) {
+        session_close(&s);
+        return rc;
+    }
+    d = mt_diag_new();
+    mt_legality(s.reg, s.contract, s.cfg, &vs, d);
+    mt_diag_print(d, stderr);
+    for (i = 0; i < vs.n; i++) {
+        if (vs.v[i].rule_class != MT_RULE_STARTUP)
+            continue;
+        if (!n++)
+            fprintf(stderr, "moetune: %s: %s would stop at start-up:\n", path,
+                    mt_kv_get(s.contract->view, "stack.dialect"));
+        fprintf(stderr, "  [%s] %s (plugin %s)\n", vs.v[i].rule, vs.v[i].message,
+                vs.v[i].plugin);
+    }
+    if (!n)
+        printf("contract %s: legal at start-up on Megatron-LM %s\n", s.contract->name,
+               mt_kv_get(s.contract->view, "stack.dialect"));
+    rc = n ? EXIT_BAD_INPUT : mt_diag_count(d) ? 1 : 0;
+    mt_violations_free(&vs);
+    mt_diag_destroy(&d);
+    session_close(&s);
+    return rc;
+}
+
+/* "a=1,b=2" into kv; -1 on a piece without '='. */
+static int split_pairs(const char *spec, mt_kv *kv)
+{
+    char buf[1024], *tok, *save = NULL;
+    snprintf(buf, sizeof buf, "%s", spec);
+    for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(tok, '=');
+        if (!eq || eq == tok)
+            return -1;
+        *eq = 0;
+        mt_kv_set(kv, tok, eq + 1);
+    }
+    return 0;
+}
+
+/* One token a line; blank lines and lines starting with '#' skipped. */
+static char **read_argv_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "r");
+    char *line = NULL, **v = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    *n = 0;
+    if (!f)
+        return NULL;
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        char **nv;
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
+        if (!len || line[0] == '#')
+            continue;
+        nv = realloc(v, (*n + 2) * sizeof *v);
+        if (!nv)
+            break;
+        v = nv;
+        v[(*n)++] = strdup(line);
+        v[*n] = NULL;
+    }
+    free(line);
+    fclose(f);
+    if (!v)
+        v = calloc(1, sizeof *v);
+    return v;
+}
+
+static int cmd_import(int argc, char **argv)
+{
+    mt_import_opts o;
+    session s;
+    char **args = NULL, **owned = NULL;
+    size_t nargs = 0, i;
+    const char *outpath = NULL;
+    FILE *out = stdout;
+    mt_diag *d;
+    int rc = 0, a;
+    memset(&o, 0, sizeof o);
+    memset(&s, 0, sizeof s);
+    o.stack = mt_kv_new(), o.hardware = mt_kv_new(), o.env = mt_kv_new();
+    for (a = 2; a < argc && !rc; a++) {
+        const char *opt = argv[a];
+        const char *val = a + 1 < argc ? argv[a + 1] : NULL;
+        if (!strcmp(opt, "--")) {
+            args = argv + a + 1;
+            nargs = (size_t)(argc - a - 1);
+            break;
+        }
+        if (!val) {
+            fprintf(stderr, "moetune import: option '%s' needs a value\n", opt);
+            rc = EXIT_USAGE;
+        } else if (!strcmp(opt, "--stack") || !strcmp(opt, "--env")) {
+            const char *eq = strchr(val, '=');
+            char key[256];
+            if (!eq || eq == val || (size_t)(eq - val) >= sizeof key) {
+                fprintf(stderr, "moetune import: %s '%s' is not NAME=VALUE\n", opt, val);
+                rc = EXIT_USAGE;
+            } else {
+                snprintf(key, sizeof key, "%.*s", (int)(eq - val), val);
+                mt_kv_set(opt[2] == 's' ? o.stack : o.env, key, eq + 1);
+            }
+            a++;
+        } else if (!strcmp(opt, "--hardware")) {
+            if (split_pairs(val, o.hardware)) {
+                fprintf(stderr, "moetune import: --hardware '%s' is not gpu=G,gpus_per_node=P,"
+                                "nodes=N\n", val);
+                rc = EXIT_USAGE;
+            }
+            a++;
+        } else if (!strcmp(opt, "--dialect")) {
+            if (strcmp(val, "mlm") && strcmp(val, "bridge")) {
+                fprintf(stderr, "moetune import: --dialect is mlm or bridge, not '%s'\n", val);
+                rc = EXIT_USAGE;
+            }
+            o.dialect = val, a++;
+        } else if (!strcmp(opt, "--backend")) {
+            if (strcmp(val, "sim") && strcmp(val, "command")) {
+                fprintf(stderr, "moetune import: --backend is sim or command, not '%s'\n", val);
+                rc = EXIT_USAGE;
+            }
+            o.backend = val, a++;
+        } else if (!strcmp(opt, "--name")) {
+            o.name = val, a++;
+        } else if (!strcmp(opt, "-o") || !strcmp(opt, "--output")) {
+            outpath = val, a++;
+        } else if (!strcmp(opt, "--argv")) {
+            owned = read_argv_file(val, &nargs);
+            if (!owned) {
+                fprintf(stderr, "moetune import: cannot read %s: %s\n", val, strerror(errno));
+                rc = EXIT_BAD_INPUT;
+            }
+            args = owned;
+            a++;
+        } else {
+            fprintf(stderr, "moetune import: unknown option '%s'\n", opt);
+            rc = EXIT_USAGE;
+        }
+    }
+    if (!rc && !args) {
+        fprintf(stderr, "moetune import: give the command line after '--' or with --argv FILE\n");
+        rc = EXIT_USAGE;
+    }
+    if (!rc && !mt_kv_get(o.stack, "megatron_lm") && !mt_kv_get(o.stack, "dialect")) {
+        fprintf(stderr, "moetune import: give the stack, e.g. --stack megatron_lm=core_v0.19.0 "
+                        "--stack transformer_engine=2.12\n");
+        rc = EXIT_USAGE;
+    }
+    if (!rc) {
+        load_plugins(&s);
+        warn_load(&s);
+        if (outpath && !(out = fopen(outpath, "w"))) {
+            fprintf(stderr, "moetune import: cannot write %s: %s\n", outpath, strerror(errno));
+            rc = 1;
+        }
+    }
+    if (!rc) {
+        d = mt_diag_new();
+        rc = mt_import(s.reg, &o, args, nargs, out, d);
+        if (mt_diag_count(d)) {
+            for (i = 0; i < mt_diag_count(d); i++)
+                fprintf(stderr, "moetune import: %s: %s\n", mt_diag_at(d, i)->field,
+                        mt_diag_at(d, i)->message);
+        }
+        mt_diag_destroy(&d);
+        if (out != stdout && fclose(out) && !rc)
+            rc = 1;
+        if (rc && outpath)
+            unlink(outpath);
+    }
+    for (i = 0; owned && owned[i]; i++)
+        free(owned[i]);
+    free(owned);
+    mt_kv_destroy(&o.stack), mt_kv_destroy(&o.hardware), mt_kv_destroy(&o.env);
+    session_close(&s);
+    return rc;
 }
 
 static int parse_opts(int argc, char **argv, char ***sets, size_t *nsets, const char **dialect,
@@ -1772,6 +1969,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "calibration"))
         return cmd_calibration(argc, argv);
+    if (!strcmp(argv[1], "import"))
+        return cmd_import(argc, argv);
     if (!strcmp(argv[1], "optimum")) {
         if (argc < 3) {
             fprintf(stderr, "moetune optimum: missing CONTRACT\n");
@@ -1786,6 +1985,15 @@ int main(int argc, char **argv)
         return EXIT_USAGE;
     }
     if (!strcmp(argv[1], "check")) {
+        if (!strcmp(argv[2], "--startup-only")) {
+            if (argc != 4) {
+                fprintf(stderr, "moetune check --startup-only: give one CONTRACT\n");
+                return EXIT_USAGE;
+            }
+            return cmd_check_startup(argv[3]);
+        }
+        if (argc > 3 && !strcmp(argv[3], "--startup-only") && argc == 4)
+            return cmd_check_startup(argv[2]);
         if (argc > 3) {
             fprintf(stderr, "moetune check: unexpected argument '%s'\n", argv[3]);
             return EXIT_USAGE;

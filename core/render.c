@@ -57,6 +57,17 @@ static void flag_name(const char *knob, char *buf, size_t n)
             buf[i] = '-';
 }
 
+/* A flag the contract's fixed_args give: the core leaves it to them. */
+static int fixed_has(const mt_contract *c, const char *flag)
+{
+    size_t i, n = strlen(flag);
+    for (i = 0; i < c->n_fixed_args; i++)
+        if (!strncmp(c->fixed_args[i], flag, n) &&
+            (c->fixed_args[i][n] == 0 || c->fixed_args[i][n] == '='))
+            return 1;
+    return 0;
+}
+
 static void render_core(const mt_contract *c, const mt_kv *cfg, uint32_t dialect,
                         mt_rendered *out)
 {
@@ -88,10 +99,12 @@ static void render_core(const mt_contract *c, const mt_kv *cfg, uint32_t dialect
         if (!strcmp(f->knob, "num_query_groups"))
             mt_strlist_push(&out->argv, "--group-query-attention");
         flag_name(f->knob, buf, sizeof buf);
+        if (fixed_has(c, buf))
+            continue;
         mt_strlist_push(&out->argv, buf);
         if (f->when != IS_TRUE)
             mt_strlist_push(&out->argv, v);
-        if (!strcmp(f->knob, "seq_length")) {
+        if (!strcmp(f->knob, "seq_length") && !fixed_has(c, "--max-position-embeddings")) {
             mt_strlist_push(&out->argv, "--max-position-embeddings");
             mt_strlist_push(&out->argv, v);
         }
@@ -100,7 +113,7 @@ static void render_core(const mt_contract *c, const mt_kv *cfg, uint32_t dialect
     if (!strcmp(mt_kv_get(cfg, "eval_interval") ? mt_kv_get(cfg, "eval_interval") : "0", "0")) {
         if (dialect == MT_DIALECT_BRIDGE)
             mt_strlist_push(&out->argv, "train.eval_iters=0");
-        else
+        else if (!fixed_has(c, "--eval-iters"))
             mt_strlist_push(&out->argv, "--eval-iters"), mt_strlist_push(&out->argv, "0");
     }
     if (mt_kv_get(c->data, "dataset") && !strcmp(mt_kv_get(c->data, "dataset"), "mock")) {
@@ -120,5 +133,10 @@ int mt_render(mt_registry *r, const mt_contract *c, const mt_kv *cfg, uint32_t d
     for (i = 0; mt_kv_entry(c->launch_env, i, &k, &v) == 0; i++)
         mt_kv_set(out->env, k, v);
     render_core(c, cfg, dialect, out);
-    return mt_registry_render(r, &ctx, dialect, out, d);
+    if (mt_registry_render(r, &ctx, dialect, out, d))
+        return -1;
+    /* The contract's fixed flags come last, verbatim. */
+    for (i = 0; dialect == MT_DIALECT_MLM && i < c->n_fixed_args; i++)
+        mt_strlist_push(&out->argv, c->fixed_args[i]);
+    return 0;
 }

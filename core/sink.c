@@ -74,6 +74,20 @@ void mt_violations_free(mt_violations *vs)
     memset(vs, 0, sizeof *vs);
 }
 
+int mt_violations_add(mt_violations *vs, const char *plugin, const char *rule,
+                      const char *knobs, const char *message, uint32_t rule_class)
+{
+    mt_violation *v;
+    GROW(vs->v, vs->n, vs->cap);
+    v = &vs->v[vs->n++];
+    v->plugin = dupstr(plugin);
+    v->rule = dupstr(rule);
+    v->knobs = dupstr(knobs);
+    v->message = dupstr(message);
+    v->rule_class = rule_class;
+    return 0;
+}
+
 int mt_violations_has(const mt_violations *vs, const char *rule)
 {
     size_t i;
@@ -225,18 +239,21 @@ static int h_note(mt_sink *s, const char *text)
     return wrong(s, "sink_note");
 }
 
-static int h_violation(mt_sink *s, const char *rule, const char *knobs, const char *message)
+static int h_violation_class(mt_sink *s, const char *rule, const char *knobs,
+                             const char *message, uint32_t rule_class)
 {
-    mt_violation *v;
+    mt_violation *v = NULL;
     if (!s || s->kind != MT_SINK_CHECK)
         return wrong(s, "sink_violation");
-    GROW(s->viol->v, s->viol->n, s->viol->cap);
-    v = &s->viol->v[s->viol->n++];
-    v->plugin = dupstr(s->plugin);
-    v->rule = dupstr(rule);
-    v->knobs = dupstr(knobs);
-    v->message = dupstr(message);
-    return 0;
+    if (rule_class != MT_RULE_STARTUP && rule_class != MT_RULE_RUNTIME)
+        return wrong(s, "sink_violation_class with an unknown class");
+    (void)v;
+    return mt_violations_add(s->viol, s->plugin, rule, knobs, message, rule_class);
+}
+
+static int h_violation(mt_sink *s, const char *rule, const char *knobs, const char *message)
+{
+    return h_violation_class(s, rule, knobs, message, MT_RULE_STARTUP);
 }
 
 static int h_arg(mt_sink *s, const char *token)
@@ -286,6 +303,6 @@ static int h_error(mt_sink *s, const char *message)
 static const mt_host_v1 host_table = {
     sizeof(mt_host_v1), MT_PLUGIN_ABI_VERSION, h_log,   h_kv_get,  h_kv_count, h_kv_entry,
     h_candidate,        h_set,                 h_note,  h_violation, h_arg,    h_env,
-    h_launch,           h_verdict,             h_error};
+    h_launch,           h_verdict,             h_error, h_violation_class};
 
 const mt_host_v1 *mt_host_table(void) { return &host_table; }

@@ -30,6 +30,7 @@ typedef struct mt_violation {
     char *rule;
     char *knobs;   /* space-separated; first = the knob to repair */
     char *message;
+    uint32_t rule_class; /* enum mt_rule_class */
 } mt_violation;
 
 typedef struct mt_violations {
@@ -38,6 +39,9 @@ typedef struct mt_violations {
 } mt_violations;
 
 void mt_violations_free(mt_violations *vs);
+/* Appends one violation (copies every string). */
+int mt_violations_add(mt_violations *vs, const char *plugin, const char *rule,
+                      const char *knobs, const char *message, uint32_t rule_class);
 /* True when rule id appears. */
 int mt_violations_has(const mt_violations *vs, const char *rule);
 

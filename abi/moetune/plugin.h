@@ -91,6 +91,20 @@ enum mt_dialect {
     MT_DIALECT_BRIDGE = 1 /* Megatron-Bridge overrides: model.x=..., ddp.x=...  */
 };
 
+/* When a violated rule would stop a real run.
+ *   STARTUP  the training program refuses the config before it trains: its
+ *            argument parser, argument validation or config constructors
+ *            (what Megatron's parse_args, validate_args and TransformerConfig
+ *            enforce).
+ *   RUNTIME  the program starts, and the config fails later, on the GPU or
+ *            in a library: a precision recipe the architecture lacks, a
+ *            dispatcher backend the hardware or the installed packages
+ *            cannot run, memory. */
+enum mt_rule_class {
+    MT_RULE_STARTUP = 1,
+    MT_RULE_RUNTIME = 2
+};
+
 /* The verdict of verify() for one knob. */
 enum mt_verdict {
     MT_VERDICT_UNKNOWN = 0,    /* evidence cannot tell              */
@@ -200,6 +214,13 @@ typedef struct mt_host_v1 {
 
     /* Any call: the reason for a failure. */
     int (*sink_error)(mt_sink *s, const char *message);
+
+    /* check(): one violated rule of a class (enum mt_rule_class).
+     * sink_violation is sink_violation_class with MT_RULE_STARTUP.  Added
+     * after the first v1 hosts: test with MT_HAS_FIELD(host, mt_host_v1,
+     * sink_violation_class) before calling. */
+    int (*sink_violation_class)(mt_sink *s, const char *rule, const char *knobs,
+                                const char *message, uint32_t rule_class);
 } mt_host_v1;
 
 /* Everything a call may look at.
@@ -221,6 +242,21 @@ typedef struct mt_host_v1 {
  *             "trace.<fact>", "wall" (the dominant wall when profiled).
  *   changed   repair() only: the knobs the candidate changed, with their new
  *             values; NULL in other calls.
+ *   args      check() only: the argument namespace the training program's
+ *             own parser gives for the config as rendered in the contract's
+ *             stack dialect (one key per dest, its defaults filled in, a
+ *             None value absent; booleans "true"/"false", lists
+ *             space-joined, numbers as written), plus "env.NAME" for every
+ *             variable of the run's environment.  Start-up rules read this:
+ *             it is what upstream's validation reads.  NULL in other calls
+ *             and when the command line does not parse (the host then
+ *             reports the parser's error itself).  Added after the first v1
+ *             hosts: test with MT_HAS_FIELD(ctx, mt_ctx_v1, args).
+ * The contract view also holds the stack: "stack.megatron_lm" (as
+ * declared), "stack.dialect" (the dialect it is judged by),
+ * "stack.megatron_core" (that dialect's package version, "0.18.0"),
+ * "stack.transformer_engine", "stack.pytorch"; the hardware view holds
+ * "compute_capability" ("9.0", "10.0", "10.3").
  */
 typedef struct mt_ctx_v1 {
     uint32_t struct_size;
@@ -230,6 +266,7 @@ typedef struct mt_ctx_v1 {
     const mt_kv *contract;
     const mt_kv *evidence;
     const mt_kv *changed;
+    const mt_kv *args;
 } mt_ctx_v1;
 
 /* The plugin descriptor, exported as `moetune_plugin_v1`. */
