@@ -71,6 +71,14 @@ int mt_audit_windows(const mt_contract *c, const mt_kv *base, mt_diag *d)
     size_t nv, ng, i, j;
     int problems = 0, w, graphs = 0, gc = 0;
 
+    if (c->log_interval != 1) {
+        /* Not a start-up rule: Megatron runs with any positive interval, but
+         * moetune reads every iteration's line. */
+        mt_diag_add(d, c->path, mt_contract_line(c, "intervals.log"), "intervals.log",
+                    "moetune measures every iteration, so it needs --log-interval 1; "
+                    "intervals.log is %d (set it to 1)", c->log_interval);
+        problems++;
+    }
     for (w = 0; w < 2; w++) {
         problems += window_hit("an evaluation step", "intervals.eval", c->eval_interval, wins[w],
                                names[w], c, d);
@@ -140,7 +148,9 @@ static void report_violations(const mt_contract *c, const mt_violations *vs, con
             if (!line)
                 snprintf(field, sizeof field, "base.%s", first);
         }
-        mt_diag_add(d, c->path, line, field, "%s[%s] %s", prefix, vs->v[i].rule, vs->v[i].message);
+        mt_diag_add(d, c->path, line, field, "%s[%s, %s] %s", prefix, vs->v[i].rule,
+                    vs->v[i].rule_class == MT_RULE_RUNTIME ? "runtime" : "start-up",
+                    vs->v[i].message);
     }
 }
 

@@ -61,7 +61,7 @@ static void core_from_contract(mt_kv *cfg, const mt_contract *c)
     mt_kv_set(cfg, "seq_length", mt_kv_get(c->batch, "seq_length"));
     mt_kv_set(cfg, "global_batch_size", mt_kv_get(c->batch, "global_batch_size"));
     mt_kv_setf(cfg, "train_iters", "%d", c->screen.steps);
-    mt_kv_set(cfg, "log_interval", "1");
+    mt_kv_setf(cfg, "log_interval", "%d", c->log_interval);
     mt_kv_set(cfg, "log_throughput", "true");
     mt_kv_setf(cfg, "eval_interval", "%d", c->eval_interval);
     mt_kv_setf(cfg, "save_interval", "%d", c->save_interval);

@@ -66,7 +66,8 @@ static const field data_fields[] = {
 
 static const field batch_fields[] = {
     {"seq_length", F_INT, 1, 1, 1e7, NULL, NULL},
-    {"global_batch_size", F_INT, 1, 1, 1e8, NULL, NULL},
+    /* 0 loads: the start-up rules say what Megatron says of it. */
+    {"global_batch_size", F_INT, 1, 0, 1e8, NULL, NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL}};
 
 static const field screen_fields[] = {
@@ -84,6 +85,7 @@ static const field validate_fields[] = {
 static const field interval_fields[] = {
     {"eval", F_INT, 0, 0, 1e9, "0", NULL},
     {"save", F_INT, 0, 0, 1e9, "0", NULL},
+    {"log", F_INT, 0, 0, 1e9, "1", NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL}};
 
 static const field gate_fields[] = {
@@ -1017,6 +1019,7 @@ static mt_contract *load(config_t *cfg, int rc, const char *path, mt_diag *d)
                     kv);
         c->eval_interval = (int)kv_long(kv, "eval", 0);
         c->save_interval = (int)kv_long(kv, "save", 0);
+        c->log_interval = (int)kv_long(kv, "log", 1);
         mt_kv_destroy(&kv);
         kv = mt_kv_new();
         parse_group(&L, config_setting_get_member(root, "gates"), "gates", gate_fields, kv);

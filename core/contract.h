@@ -43,6 +43,7 @@ typedef struct mt_contract {
     mt_window screen, validate;
     int screen_warmup;
     int eval_interval, save_interval; /* 0 = never */
+    int log_interval;                 /* --log-interval; moetune measures with 1 */
     double alpha, min_effect, memory_headroom, loss_tolerance;
     int replicates;
     mt_profile_rules profile;

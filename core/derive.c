@@ -85,12 +85,18 @@ void mt_args_derive(mt_kv *a, long world)
     long cp = num(a, "context_parallel_size", 1);
     long shards = num(a, "tensor_parallel_num_weight_shards", 0);
     long total, hidden = num(a, "hidden_size", 0), heads = num(a, "num_attention_heads", 0);
+    char seq[64];
     mt_kv_setf(a, "world_size", "%ld", world);
     mt_kv_set(a, "rank", "0");
-    /* GTP weight remat (0.19+): the shards over TP multiply the model size. */
+    /* GTP weight remat (0.19+, A:415 resolve_tensor_parallel_weight_shards):
+     * the shards over TP multiply the model size. */
     total = tp * pp * cp;
-    if (shards > 0 && tp > 0 && shards >= tp && shards % tp == 0)
+    if (shards > 0 && tp > 0 && shards >= tp && shards % tp == 0) {
         total *= shards / tp;
+        mt_kv_setf(a, "gtp_weight_remat_size", "%ld", shards / tp);
+    } else {
+        mt_kv_set(a, "gtp_weight_remat_size", "1");
+    }
     if (total > 0 && world % total == 0)
         mt_kv_setf(a, "data_parallel_size", "%ld", world / total);
     if (!mt_kv_get(a, "expert_tensor_parallel_size"))
@@ -108,8 +114,19 @@ void mt_args_derive(mt_kv *a, long world)
         derive_long(a, "kv_channels", hidden / heads);
     if (tp == 1 && on(a, "sequence_parallel"))
         derive(a, "sequence_parallel", "false");
+    /* seq_length and encoder_seq_length mirror each other (A:849). */
+    if (mt_kv_get(a, "seq_length") && !mt_kv_get(a, "encoder_seq_length")) {
+        snprintf(seq, sizeof seq, "%s", mt_kv_get(a, "seq_length"));
+        derive(a, "encoder_seq_length", seq);
+    } else if (!mt_kv_get(a, "seq_length") && mt_kv_get(a, "encoder_seq_length")) {
+        snprintf(seq, sizeof seq, "%s", mt_kv_get(a, "encoder_seq_length"));
+        derive(a, "seq_length", seq);
+    }
     if (on(a, "use_rotary_position_embeddings"))
         derive(a, "position_embedding_type", "rope");
+    /* RoPE fusion only for rope (A:1005). */
+    if (on(a, "apply_rope_fusion") && strcmp(mt_kv_get(a, "position_embedding_type") ?: "", "rope"))
+        derive(a, "apply_rope_fusion", "false");
     if (mt_kv_get(a, "num_experts") && num(a, "num_experts", -1) == 0)
         derive(a, "num_experts", NULL);
     if (mt_kv_get(a, "num_experts") && !mt_kv_get(a, "moe_ffn_hidden_size"))

@@ -7,6 +7,7 @@
  * command line said under "raw.<dest>".  The derivations (upstream line
  * numbers in derive.c):
  *   world_size, rank            from the hardware (rank 0)
+ *   gtp_weight_remat_size       tensor_parallel_num_weight_shards // TP (0.19+), else 1
  *   data_parallel_size          world // (TP * PP * CP [* weight-shard factor])
  *   expert_tensor_parallel_size None -> TP
  *   recompute_granularity       "selective" under --recompute-activations
@@ -21,7 +22,9 @@
  *   sequence_parallel           false when TP == 1
  *   ffn_hidden_size, kv_channels, moe_ffn_hidden_size  Megatron's defaults
  *   num_experts                 0 -> None
+ *   seq_length, encoder_seq_length  each the other's value when only one is given
  *   position_embedding_type     "rope" under --use-rotary-position-embeddings
+ *   apply_rope_fusion           false unless the position embedding is rope
  */
 #ifndef MT_DERIVE_H
 #define MT_DERIVE_H

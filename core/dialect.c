@@ -300,8 +300,35 @@ static int py_float(const char *s, char *out, size_t n)
     return 0;
 }
 
+/* The CUDA graph module converter's names (0.18+): CudaGraphModule
+ * members and the deprecated whole-graph spellings it passes through. */
+static const char *const graph_modules[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess",
+                                            "mamba", "full", "full_iteration",
+                                            "full_iteration_inference", NULL};
+
+static int listed(const char *c, const char *v);
+
+/* Converters that look a name up in an enum raise KeyError, which argparse
+ * does not catch: parse_args dies there, in argv order, with
+ * "KeyError: 'v'" (r0.15's lambda and 0.18+'s enum_type_handler for
+ * --attention-backend, --exit-signal; the graph module converter). */
+static int key_error(const mt_flag *f, const char *v)
+{
+    const char *const *m;
+    if (!strcmp(f->type, "_parse_cuda_graph_modules_arg")) {
+        for (m = graph_modules; *m; m++)
+            if (!strcmp(*m, v))
+                return 0;
+        return 1;
+    }
+    if ((!strcmp(f->type, "enum_type_handler") || !strcmp(f->type, "lambda")) && f->choices)
+        return !listed(f->choices, v);
+    return 0;
+}
+
 /* Converts one value as the flag's type would; -1 with the converter's
- * argparse name in *tname when it refuses. */
+ * argparse name in *tname when it refuses (argparse then says "invalid
+ * <tname> value"), -2 when the converter raises past argparse. */
 static int convert(const mt_flag *f, const char *v, char *out, size_t n, const char **tname)
 {
     *tname = f->type;
@@ -309,6 +336,8 @@ static int convert(const mt_flag *f, const char *v, char *out, size_t n, const c
         return py_int(v, out, n);
     if (!strcmp(f->type, "float"))
         return py_float(v, out, n);
+    if (key_error(f, v))
+        return -2;
     snprintf(out, n, "%s", v);
     return 0;
 }
@@ -460,6 +489,7 @@ int mt_argparse_ext(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_
         char name[256];
         const mt_flag *f;
         size_t start = i, vals = 0, want_min, want_max;
+        int rc;
         const char *inline_val = NULL;
         if (!strcmp(a, "--")) {
             /* Everything after "--" is positional: Megatron takes none. */
@@ -529,7 +559,10 @@ int mt_argparse_ext(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_
             if (want_min > 1)
                 return fail(res, f->flag, "argument %s: expected %s arguments%s", f->flag,
                             f->nargs, "");
-            if (convert(f, inline_val, one, sizeof one, &tname))
+            rc = convert(f, inline_val, one, sizeof one, &tname);
+            if (rc == -2)
+                return fail(res, f->flag, "KeyError: '%s'%s%s", inline_val, "", "");
+            if (rc)
                 return fail(res, f->flag, "argument %s: invalid %s value: '%s'", f->flag, tname,
                             inline_val);
             if (!choice_ok(f, one, msg, sizeof msg, extra))
@@ -551,7 +584,10 @@ int mt_argparse_ext(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_
                             f->nargs, "");
             }
             for (j = i; j < i + vals; j++) {
-                if (convert(f, argv[j], one, sizeof one, &tname))
+                rc = convert(f, argv[j], one, sizeof one, &tname);
+                if (rc == -2)
+                    return fail(res, f->flag, "KeyError: '%s'%s%s", argv[j], "", "");
+                if (rc)
                     return fail(res, f->flag, "argument %s: invalid %s value: '%s'", f->flag,
                                 tname, argv[j]);
                 if (!choice_ok(f, one, msg, sizeof msg, extra))

@@ -18,6 +18,8 @@ static const char *parse_rule(const char *error)
         return "core.args_invalid_choice";
     if (strstr(error, ": expected "))
         return "core.args_arity";
+    if (!strncmp(error, "KeyError: ", 10))
+        return "core.args_unknown_enum_member";
     return "core.args_invalid_value";
 }
 

@@ -16,8 +16,8 @@ static const char *const model_dests[] = {
     "mtp_num_layers", NULL};
 
 /* Flags every moetune run sets itself (core/render.c). */
-static const char *const forced_dests[] = {"log_interval", "log_throughput", "train_iters",
-                                           "eval_interval", "save_interval", NULL};
+static const char *const forced_dests[] = {"log_throughput", "train_iters", "eval_interval",
+                                           "save_interval", NULL};
 
 static int in(const char *const *list, const char *s)
 {
@@ -85,7 +85,7 @@ typedef struct importer {
     const mt_registry *r;
     const mt_mlm_dialect *dl;
     mt_kv *ns;
-    mt_kv *model, *batch, *base, *data, *env_knobs, *launch_env;
+    mt_kv *model, *batch, *base, *data, *env_knobs, *launch_env, *intervals;
     char **fixed;
     size_t n_fixed;
     char *dropped; /* flags moetune sets itself, as given */
@@ -159,6 +159,10 @@ static void place(importer *im, char *const *argv, const mt_argtok *t)
             mt_kv_set(im->batch, dest, v);
         return;
     }
+    if (!strcmp(dest, "log_interval") && v) {
+        mt_kv_set(im->intervals, "log", v);
+        return;
+    }
     if (!strcmp(dest, "seed") && v) {
         mt_kv_set(im->data, "seed", v);
         return;
@@ -192,6 +196,39 @@ static void place(importer *im, char *const *argv, const mt_argtok *t)
         }
     }
     keep_fixed(im, argv, t);
+}
+
+/* A knob whose flag the command line does not give has upstream's
+ * default there, which need not be the knob's own default (a plugin may
+ * default bf16 to true; upstream's --bf16 defaults to false): write it. */
+static void knobs_at_upstream_defaults(importer *im)
+{
+    size_t n = 0, i;
+    const char **names = mt_registry_knob_names(im->r, &n);
+    for (i = 0; names && i < n; i++) {
+        const mt_knob_v1 *k = mt_registry_knob(im->r, names[i], NULL);
+        const mt_flag *f;
+        const char *v;
+        char flag[256], canon[2048], why[256];
+        size_t j;
+        if (!k || k->kind != MT_KNOB_FLAG || mt_registry_is_core(names[i]) ||
+            mt_kv_get(im->base, names[i]))
+            continue;
+        snprintf(flag, sizeof flag, "--%s", names[i]);
+        for (j = 2; flag[j]; j++)
+            if (flag[j] == '_')
+                flag[j] = '-';
+        f = mt_dialect_flag(im->dl, flag);
+        if (!f || (k->type != MT_TYPE_BOOL && k->type != MT_TYPE_INT && k->type != MT_TYPE_ENUM))
+            continue;
+        v = mt_kv_get(im->ns, f->dest);
+        if (!v || !strcmp(v, k->default_value ? k->default_value : ""))
+            continue;
+        if (mt_registry_normalize(im->r, names[i], v, canon, sizeof canon, why, sizeof why) == 0 &&
+            strcmp(canon, k->default_value ? k->default_value : ""))
+            mt_kv_set(im->base, names[i], canon);
+    }
+    free(names);
 }
 
 static void put_group(FILE *out, const char *name, const mt_kv *kv, int quote_all)
@@ -284,10 +321,11 @@ static int write_contract(importer *im, const mt_import_opts *o, FILE *out)
     put_group(out, "data", im->data, 0);
     put_group(out, "batch", im->batch, 0);
     put_base(out, im->r, im->base, im->env_knobs);
-    fputs("space = {\n};\n\n"
+    fputs("space = {\n};\n\n", out);
+    put_group(out, "intervals", im->intervals, 0);
+    fputs(""
           "windows = {\n  screen = { steps = 20; warmup = 10; window = 10; };\n"
           "  validate = { steps = 50; first = 41; last = 50; };\n};\n\n"
-          "intervals = {\n  eval = 0;\n  save = 0;\n};\n\n"
           "gates = {\n  alpha = 0.05;\n  min_effect = 0.02;\n  replicates = 3;\n"
           "  memory_headroom = 0.10;\n  loss_tolerance = 0.02;\n};\n\n"
           "budget = {\n  gpu_hours = 100.0;\n  runs = 200;\n  deadline_hours = 10.0;\n};\n\n",
@@ -363,6 +401,9 @@ int mt_import(const mt_registry *r, const mt_import_opts *o, char *const *argv, 
     im.ns = mt_kv_new();
     im.model = mt_kv_new(), im.batch = mt_kv_new(), im.base = mt_kv_new();
     im.data = mt_kv_new(), im.env_knobs = mt_kv_new(), im.launch_env = mt_kv_new();
+    im.intervals = mt_kv_new();
+    mt_kv_set(im.intervals, "eval", "0");
+    mt_kv_set(im.intervals, "save", "0");
     extra = mt_extension_choices(r);
     if (mt_argparse_ext(im.dl, argv, argc, im.ns, &res, extra)) {
         mt_diag_add(d, NULL, 0, "argv", "Megatron-LM %s's argument parser refuses the command "
@@ -380,6 +421,7 @@ int mt_import(const mt_registry *r, const mt_import_opts *o, char *const *argv, 
     for (i = 0; i < res.n_toks; i++)
         if (res.toks[i].flag)
             place(&im, argv, &res.toks[i]);
+    knobs_at_upstream_defaults(&im);
     /* Megatron's own defaults for shape fields the command line left out and
      * the contract needs. */
     if (!mt_kv_get(im.model, "ffn_hidden_size")) {
@@ -436,5 +478,6 @@ done:
     mt_kv_destroy(&im.ns);
     mt_kv_destroy(&im.model), mt_kv_destroy(&im.batch), mt_kv_destroy(&im.base);
     mt_kv_destroy(&im.data), mt_kv_destroy(&im.env_knobs), mt_kv_destroy(&im.launch_env);
+    mt_kv_destroy(&im.intervals);
     return rc;
 }

@@ -8,7 +8,7 @@
  * other flag (data, tokenizer, checkpoint, architecture details) is kept
  * verbatim in fixed_args, so rendering the contract gives back an
  * equivalent command line.  Flags moetune sets itself on every run
- * (--log-interval, --log-throughput, --train-iters, --eval-interval,
+ * (--log-throughput, --train-iters, --eval-interval,
  * --save-interval) are dropped, and the contract says so.
  */
 #ifndef MT_IMPORT_H

@@ -205,7 +205,8 @@ static void print_violations(const mt_violations *vs, FILE *out, const char *ind
 {
     size_t i;
     for (i = 0; i < vs->n; i++)
-        fprintf(out, "%s[%s] %s (plugin %s)\n", indent, vs->v[i].rule, vs->v[i].message,
+        fprintf(out, "%s[%s, %s] %s (plugin %s)\n", indent, vs->v[i].rule,
+                vs->v[i].rule_class == MT_RULE_RUNTIME ? "runtime" : "start-up", vs->v[i].message,
                 vs->v[i].plugin);
 }
 

@@ -214,6 +214,54 @@ static int label_allowed(eng *e, uint32_t label)
 /* Every knob that differs between from and to is declared in the contract's
  * space and takes a declared value: knobs the contract leaves out of its
  * space are frozen at their base values. */
+static int word_in(const char *list, const char *w)
+{
+    size_t n = strlen(w);
+    const char *p = list;
+    while (p && *p) {
+        size_t len = strcspn(p, " ");
+        if (len == n && !strncmp(p, w, n))
+            return 1;
+        p += len;
+        while (*p == ' ')
+            p++;
+    }
+    return 0;
+}
+
+/* An undeclared knob that moves together with a declared one of the same
+ * variable (optimizer_cpu_offload brings use_precision_aware_optimizer,
+ * which Megatron requires with it): declaring the variable's knob allows
+ * its coupled knobs. */
+static int coupled_to_declared(eng *e, const mt_kv *from, const mt_kv *to, const char *knob)
+{
+    size_t i;
+    for (i = 0; i < mt_registry_count(e->reg); i++) {
+        const mt_plugin *p = mt_registry_at(e->reg, i);
+        uint32_t j;
+        for (j = 0; p->enabled && j < p->desc->n_variables; j++) {
+            const char *knobs = p->desc->variables[j].knobs, *q = knobs;
+            if (!knobs || !word_in(knobs, knob))
+                continue;
+            while (*q) {
+                char other[128];
+                size_t len = strcspn(q, " ");
+                const char *a, *b;
+                snprintf(other, sizeof other, "%.*s", (int)(len < 127 ? len : 127), q);
+                q += len;
+                while (*q == ' ')
+                    q++;
+                if (!strcmp(other, knob) || !mt_kv_get(e->c->space, other))
+                    continue;
+                a = mt_kv_get(from, other), b = mt_kv_get(to, other);
+                if (b && (!a || strcmp(a, b)))
+                    return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 static int in_space(eng *e, const mt_kv *from, const mt_kv *to)
 {
     const char *k, *v;
@@ -223,8 +271,11 @@ static int in_space(eng *e, const mt_kv *from, const mt_kv *to)
         size_t n = strlen(v);
         if (f && !strcmp(f, v))
             continue;
-        if (!(list = mt_kv_get(e->c->space, k)))
+        if (!(list = mt_kv_get(e->c->space, k))) {
+            if (coupled_to_declared(e, from, to, k))
+                continue;
             return 0;
+        }
         for (p = list;;) {
             size_t len = strcspn(p, "\n");
             if (len == n && !strncmp(p, v, n))

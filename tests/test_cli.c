@@ -97,7 +97,7 @@ START_TEST(render_sets_and_errors)
     const char *ok[] = {"render", path, "--set", "moe_token_dispatcher_type=flex", "--set",
                         "moe_flex_dispatcher_backend=hybridep", NULL};
     const char *typo[] = {"render", path, "--set", "moe_dispatcher_type=flex", NULL};
-    const char *illegal[] = {"render", path, "--set", "moe_flex_dispatcher_backend=deepep", NULL};
+    const char *illegal[] = {"render", path, "--set", "overlap_grad_reduce=false", NULL};
     const char *core[] = {"render", path, "--set", "global_batch_size=8", NULL};
     const char *bridge[] = {"render", path, "--dialect", "bridge", NULL};
     run r = moetune(ok);

@@ -60,7 +60,7 @@ static const struct {
 /* Dests moetune sets on every run itself (core/import.h). */
 static int forced(const char *dest)
 {
-    return !strcmp(dest, "train_iters") || !strcmp(dest, "log_interval") ||
+    return !strcmp(dest, "train_iters") ||
            !strcmp(dest, "log_throughput") || !strcmp(dest, "eval_interval") ||
            !strcmp(dest, "save_interval");
 }

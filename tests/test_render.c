@@ -8,6 +8,7 @@
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const recipe[] = {
     "moe_token_dispatcher_type=flex",
@@ -77,8 +78,10 @@ START_TEST(golden_mlm)
         "--moe-flex-dispatcher-backend", "--moe-flex-dispatcher-num-sms",
         "--overlap-moe-expert-parallel-comm", "--cuda-graph-impl", "--cuda-graph-modules",
         "--moe-grouped-gemm", "--moe-router-force-load-balancing",
-        /* the recipe fuses permute into the HybridEP dispatch */
-        "--moe-permute-fusion",
+        /* the recipe fuses permute into the HybridEP dispatch (0.18+) */
+        "--moe-permute-fusion", "--moe-permute-fusion-into-hybridep",
+        /* the contract's fixed_args (the published recipe's architecture) */
+        "--position-embedding-type", "--attention-dropout", "--hidden-dropout",
         /* the contract's base: distributed optimizer with overlapped DP traffic */
         "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
         /* core base flags */
@@ -105,7 +108,10 @@ START_TEST(golden_mlm)
     expect_flag(a, "--cuda-graph-impl", "transformer_engine", NULL);
     expect_flag(a, "--cuda-graph-modules", "moe_router", "moe_preprocess");
     expect_flag(a, "--moe-grouped-gemm", NULL, NULL);
+    expect_flag(a, "--moe-permute-fusion", NULL, NULL);
+    expect_flag(a, "--moe-permute-fusion-into-hybridep", NULL, NULL);
     expect_flag(a, "--moe-router-force-load-balancing", NULL, NULL);
+    expect_flag(a, "--position-embedding-type", "rope", NULL);
     expect_flag(a, "--log-interval", "1", NULL);
     expect_flag(a, "--log-throughput", NULL, NULL);
     ck_assert_int_eq(find(a, "--delay-wgrad-compute"), -1);
@@ -121,6 +127,63 @@ START_TEST(golden_mlm)
     }
     ck_assert_int_eq(mt_kv_count(out.env), 0);
     mt_rendered_free(&out);
+    tk_close(&t);
+}
+END_TEST
+
+/* The example contract on another Megatron-LM version. */
+static tk *open_on(const char *version)
+{
+    char *path = tk_example("qwen3-30b-a3b-h100x16.cfg"), *text = tk_slurp(path), *tmp;
+    char *at = strstr(text, "megatron_lm = \"main\";"), *buf;
+    mt_diag *d = mt_diag_new();
+    tk *t;
+    ck_assert_ptr_nonnull(at);
+    buf = malloc(strlen(text) + 64);
+    sprintf(buf, "%.*smegatron_lm = \"%s\";%s", (int)(at - text), text, version,
+            at + strlen("megatron_lm = \"main\";"));
+    tmp = tk_write_temp("render-version", buf);
+    t = tk_open_path(tmp, d);
+    ck_assert_msg(t != NULL, "%s", mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
+    mt_diag_destroy(&d);
+    unlink(tmp);
+    free(tmp), free(buf), free(text), free(path);
+    return t;
+}
+
+/* The same recipe in the spelling of each version that has its features:
+ * the SM count is --moe-hybridep-num-sms on 0.18 and
+ * --moe-flex-dispatcher-num-sms from 0.19; on 0.15 HybridEP and graph
+ * modules do not exist, and the recipe is illegal at start-up, saying which
+ * version it needs. */
+START_TEST(golden_mlm_every_version)
+{
+    static const char *const versions[] = {"core_v0.18.0", "core_v0.19.0", "main"};
+    size_t i, k;
+    tk *t;
+    mt_violations vs = {0};
+    int needs = 0;
+    for (i = 0; i < 3; i++) {
+        mt_rendered out;
+        t = open_on(versions[i]);
+        out = render_recipe(t, MT_DIALECT_MLM);
+        expect_flag(&out.argv, "--moe-flex-dispatcher-backend", "hybridep", NULL);
+        expect_flag(&out.argv, i ? "--moe-flex-dispatcher-num-sms" : "--moe-hybridep-num-sms",
+                    "32", NULL);
+        ck_assert_int_eq(find(&out.argv, i ? "--moe-hybridep-num-sms" : "--moe-flex-dispatcher-num-sms"), -1);
+        expect_flag(&out.argv, "--moe-permute-fusion-into-hybridep", NULL, NULL);
+        expect_flag(&out.argv, "--cuda-graph-modules", "moe_router", "moe_preprocess");
+        mt_rendered_free(&out);
+        tk_close(&t);
+    }
+    t = open_on("core_r0.15.0");
+    for (k = 0; k < sizeof recipe / sizeof recipe[0]; k++)
+        tk_set(t, recipe[k]);
+    mt_legality(t->reg, t->contract, t->cfg, &vs, t->diag);
+    for (k = 0; k < vs.n; k++)
+        needs |= strstr(vs.v[k].rule, ".needs_core") && strstr(vs.v[k].message, "0.18");
+    ck_assert_msg(needs, "core_r0.15.0: the recipe should need Megatron core >= 0.18");
+    mt_violations_free(&vs);
     tk_close(&t);
 }
 END_TEST
@@ -181,6 +244,7 @@ int main(void)
     Suite *s = suite_create("render");
     TCase *tc = tcase_create("golden");
     tcase_add_test(tc, golden_mlm);
+    tcase_add_test(tc, golden_mlm_every_version);
     tcase_add_test(tc, golden_bridge);
     tcase_add_test(tc, forced_logging);
     suite_add_tcase(s, tc);

@@ -110,6 +110,39 @@ START_TEST(graphs_captured_but_not_replayed)
 }
 END_TEST
 
+/* Megatron-LM 0.18+ dumps cuda_graph_modules as CudaGraphModule members;
+ * a working graph run must not read as a different module list. */
+START_TEST(graph_modules_from_an_enum_list_dump)
+{
+    tk *t = tk_open("qwen3-30b-a3b-h100x16.cfg");
+    mt_kv *ev = mt_kv_new();
+    mt_verdicts vs;
+    tk_set(t, "cuda_graph_impl=transformer_engine");
+    tk_set(t, "cuda_graph_modules=moe_router,moe_preprocess");
+    mt_kv_set(ev, "args.cuda_graph_impl", "transformer_engine");
+    mt_kv_set(ev, "args.cuda_graph_modules",
+              "[<CudaGraphModule.moe_router: 4>, <CudaGraphModule.moe_preprocess: 5>]");
+    mt_kv_set(ev, "log.cuda_graph_capture", "Time spent in CUDA Graphs capture on rank 0: 3.2s");
+    mt_kv_set(ev, "trace.available", "true");
+    mt_kv_set(ev, "trace.graph_launches", "960");
+    vs = run_verify(t, ev);
+    ck_assert_uint_eq(verdict_for(&vs, "cuda_graph_modules")->verdict, MT_VERDICT_APPLIED);
+    mt_verdicts_free(&vs);
+    /* the dump names another list: not applied */
+    mt_kv_set(ev, "args.cuda_graph_modules", "[<CudaGraphModule.attn: 1>]");
+    vs = run_verify(t, ev);
+    ck_assert_uint_eq(verdict_for(&vs, "cuda_graph_modules")->verdict, MT_VERDICT_NOT_APPLIED);
+    mt_verdicts_free(&vs);
+    /* the plain-string form of older dumps still reads */
+    mt_kv_set(ev, "args.cuda_graph_modules", "['moe_preprocess', 'moe_router']");
+    vs = run_verify(t, ev);
+    ck_assert_uint_eq(verdict_for(&vs, "cuda_graph_modules")->verdict, MT_VERDICT_APPLIED);
+    mt_verdicts_free(&vs);
+    mt_kv_destroy(&ev);
+    tk_close(&t);
+}
+END_TEST
+
 START_TEST(parallel_sizes_from_the_arguments_dump)
 {
     tk *t = tk_open("qwen3-30b-a3b-h100x16.cfg");
@@ -137,6 +170,7 @@ int main(void)
     tcase_add_test(tc, flex_backend_fallback_is_not_applied);
     tcase_add_test(tc, fp8_needs_the_trace);
     tcase_add_test(tc, graphs_captured_but_not_replayed);
+    tcase_add_test(tc, graph_modules_from_an_enum_list_dump);
     tcase_add_test(tc, parallel_sizes_from_the_arguments_dump);
     suite_add_tcase(s, tc);
     return tk_run(s);

@@ -154,6 +154,8 @@ static void judge(mt_registry *reg, const char *version, const char *gpu, int wo
             snprintf(out->rules, sizeof out->rules, "core.args_invalid_choice");
         else if (strstr(msg, ": expected "))
             snprintf(out->rules, sizeof out->rules, "core.args_arity");
+        else if (strstr(msg, "KeyError: "))
+            snprintf(out->rules, sizeof out->rules, "core.args_unknown_enum_member");
         else if (strstr(msg, "argument parser refuses"))
             snprintf(out->rules, sizeof out->rules, "core.args_invalid_value");
         else

@@ -1,4 +1,5 @@
 #include "measure.h"
+#include "dialect.h"
 
 #include "config.h"
 #include "profile.h"
@@ -587,6 +588,19 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         }
         if (mt_kv_get(r.launch, "cpu_bind"))
             mt_kv_set(env, "MOETUNE_SIM_CPU_BIND", mt_kv_get(r.launch, "cpu_bind"));
+        /* the software stack the sim plays (workers/sim/README.md): the
+         * Megatron-LM version whose flags and start-up rules it applies and
+         * the Transformer Engine version (not part of the sim's config id,
+         * so the noise of every run stays as it was) */
+        {
+            char derr[256];
+            const mt_mlm_dialect *dl = c->stack ? mt_dialect_for_stack(c->stack, derr, sizeof derr) : NULL;
+            const char *te = c->stack ? mt_kv_get(c->stack, "transformer_engine") : NULL;
+            if (dl)
+                mt_kv_set(env, "MOETUNE_SIM_MEGATRON", mt_dialect_name(dl));
+            if (te)
+                mt_kv_set(env, "MOETUNE_SIM_TE", te);
+        }
         mt_kv_unset(env, "WORLD_SIZE");
         /* under srun every task runs the sim: task 0 prints, the others are silent */
         if (kind == MT_LAUNCHER_SRUN)

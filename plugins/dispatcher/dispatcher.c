@@ -5,11 +5,21 @@
  * trip: the dispatcher type and flex backend, the flex backend's SM budget,
  * permute fusion, grouped GEMM, and forced load balancing (benchmark-only).
  *
- * Legality follows shared/facts/megatron.md and Megatron-Core's
- * TransformerConfig checks.  Which flex backend runs on which GPU is this
- * plugin's own rule (backend_support below), because the framework does not
- * reject an unsupported backend: it silently falls back to alltoall, so
- * running one would measure alltoall under a flex label.
+ * Start-up rules are Megatron-LM's own checks (validate_args and
+ * TransformerConfig.__post_init__) on the dispatcher and MoE capacity
+ * settings, per version, over the parsed namespace (ctx->args).  What only
+ * fails once the model is built or the kernels run (the flex group of one
+ * rank, a backend the GPU cannot run, the SM budget) is a runtime rule.
+ * Which flex backend runs on which GPU is this plugin's own table
+ * (backend_support below), because the framework does not reject an
+ * unsupported backend: it silently falls back to alltoall, so running one
+ * would measure alltoall under a flex label.
+ *
+ * Spelling per version: core r0.15 has no flex backend flag (DeepEP is
+ * --moe-enable-deepep, its SMs --moe-deepep-num-sms); 0.18 adds
+ * --moe-flex-dispatcher-backend (deepep, hybridep), --moe-hybridep-num-sms and
+ * --moe-permute-fusion-into-hybridep; 0.19 adds ncclep and the unified
+ * --moe-flex-dispatcher-num-sms.
  *
  * Backend values a third-party plugin adds to moe_flex_dispatcher_backend
  * (mt_extension_v1) are that plugin's business: every call here skips them.
@@ -23,19 +33,20 @@ static const mt_knob_v1 knobs[] = {
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_ENUM, "moe_token_dispatcher_type",
      dispatcher_types, "allgather", "how routed tokens reach their experts"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_ENUM, "moe_flex_dispatcher_backend",
-     flex_backends, "none", "communication library behind the flex dispatcher"},
+     flex_backends, "none",
+     "communication library behind the flex dispatcher; none = Megatron's default (deepep)"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_INT, "moe_flex_dispatcher_num_sms", NULL, "0",
      "SMs the flex backend's dispatch/combine kernels may use; 0 = the backend's default"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_BOOL, "moe_permute_fusion", NULL, "false",
-     "fused token permute/unpermute kernels"},
+     "fused token permute/unpermute kernels (with HybridEP: fused into the dispatch)"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_BOOL, "moe_grouped_gemm", NULL, "false",
      "one grouped GEMM for all local experts instead of one GEMM per expert"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_BOOL, "moe_router_force_load_balancing", NULL,
      "false", "random balanced routing; results with it are benchmark-only"},
 };
 
-/* The SM budget belongs to "dispatcher" too: leaving flex must clear it, or
- * the alltoall control would be illegal (num_sms only with flex). */
+/* The SM budget belongs to "dispatcher" too: leaving flex clears it, so the
+ * alltoall control carries no flex-only setting. */
 static const mt_variable_v1 variables[] = {
     {sizeof(mt_variable_v1), "dispatcher",
      "moe_token_dispatcher_type moe_flex_dispatcher_backend moe_flex_dispatcher_num_sms",
@@ -51,9 +62,8 @@ static const mt_variable_v1 variables[] = {
 /* Which flex backends run where.  It mirrors the conditions under which the
  * stack falls back to alltoall: DeepEP runs on Hopper and Blackwell; HybridEP
  * on Hopper and on the NVL72-class Blackwell systems (GB200, GB300) but not on
- * B200 nodes; NCCL EP wherever NCCL runs (it needs more than one rank, checked
- * apart).  SM counts bound moe_flex_dispatcher_num_sms when the hardware view
- * has no "sms". */
+ * B200 nodes; NCCL EP wherever NCCL runs.  SM counts bound
+ * moe_flex_dispatcher_num_sms when the hardware view has no "sms". */
 static const struct backend_support {
     const char *gpu;
     const char *backends; /* space-separated */
@@ -63,6 +73,11 @@ static const struct backend_support {
     {"B200", "deepep ncclep", 148},           {"GB200", "deepep hybridep ncclep", 152},
     {"GB300", "deepep hybridep ncclep", 160},
 };
+
+/* The first Megatron core release with each backend. */
+static const struct backend_since {
+    const char *backend, *core;
+} backend_since[] = {{"deepep", "0.0"}, {"hybridep", "0.18"}, {"ncclep", "0.19"}};
 
 static const struct backend_support *gpu_support(const mt_ctx_v1 *ctx)
 {
@@ -110,21 +125,92 @@ static long num_experts(const mt_ctx_v1 *ctx)
     return n >= 0 ? n : pk_int(ctx->model, "num_experts", 0);
 }
 
-static long world_size(const mt_ctx_v1 *ctx)
+/* A backend this plugin answers for; "none" and extension values are not. */
+static int own_backend(const char *backend)
 {
-    return pk_int(ctx->hardware, "world_size",
-                  pk_int(ctx->hardware, "gpus_per_node", 1) * pk_int(ctx->hardware, "nodes", 1));
+    return strcmp(backend, "none") && pk_value_in(flex_backends, backend);
 }
 
-/* The flex dispatcher communicates over the expert-TP x EP group and asserts
- * that group is larger than one rank; expert TP defaults to TP when unset. */
-static long flex_group(const mt_ctx_v1 *ctx)
+/* Megatron core is at least v; a contract without a stack is judged as the
+ * newest, where every knob value exists. */
+static int core_ge(const mt_ctx_v1 *ctx, const char *v)
 {
-    long ep = pk_int(ctx->config, "expert_model_parallel_size", 1);
-    long etp = pk_int(ctx->config, "expert_tensor_parallel_size", 0);
-    if (etp <= 0)
-        etp = pk_int(ctx->config, "tensor_model_parallel_size", 1);
-    return ep * etp;
+    return !pk_get(ctx->contract, "stack.megatron_core") || pk_core_ge(ctx, v);
+}
+
+static const char *stack_name(const mt_ctx_v1 *ctx)
+{
+    return pk_str(ctx->contract, "stack.dialect",
+                  pk_str(ctx->contract, "stack.megatron_lm", "?"));
+}
+
+/* The first core release with the backend ("0.0" for DeepEP), or NULL for a
+ * value this plugin does not own. */
+static const char *backend_core(const char *backend)
+{
+    size_t i;
+    for (i = 0; i < sizeof backend_since / sizeof backend_since[0]; i++)
+        if (!strcmp(backend_since[i].backend, backend))
+            return backend_since[i].core;
+    return NULL;
+}
+
+static int backend_available(const mt_ctx_v1 *ctx, const char *backend)
+{
+    const char *since = backend_core(backend);
+    return !since || core_ge(ctx, since);
+}
+
+/* The backend the flex dispatcher runs, as TransformerConfig settles it:
+ * --moe-enable-deepep forces deepep, else --moe-flex-dispatcher-backend
+ * (default deepep).  Core r0.15 has only DeepEP, and only with the flag:
+ * "none" there.  Without a parsed namespace, from the config. */
+static const char *flex_backend(const mt_ctx_v1 *ctx)
+{
+    if (pk_args(ctx)) {
+        if (pk_arg_on(ctx, "moe_enable_deepep"))
+            return "deepep";
+        if (!core_ge(ctx, "0.18"))
+            return "none";
+        return pk_arg(ctx, "moe_flex_dispatcher_backend") ?: "deepep";
+    }
+    if (!strcmp(cfg(ctx, "moe_flex_dispatcher_backend"), "none"))
+        return core_ge(ctx, "0.18") ? "deepep" : "none";
+    return cfg(ctx, "moe_flex_dispatcher_backend");
+}
+
+static const char *dispatcher_type(const mt_ctx_v1 *ctx)
+{
+    return pk_args(ctx) ? pk_str(pk_args(ctx), "moe_token_dispatcher_type", "allgather")
+                        : cfg(ctx, "moe_token_dispatcher_type");
+}
+
+/* The expert model-parallel and expert tensor-parallel sizes (ETP defaults
+ * to TP). */
+static long ep_size(const mt_ctx_v1 *ctx)
+{
+    return pk_args(ctx) ? pk_arg_int(ctx, "expert_model_parallel_size", 1)
+                        : pk_int(ctx->config, "expert_model_parallel_size", 1);
+}
+
+static long etp_size(const mt_ctx_v1 *ctx)
+{
+    long etp;
+    if (pk_args(ctx))
+        return pk_arg_int(ctx, "expert_tensor_parallel_size",
+                          pk_arg_int(ctx, "tensor_model_parallel_size", 1));
+    etp = pk_int(ctx->config, "expert_tensor_parallel_size", 0);
+    return etp > 0 ? etp : pk_int(ctx->config, "tensor_model_parallel_size", 1);
+}
+
+/* The flex dispatcher communicates over the expert-TP x EP group. */
+static long flex_group(const mt_ctx_v1 *ctx) { return ep_size(ctx) * etp_size(ctx); }
+
+/* The runtime rule of MoEFlexTokenDispatcher: core r0.15 asserts TP x EP > 1
+ * for every flex run, later versions for DeepEP and NCCL EP only. */
+static int flex_group_required(const mt_ctx_v1 *ctx, const char *backend)
+{
+    return !core_ge(ctx, "0.18") || !strcmp(backend, "deepep") || !strcmp(backend, "ncclep");
 }
 
 static int benchmark_only_allowed(const mt_ctx_v1 *ctx)
@@ -132,117 +218,337 @@ static int benchmark_only_allowed(const mt_ctx_v1 *ctx)
     return pk_has(ctx->contract, "labels", "benchmark_only");
 }
 
-/* A backend this plugin answers for; "none" and extension values are not. */
-static int own_backend(const char *backend)
+/* ---- knob values the version lacks --------------------------------------- */
+
+static void version_rules(const mt_ctx_v1 *ctx, mt_sink *out)
 {
-    return strcmp(backend, "none") && pk_value_in(flex_backends, backend);
+    const char *backend = cfg(ctx, "moe_flex_dispatcher_backend");
+    if (own_backend(backend) && !backend_available(ctx, backend))
+        pk_startup(out, "dispatcher.needs_core",
+                   "moe_flex_dispatcher_backend moe_token_dispatcher_type",
+                   "the %s flex backend (--moe-flex-dispatcher-backend %s) needs Megatron core >= "
+                   "%s (the stack is %s); use %s or the alltoall dispatcher",
+                   backend_title(backend), backend,
+                   backend_core(backend), stack_name(ctx),
+                   core_ge(ctx, "0.18") ? "deepep or hybridep" : "deepep");
+}
+
+/* ---- start-up rules (Megatron's validate_args / TransformerConfig) -------- */
+
+/* moe_expert_capacity_factor as TransformerConfig leaves it: a negative
+ * factor means none. */
+static int capacity_factor_set(const mt_ctx_v1 *ctx)
+{
+    return pk_arg_set(ctx, "moe_expert_capacity_factor") &&
+           pk_arg_num(ctx, "moe_expert_capacity_factor", -1) >= 0;
+}
+
+static int lb_type_takes_capacity(const char *t)
+{
+    return !strcmp(t, "aux_loss") || !strcmp(t, "seq_aux_loss") || !strcmp(t, "global_aux_loss") ||
+           !strcmp(t, "none");
+}
+
+/* First load-balancing type in the list that a capacity factor refuses, or
+ * NULL. */
+static const char *capacity_refused_lb(const mt_ctx_v1 *ctx, char *buf, size_t n)
+{
+    const char *p = pk_arg(ctx, "moe_router_load_balancing_type");
+    while (p && *p) {
+        size_t len;
+        while (*p == ' ')
+            p++;
+        len = strcspn(p, " ");
+        if (len && len < n) {
+            memcpy(buf, p, len);
+            buf[len] = 0;
+            if (!lb_type_takes_capacity(buf))
+                return buf;
+        }
+        p += len;
+    }
+    return NULL;
+}
+
+/* The inference-optimized MoE layers (TransformerConfig, 0.18+). */
+static void inference_rules(const mt_ctx_v1 *ctx, mt_sink *out)
+{
+    int glu = pk_arg_on(ctx, "swiglu") || pk_arg_on(ctx, "quick_geglu");
+    const char *gg = pk_str(pk_args(ctx), "inference_grouped_gemm_backend", "vllm");
+    int gg_ok = !strcmp(gg, "torch") || !strcmp(gg, "vllm");
+    if (!pk_arg_is(ctx, "transformer_impl", "inference_optimized") ||
+        !pk_arg_set(ctx, "num_experts"))
+        return;
+    if (pk_arg_int(ctx, "expert_tensor_parallel_size", 1) > 1)
+        pk_startup(out, "dispatcher.inference_no_etp",
+                   "expert_tensor_parallel_size transformer_impl",
+                   "Inference-optimized MoE layers does not support expert tensor parallelism "
+                   "(expert_tensor_parallel_size is %ld); set it to 1",
+                   pk_arg_int(ctx, "expert_tensor_parallel_size", 1));
+    if (pk_arg_set(ctx, "moe_expert_capacity_factor"))
+        pk_startup(out, "dispatcher.inference_dropless_only",
+                   "moe_expert_capacity_factor transformer_impl",
+                   "Inference-optimized MoE layers only support dropless MoE (a "
+                   "moe_expert_capacity_factor is set); drop the capacity factor");
+    if (glu && !core_ge(ctx, "0.20"))
+        pk_startup(out, "dispatcher.inference_no_glu", "transformer_impl",
+                   "--transformer-impl='inference_optimized' does not yet support gated linear "
+                   "units (SwiGLU/GeGLU); use another transformer_impl");
+    else if (glu && !gg_ok)
+        pk_startup(out, "dispatcher.inference_glu_backend", "transformer_impl",
+                   "--transformer-impl='inference_optimized' supports gated linear units "
+                   "(SwiGLU/GeGLU) only with --inference-grouped-gemm-backend torch or vllm, got "
+                   "'%s'",
+                   gg);
+    if (core_ge(ctx, "0.20") && pk_arg_on(ctx, "batch_invariant_mode")) {
+        if (!gg_ok)
+            pk_startup(out, "dispatcher.inference_batch_invariant_backend", "transformer_impl",
+                       "batch_invariant_mode requires inference_grouped_gemm_backend 'torch' or "
+                       "'vllm' (it is '%s')",
+                       gg);
+        if (pk_arg_int(ctx, "expert_model_parallel_size", 1) > 1 &&
+            !pk_arg_is(ctx, "inference_moe_token_dispatcher_type", "nvls"))
+            pk_startup(out, "dispatcher.inference_batch_invariant_nvls",
+                       "expert_model_parallel_size transformer_impl",
+                       "batch_invariant_mode with inference-optimized MoE and expert parallelism "
+                       "requires inference_moe_token_dispatcher_type='nvls'");
+    }
+}
+
+static void startup_rules(const mt_ctx_v1 *ctx, mt_sink *out)
+{
+    const char *type = pk_str(pk_args(ctx), "moe_token_dispatcher_type", "allgather");
+    const char *backend = flex_backend(ctx);
+    int flex = !strcmp(type, "flex"), deepep_flag = pk_arg_on(ctx, "moe_enable_deepep");
+    int pad = pk_arg_on(ctx, "moe_pad_expert_input_to_capacity");
+    int v18 = core_ge(ctx, "0.18"), v19 = core_ge(ctx, "0.19"), v20 = core_ge(ctx, "0.20");
+    int op_fuser = pk_arg_on(ctx, "use_transformer_engine_op_fuser");
+    char lb[64];
+    const char *bad_lb;
+
+    /* validate_args */
+    if (v18 && pk_arg_on(ctx, "fake_process_group") && flex)
+        pk_startup(out, "dispatcher.fake_pg_flex",
+                   "moe_token_dispatcher_type",
+                   "Fake process group is not supported with flex token dispatcher; use "
+                   "alltoall");
+
+    /* TransformerConfig */
+    if (v18)
+        inference_rules(ctx, out);
+    if (deepep_flag && !flex)
+        pk_startup(out, "dispatcher.deepep_needs_flex",
+                   "moe_token_dispatcher_type moe_flex_dispatcher_backend",
+                   "DeepEP backend is only supported with flex token dispatcher "
+                   "(--moe-enable-deepep with moe_token_dispatcher_type %s); set the "
+                   "dispatcher to flex or drop --moe-enable-deepep",
+                   type);
+    if (v18 && deepep_flag && flex && pk_arg_is(ctx, "moe_flex_dispatcher_backend", "hybridep"))
+        pk_startup(out, "dispatcher.flex_single_backend", "moe_flex_dispatcher_backend",
+                   "Only one backend is supported for flex token dispatcher "
+                   "(--moe-enable-deepep with --moe-flex-dispatcher-backend hybridep); drop "
+                   "--moe-enable-deepep");
+    if (flex && pad && !v18)
+        pk_startup(out, "dispatcher.flex_no_pad_to_capacity",
+                   "moe_token_dispatcher_type moe_pad_expert_input_to_capacity",
+                   "Flex token dispatcher does not support moe_pad_expert_input_to_capacity; "
+                   "use alltoall for drop-and-pad");
+    if (flex && pad && v18 && !strcmp(backend, "deepep"))
+        pk_startup(out, "dispatcher.deepep_no_pad_to_capacity",
+                   "moe_token_dispatcher_type moe_flex_dispatcher_backend "
+                   "moe_pad_expert_input_to_capacity",
+                   "Flex token dispatcher with deepep backend does not support "
+                   "moe_pad_expert_input_to_capacity; use hybridep or alltoall for "
+                   "drop-and-pad");
+    if (v19 && !strcmp(backend, "ncclep") && !flex)
+        pk_startup(out, "dispatcher.ncclep_needs_flex",
+                   "moe_flex_dispatcher_backend moe_token_dispatcher_type",
+                   "moe_flex_dispatcher_backend='ncclep' requires moe_token_dispatcher_type='flex' "
+                   "(it is %s)",
+                   type);
+    if (v20 && flex && !strcmp(backend, "ncclep") && pk_arg_on(ctx, "moe_use_grouped_tensor") &&
+        !op_fuser)
+        pk_startup(out, "dispatcher.ncclep_grouped_tensor_needs_op_fuser",
+                   "moe_flex_dispatcher_backend",
+                   "moe_use_grouped_tensor=True without use_transformer_engine_op_fuser is not "
+                   "yet supported with the NCCL-EP dispatcher; turn on "
+                   "--use-transformer-engine-op-fuser or use another backend");
+    if (v20) {
+        const char *fwd = pk_str(pk_args(ctx), "moe_dispatch_fwd_dtype", "bf16");
+        const char *bwd = pk_str(pk_args(ctx), "moe_combine_bwd_dtype", "bf16");
+        if (strcmp(fwd, "bf16") || strcmp(bwd, "bf16")) {
+            if (!flex || strcmp(backend, "ncclep"))
+                pk_startup(out, "dispatcher.dispatch_dtype_needs_ncclep",
+                           "moe_token_dispatcher_type moe_flex_dispatcher_backend",
+                           "moe_dispatch_fwd_dtype / moe_combine_bwd_dtype require the 'ncclep' "
+                           "flex dispatcher backend; use flex with ncclep or keep both bf16");
+            else if (!(op_fuser && pk_arg_on(ctx, "moe_grouped_gemm")))
+                pk_startup(out, "dispatcher.dispatch_dtype_needs_fused_grouped_gemm",
+                           "moe_grouped_gemm",
+                           "moe_dispatch_fwd_dtype / moe_combine_bwd_dtype = 'mxfp8' require "
+                           "BOTH use_transformer_engine_op_fuser and moe_grouped_gemm; turn "
+                           "both on or keep both dtypes bf16");
+        }
+    }
+    if (v19 && pk_arg_set(ctx, "moe_deepep_num_sms") && pk_arg_set(ctx, "moe_hybridep_num_sms") &&
+        pk_arg_int(ctx, "moe_deepep_num_sms", 0) != pk_arg_int(ctx, "moe_hybridep_num_sms", 0) &&
+        !pk_arg_set(ctx, "moe_flex_dispatcher_num_sms"))
+        pk_startup(out, "dispatcher.conflicting_sm_knobs", "moe_flex_dispatcher_num_sms",
+                   "Conflicting deprecated SM-count knobs {'moe_deepep_num_sms': %ld, "
+                   "'moe_hybridep_num_sms': %ld}; set a single moe_flex_dispatcher_num_sms "
+                   "instead",
+                   pk_arg_int(ctx, "moe_deepep_num_sms", 0),
+                   pk_arg_int(ctx, "moe_hybridep_num_sms", 0));
+    if (pk_arg_set(ctx, "moe_shared_expert_intermediate_size")) {
+        long size = pk_arg_int(ctx, "moe_shared_expert_intermediate_size", 0);
+        if (size <= 0)
+            pk_startup(out, "dispatcher.shared_expert_size_positive", "",
+                       "moe_shared_expert_intermediate_size must be num_shared_experts * "
+                       "ffn_size_of_each_shared_expert, but got %ld",
+                       size);
+        /* moe_shared_expert_overlap with the dispatcher type is the overlap
+         * plugin's rule (overlap.shared_expert_overlap_dispatcher). */
+    }
+    if (pk_arg_set(ctx, "moe_expert_capacity_factor") &&
+        (bad_lb = capacity_refused_lb(ctx, lb, sizeof lb)))
+        pk_startup(out, "dispatcher.capacity_factor_lb_type", "",
+                   "moe_expert_capacity_factor only works with aux_loss, seq_aux_loss, "
+                   "global_aux_loss or none load balancing (it is %s); drop the capacity "
+                   "factor or change the load balancing",
+                   bad_lb);
+    if (pad && !capacity_factor_set(ctx))
+        pk_startup(out, "dispatcher.pad_needs_capacity_factor", "",
+                   "moe_expert_capacity_factor must be set to use "
+                   "moe_pad_expert_input_to_capacity; set a capacity factor or turn padding off");
+    if (v18 && pk_arg_set(ctx, "moe_expert_rank_capacity_factor")) {
+        if (!v19) {
+            if (!op_fuser)
+                pk_startup(out, "dispatcher.rank_capacity_needs_op_fuser", "",
+                           "moe_expert_rank_capacity_factor requires "
+                           "use_transformer_engine_op_fuser to be enabled; add "
+                           "--use-transformer-engine-op-fuser");
+            if (strcmp(backend, "hybridep"))
+                pk_startup(out, "dispatcher.rank_capacity_backend",
+                           "moe_flex_dispatcher_backend",
+                           "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend "
+                           "to be 'hybridep' (it is '%s')",
+                           backend);
+        } else if (strcmp(backend, "hybridep") && strcmp(backend, "ncclep")) {
+            pk_startup(out, "dispatcher.rank_capacity_backend", "moe_flex_dispatcher_backend",
+                       "moe_expert_rank_capacity_factor requires moe_flex_dispatcher_backend to "
+                       "be 'hybridep' or 'ncclep' (it is '%s')",
+                       backend);
+        } else if (!strcmp(backend, "hybridep") && !op_fuser &&
+                   /* main: grouped tensors suffice (without the op fuser only
+                    * the explicit flag turns them on) */
+                   (!v20 || !pk_arg_on(ctx, "moe_use_grouped_tensor"))) {
+            pk_startup(out, "dispatcher.rank_capacity_hybridep_needs_op_fuser", "",
+                       "moe_expert_rank_capacity_factor with the 'hybridep' backend requires "
+                       "use_transformer_engine_op_fuser%s; add "
+                       "--use-transformer-engine-op-fuser",
+                       v20 ? "=True or moe_use_grouped_tensor=True" : " to be enabled");
+        }
+    }
+    /* Routing-map padding for quantized GEMMs (TransformerConfig): core
+     * r0.15 knows only the fp8 flag, later versions map it onto
+     * padding_for_quantization and accept FP4 too. */
+    if (!strcmp(type, "allgather") &&
+        (v18 ? (pk_arg_on(ctx, "moe_router_padding_for_fp8") ||
+                pk_arg_on(ctx, "moe_router_padding_for_quantization")) &&
+                   (pk_arg_set(ctx, "fp8") || pk_arg_set(ctx, "fp4"))
+             : pk_arg_on(ctx, "moe_router_padding_for_fp8") && pk_arg_set(ctx, "fp8")))
+        pk_startup(out, "dispatcher.router_padding_allgather", "moe_token_dispatcher_type",
+                   "allgather and alltoall_seq dispatcher does not support "
+                   "moe_router_padding_for_%s; use alltoall or flex, or drop the padding flag",
+                   v18 ? "quantization" : "fp8");
+    if (v18 && pk_arg_on(ctx, "moe_paged_stash")) {
+        static const char *const stashed[] = {"expert_fc1", "moe_act", "fused_group_mlp"};
+        char hit[128] = "";
+        size_t i, n = v19 ? 3 : 2;
+        if (pk_arg_on(ctx, "cpu_offloading"))
+            pk_startup(out, "dispatcher.paged_stash_no_cpu_offloading", "",
+                       "moe_paged_stash cannot be enabled with cpu_offloading");
+        if (!pk_arg_set(ctx, "moe_expert_rank_capacity_factor"))
+            pk_startup(out, "dispatcher.paged_stash_needs_rank_capacity", "",
+                       "moe_paged_stash requires moe_expert_rank_capacity_factor to be set; "
+                       "there is no need to use paged stashing without it; set "
+                       "--moe-expert-rank-capacity-factor or drop --moe-paged-stash");
+        for (i = 0; i < n; i++)
+            if (pk_arg_has(ctx, "offload_modules", stashed[i]))
+                snprintf(hit + strlen(hit), sizeof hit - strlen(hit), "%s%s", *hit ? " " : "",
+                         stashed[i]);
+        if (*hit)
+            pk_startup(out, "dispatcher.paged_stash_offload_conflict", "",
+                       "When moe_paged_stash is enabled, offload_modules must not include %s "
+                       "(paged stash covers those activations). Remove: %s",
+                       v19 ? "expert_fc1, moe_act, or fused_group_mlp" : "expert_fc1 or moe_act",
+                       hit);
+    }
+}
+
+/* ---- runtime rules ----------------------------------------------------- */
+
+static void runtime_rules(const mt_ctx_v1 *ctx, mt_sink *out)
+{
+    const char *type = dispatcher_type(ctx);
+    const char *backend = flex_backend(ctx);
+    long sms = pk_int(ctx->config, "moe_flex_dispatcher_num_sms", 0);
+    long max_sms = gpu_sms(ctx), experts = num_experts(ctx);
+    long topk = pk_args(ctx) ? pk_arg_int(ctx, "moe_router_topk", 2)
+                             : pk_int(ctx->config, "moe_router_topk", 2);
+    int flex = !strcmp(type, "flex");
+
+    if (flex && !core_ge(ctx, "0.18") && !strcmp(backend, "none") &&
+        !strcmp(cfg(ctx, "moe_flex_dispatcher_backend"), "none"))
+        pk_runtime(out, "dispatcher.flex_needs_deepep",
+                   "moe_flex_dispatcher_backend moe_token_dispatcher_type",
+                   "runtime: the flex dispatcher of Megatron core %s runs DeepEP only and asserts "
+                   "\"DeepEP is not enabled. Please set --moe-enable-deepep\" when the model is "
+                   "built; set moe_flex_dispatcher_backend=deepep or use alltoall",
+                   pk_str(ctx->contract, "stack.megatron_core", "?"));
+    if (flex && own_backend(backend) && flex_group_required(ctx, backend) && flex_group(ctx) <= 1)
+        pk_runtime(out, "dispatcher.flex_needs_ep",
+                   "moe_token_dispatcher_type expert_model_parallel_size "
+                   "expert_tensor_parallel_size",
+                   "runtime: the %s flex dispatcher requires TPxEP > 1 when the model is built: "
+                   "expert_model_parallel_size %ld x expert_tensor_parallel_size %ld is one "
+                   "rank; set EP > 1 or use alltoall",
+                   backend_title(backend), ep_size(ctx), etp_size(ctx));
+    if (flex && own_backend(backend) && backend_supported(ctx, backend) == 0)
+        pk_runtime(out, "dispatcher.backend_unsupported_gpu",
+                   "moe_flex_dispatcher_backend moe_token_dispatcher_type",
+                   "runtime: %s does not run on %s (the run would silently fall back to "
+                   "alltoall); choose %s or use alltoall",
+                   backend_title(backend), pk_str(ctx->hardware, "gpu", "?"),
+                   gpu_support(ctx)->backends);
+    /* DeepEP's buffer takes an even SM count (two SMs per channel). */
+    if (sms > 0 && sms % 2 && flex && !strcmp(backend, "deepep"))
+        pk_runtime(out, "dispatcher.num_sms_even", "moe_flex_dispatcher_num_sms",
+                   "runtime: DeepEP takes an even SM count (its kernels pair SMs per channel), "
+                   "but moe_flex_dispatcher_num_sms is %ld; use %ld",
+                   sms, sms + 1);
+    if (sms > 0 && max_sms > 0 && sms > max_sms)
+        pk_runtime(out, "dispatcher.num_sms_range", "moe_flex_dispatcher_num_sms",
+                   "runtime: moe_flex_dispatcher_num_sms %ld exceeds the %ld SMs of one %s; use "
+                   "an even value in 2..%ld",
+                   sms, max_sms, pk_str(ctx->hardware, "gpu", "?"), max_sms - max_sms % 2);
+    /* The router picks moe_router_topk of num_experts experts per token. */
+    if (experts > 0 && topk > experts)
+        pk_runtime(out, "dispatcher.topk_exceeds_experts", "moe_router_topk num_experts",
+                   "runtime: moe_router_topk %ld exceeds num_experts %ld; the router cannot pick "
+                   "more experts than there are",
+                   topk, experts);
 }
 
 static int check(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 {
-    const char *type = cfg(ctx, "moe_token_dispatcher_type");
-    const char *backend = cfg(ctx, "moe_flex_dispatcher_backend");
-    long sms = pk_int(ctx->config, "moe_flex_dispatcher_num_sms", 0);
-    long max_sms = gpu_sms(ctx);
-    long experts = num_experts(ctx);
-    int flex = !strcmp(type, "flex");
     (void)state;
-
-    if (experts <= 0) {
-        if (strcmp(type, "allgather") || strcmp(backend, "none") || sms > 0 ||
-            pk_bool(ctx->config, "moe_permute_fusion") ||
-            pk_bool(ctx->config, "moe_router_force_load_balancing"))
-            pk_violation(out, "dispatcher.moe_flags_need_experts",
-                         "moe_token_dispatcher_type moe_flex_dispatcher_backend "
-                         "moe_flex_dispatcher_num_sms moe_permute_fusion "
-                         "moe_router_force_load_balancing num_experts",
-                         "MoE dispatcher settings need a MoE model: num_experts is %ld; "
-                         "leave the dispatcher knobs at their defaults for a dense model",
-                         experts);
-        if (pk_bool(ctx->config, "moe_grouped_gemm"))
-            pk_violation(out, "dispatcher.grouped_gemm_needs_experts",
-                         "moe_grouped_gemm num_experts",
-                         "--moe-grouped-gemm needs experts: num_experts is %ld; turn it off",
-                         experts);
-    }
-
-    if (own_backend(backend) && !flex)
-        pk_violation(out, "dispatcher.backend_needs_flex",
-                     "moe_flex_dispatcher_backend moe_token_dispatcher_type",
-                     "--moe-flex-dispatcher-backend %s only works with the flex dispatcher, "
-                     "but moe_token_dispatcher_type is %s; set the type to flex or the backend "
-                     "to none",
-                     backend, type);
-    if (flex && !strcmp(backend, "none"))
-        pk_violation(out, "dispatcher.flex_needs_backend",
-                     "moe_flex_dispatcher_backend moe_token_dispatcher_type",
-                     "the flex dispatcher needs a backend, but moe_flex_dispatcher_backend is "
-                     "none; choose deepep, hybridep or ncclep, or use alltoall");
-    if (flex && flex_group(ctx) <= 1)
-        pk_violation(out, "dispatcher.flex_needs_ep",
-                     "moe_token_dispatcher_type expert_model_parallel_size "
-                     "expert_tensor_parallel_size",
-                     "the flex dispatcher needs expert parallelism: expert_model_parallel_size "
-                     "%ld x expert_tensor_parallel_size gives a group of %ld rank; set EP > 1 "
-                     "or use alltoall",
-                     pk_int(ctx->config, "expert_model_parallel_size", 1), flex_group(ctx));
-    if (flex && pk_bool(ctx->config, "moe_pad_expert_input_to_capacity"))
-        pk_violation(out, "dispatcher.flex_no_pad_to_capacity",
-                     "moe_token_dispatcher_type moe_pad_expert_input_to_capacity",
-                     "the flex dispatcher is dropless and rejects "
-                     "moe_pad_expert_input_to_capacity = true; use alltoall for drop-and-pad");
-    /* Megatron pads expert inputs only up to a capacity (TransformerConfig). */
-    if (pk_bool(ctx->config, "moe_pad_expert_input_to_capacity") &&
-        !(strtod(cfg(ctx, "moe_expert_capacity_factor"), NULL) > 0))
-        pk_violation(out, "dispatcher.pad_needs_capacity_factor",
-                     "moe_pad_expert_input_to_capacity moe_expert_capacity_factor",
-                     "moe_pad_expert_input_to_capacity needs moe_expert_capacity_factor (Megatron "
-                     "raises when it is unset); set a capacity factor or turn padding off");
-    /* The router picks moe_router_topk of num_experts experts per token. */
-    if (experts > 0 && pk_int(ctx->config, "moe_router_topk", 2) > experts)
-        pk_violation(out, "dispatcher.topk_exceeds_experts", "moe_router_topk num_experts",
-                     "moe_router_topk %ld exceeds num_experts %ld; the router cannot pick more "
-                     "experts than there are",
-                     pk_int(ctx->config, "moe_router_topk", 2), experts);
-    if (flex && own_backend(backend) && backend_supported(ctx, backend) == 0)
-        pk_violation(out, "dispatcher.backend_unsupported_gpu",
-                     "moe_flex_dispatcher_backend moe_token_dispatcher_type",
-                     "%s does not run on %s (the run would silently fall back to alltoall); "
-                     "choose %s or use alltoall",
-                     backend_title(backend), pk_str(ctx->hardware, "gpu", "?"),
-                     gpu_support(ctx)->backends);
-    if (!strcmp(backend, "ncclep") && world_size(ctx) <= 1)
-        pk_violation(out, "dispatcher.ncclep_needs_multi_gpu",
-                     "moe_flex_dispatcher_backend moe_token_dispatcher_type",
-                     "the ncclep backend needs more than one GPU, but world_size is %ld; "
-                     "choose another backend",
-                     world_size(ctx));
-
-    if (sms > 0 && !flex)
-        pk_violation(out, "dispatcher.num_sms_needs_flex",
-                     "moe_flex_dispatcher_num_sms moe_token_dispatcher_type",
-                     "--moe-flex-dispatcher-num-sms %ld only applies to the flex dispatcher, "
-                     "but moe_token_dispatcher_type is %s; set it to 0",
-                     sms, type);
-    if (sms > 0 && sms % 2)
-        pk_violation(out, "dispatcher.num_sms_even", "moe_flex_dispatcher_num_sms",
-                     "--moe-flex-dispatcher-num-sms must be even (the kernels pair SMs per "
-                     "channel), got %ld; use %ld",
-                     sms, sms + 1);
-    if (sms > 0 && max_sms > 0 && sms > max_sms)
-        pk_violation(out, "dispatcher.num_sms_range", "moe_flex_dispatcher_num_sms",
-                     "--moe-flex-dispatcher-num-sms %ld exceeds the %ld SMs of one %s; use an "
-                     "even value in 2..%ld",
-                     sms, max_sms, pk_str(ctx->hardware, "gpu", "?"), max_sms - max_sms % 2);
-
-    if (!pk_bool(ctx->config, "moe_grouped_gemm") &&
-        pk_has(ctx->config, "recompute_modules", "moe_act") &&
-        pk_eq(ctx->config, "recompute_granularity", "selective"))
-        pk_violation(out, "dispatcher.moe_act_needs_grouped_gemm",
-                     "moe_grouped_gemm recompute_modules",
-                     "recompute_modules includes moe_act, which needs --moe-grouped-gemm; "
-                     "turn grouped GEMM on or drop moe_act");
-
+    version_rules(ctx, out);
+    if (pk_args(ctx))
+        startup_rules(ctx, out);
+    runtime_rules(ctx, out);
+    /* moetune's contract, not Megatron: forced balancing changes what a
+     * natural-routing contract measures. */
     if (pk_bool(ctx->config, "moe_router_force_load_balancing") &&
         pk_eq(ctx->contract, "routing", "natural") && !benchmark_only_allowed(ctx))
         pk_violation(out, "dispatcher.force_balance_not_allowed",
@@ -253,6 +559,7 @@ static int check(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
                      pk_str(ctx->contract, "labels", ""));
     return 0;
 }
+
 
 static void set_if_changed(const mt_ctx_v1 *ctx, mt_sink *out, const char *knob,
                            const char *value)
@@ -272,14 +579,23 @@ static void note_wall(const mt_ctx_v1 *ctx, mt_sink *out, const char *target)
                 wall, target);
 }
 
-/* flex with `backend`: legal here and inside the contract's space? */
+/* Drop-and-pad refuses the flex dispatcher on core r0.15 and with DeepEP
+ * later (TransformerConfig). */
+static int pad_refuses(const mt_ctx_v1 *ctx, const char *backend)
+{
+    return pk_bool(ctx->config, "moe_pad_expert_input_to_capacity") &&
+           (!core_ge(ctx, "0.18") || !strcmp(backend, "deepep"));
+}
+
+/* flex with `backend`: legal here, runnable, and inside the contract's
+ * space? */
 static int flex_possible(const mt_ctx_v1 *ctx, const char *backend)
 {
     return pk_space_allows(ctx, "moe_token_dispatcher_type", "flex") &&
            pk_space_allows(ctx, "moe_flex_dispatcher_backend", backend) &&
-           backend_supported(ctx, backend) == 1 && flex_group(ctx) > 1 &&
-           !pk_bool(ctx->config, "moe_pad_expert_input_to_capacity") &&
-           (strcmp(backend, "ncclep") || world_size(ctx) > 1);
+           backend_available(ctx, backend) && backend_supported(ctx, backend) == 1 &&
+           (!flex_group_required(ctx, backend) || flex_group(ctx) > 1) &&
+           !pad_refuses(ctx, backend);
 }
 
 static void propose_flex(const mt_ctx_v1 *ctx, mt_sink *out, const char *backend,
@@ -385,8 +701,10 @@ static int propose(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
                                 MT_WALL_COMM | MT_WALL_COMPUTE, MT_LABEL_TRAINING_EQUIVALENT);
         pk_host->sink_set(out, "moe_permute_fusion", "true");
         pk_note(out, "fused permute/unpermute kernels replace several memory-bound passes "
-                     "(+7%% on DeepSeek-V3 GB200); with HybridEP the permute fuses into the "
-                     "dispatch itself");
+                     "(+7%% on DeepSeek-V3 GB200)%s",
+                core_ge(ctx, "0.18") ? "; with HybridEP the permute fuses into the dispatch "
+                                       "itself (--moe-permute-fusion-into-hybridep)"
+                                     : "");
     }
 
     propose_sms(ctx, out);
@@ -417,22 +735,24 @@ static int propose(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 static int repair(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 {
     const char *type = cfg(ctx, "moe_token_dispatcher_type");
-    const char *backend = cfg(ctx, "moe_flex_dispatcher_backend");
+    const char *backend = flex_backend(ctx);
+    int small = own_backend(backend) && flex_group_required(ctx, backend) && flex_group(ctx) <= 1;
     (void)state;
 
     /* Another plugin shrank the expert group or asked for padding: flex can no
      * longer run, and alltoall is what the stack would fall back to anyway. */
     if (!strcmp(type, "flex") && !pk_get(ctx->changed, "moe_token_dispatcher_type") &&
-        (flex_group(ctx) <= 1 || pk_bool(ctx->config, "moe_pad_expert_input_to_capacity"))) {
+        (small || pad_refuses(ctx, backend))) {
         pk_host->sink_set(out, "moe_token_dispatcher_type", "alltoall");
-        if (strcmp(backend, "none"))
+        if (strcmp(cfg(ctx, "moe_flex_dispatcher_backend"), "none"))
             pk_host->sink_set(out, "moe_flex_dispatcher_backend", "none");
         if (pk_int(ctx->config, "moe_flex_dispatcher_num_sms", 0) > 0)
             pk_host->sink_set(out, "moe_flex_dispatcher_num_sms", "0");
         pk_note(out, "dispatcher switched from flex to alltoall: %s",
-                flex_group(ctx) <= 1
-                    ? "flex needs an expert group of more than one rank and EP x ETP is now 1"
-                    : "flex rejects moe_pad_expert_input_to_capacity, which is now on");
+                small ? "this flex backend needs an expert group of more than one rank and "
+                        "EP x ETP is now 1"
+                      : "this flex backend rejects moe_pad_expert_input_to_capacity, which is "
+                        "now on");
     }
     if (!pk_bool(ctx->config, "moe_grouped_gemm") && !pk_get(ctx->changed, "moe_grouped_gemm") &&
         num_experts(ctx) > 0 && pk_has(ctx->config, "recompute_modules", "moe_act") &&
@@ -443,22 +763,50 @@ static int repair(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
     return 0;
 }
 
+/* The flag of the flex SM budget in this version: the unified flag from core
+ * 0.19, the backend's own before (0.18: DeepEP or HybridEP; r0.15: DeepEP,
+ * the only backend). */
+static const char *sms_knob(const mt_ctx_v1 *ctx, const char *backend)
+{
+    if (core_ge(ctx, "0.19"))
+        return "moe_flex_dispatcher_num_sms";
+    if (!strcmp(backend, "hybridep"))
+        return core_ge(ctx, "0.18") ? "moe_hybridep_num_sms" : NULL;
+    if (!strcmp(backend, "deepep") || !strcmp(backend, "none"))
+        return "moe_deepep_num_sms";
+    return NULL;
+}
+
 static int render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_sink *out)
 {
     const char *type = cfg(ctx, "moe_token_dispatcher_type");
     const char *backend = cfg(ctx, "moe_flex_dispatcher_backend");
     const char *sms = cfg(ctx, "moe_flex_dispatcher_num_sms");
+    int flex = !strcmp(type, "flex");
     (void)state;
 
     /* Always explicit: Megatron-LM and Bridge recipes disagree on the default,
      * and the golden command lines carry it. */
     pk_render(out, d, "moe_token_dispatcher_type", "model", NULL, type);
-    if (!strcmp(type, "flex") && own_backend(backend))
-        pk_render(out, d, "moe_flex_dispatcher_backend", "model", NULL, backend);
-    if (pk_int(ctx->config, "moe_flex_dispatcher_num_sms", 0) > 0)
-        pk_render(out, d, "moe_flex_dispatcher_num_sms", "model", NULL, sms);
-    if (pk_bool(ctx->config, "moe_permute_fusion"))
+    /* A backend the version lacks is dispatcher.needs_core, never rendered.
+     * Core r0.15 spells DeepEP --moe-enable-deepep, which it refuses without
+     * flex: rendered only there (later versions ignore a backend outside
+     * flex, so it is always written). */
+    if (own_backend(backend) && backend_available(ctx, backend)) {
+        if (core_ge(ctx, "0.18"))
+            pk_render(out, d, "moe_flex_dispatcher_backend", "model", NULL, backend);
+        else if (flex)
+            pk_render_bool(out, d, "moe_enable_deepep", "model", NULL, 1);
+    }
+    if (pk_int(ctx->config, "moe_flex_dispatcher_num_sms", 0) > 0 &&
+        backend_available(ctx, backend) && sms_knob(ctx, backend))
+        pk_render(out, d, sms_knob(ctx, backend), "model", NULL, sms);
+    if (pk_bool(ctx->config, "moe_permute_fusion")) {
         pk_render_bool(out, d, "moe_permute_fusion", "model", NULL, 1);
+        /* HybridEP fuses the permute into its dispatch only when asked. */
+        if (flex && !strcmp(backend, "hybridep") && core_ge(ctx, "0.18"))
+            pk_render_bool(out, d, "moe_permute_fusion_into_hybridep", "model", NULL, 1);
+    }
     if (pk_bool(ctx->config, "moe_grouped_gemm"))
         pk_render_bool(out, d, "moe_grouped_gemm", "model", NULL, 1);
     if (pk_bool(ctx->config, "moe_router_force_load_balancing"))
@@ -615,7 +963,9 @@ static int verify(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
     }
     if (pk_int(ctx->config, "moe_flex_dispatcher_num_sms", 0) > 0) {
         const char *want = cfg(ctx, "moe_flex_dispatcher_num_sms"), *dumped;
-        int m = args_match(ctx, "moe_flex_dispatcher_num_sms", want, &dumped);
+        /* the dest the version's own flag writes */
+        const char *dest = sms_knob(ctx, backend);
+        int m = args_match(ctx, dest ? dest : "moe_flex_dispatcher_num_sms", want, &dumped);
         const char *k = "moe_flex_dispatcher_num_sms";
         if (!is_flex || flex.verdict == MT_VERDICT_NOT_APPLIED)
             pk_verdict(out, k, MT_VERDICT_NOT_APPLIED, "the flex backend did not run: %s",

@@ -2,10 +2,12 @@
  * folding - parallel folding (TP, PP, CP, EP, ETP, sequence parallel, virtual
  * pipeline, uneven stages, explicit pipeline layouts) and the micro-batch size.
  *
- * Legality mirrors Megatron's argument and TransformerConfig checks as listed
- * in shared/facts/megatron.md; one function (fold_rules) answers check() and
- * filters every candidate propose() builds, so a proposal is never illegal
- * under this plugin's own rules.
+ * check() reports Megatron's own start-up checks of the folding (world size,
+ * virtual pipeline options, pipeline divisibility, first/last stage sizes;
+ * validate_args and TransformerConfig, per version) over the parsed command
+ * line, and the expert-grid tiling as a runtime rule.  fold_rules() is the
+ * plugin's stricter filter of its own candidates (propose() never offers a
+ * layout it refuses); it reports nothing.
  *
  * propose() follows the fit and scale phases of the MoE workflow: legal
  * layouts for the world size, lowest dense TP first, then PP ascending
@@ -41,16 +43,18 @@ static const mt_knob_v1 folding_knobs[] = {
      "expert tensor parallel size (ETP); 0 = unset, Megatron then uses TP"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_BOOL, "sequence_parallel", NULL, "false",
      "sequence parallelism over the TP group"},
-    {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_INT, "num_layers_per_virtual_pipeline_stage", NULL,
-     "0", "layers per virtual pipeline chunk; 0 = unset"},
-    {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_INT, "num_virtual_stages_per_pipeline_rank", NULL,
-     "0", "virtual pipeline stages per rank (VPP); 0 = unset"},
+    /* The next four are strings so that unset ("") and a given 0 stay apart:
+     * Megatron treats a given 0 as set (and refuses it). */
+    {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_STRING, "num_layers_per_virtual_pipeline_stage",
+     NULL, "", "layers per virtual pipeline chunk (an integer); \"\" = unset"},
+    {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_STRING, "num_virtual_stages_per_pipeline_rank", NULL,
+     "", "virtual pipeline stages per rank (VPP, an integer); \"\" = unset"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_STRING, "pipeline_model_parallel_layout", NULL, "",
      "explicit layer layout: stages split by '|', E t m L, (...)*k and t*k; \"\" = unset"},
-    {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_INT, "decoder_first_pipeline_num_layers", NULL, "0",
-     "transformer layers on the first pipeline stage; 0 = even split"},
-    {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_INT, "decoder_last_pipeline_num_layers", NULL, "0",
-     "transformer layers on the last pipeline stage; 0 = even split"},
+    {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_STRING, "decoder_first_pipeline_num_layers", NULL,
+     "", "transformer layers on the first pipeline stage (an integer); \"\" = even split"},
+    {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_STRING, "decoder_last_pipeline_num_layers", NULL,
+     "", "transformer layers on the last pipeline stage (an integer); \"\" = even split"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_INT, "micro_batch_size", NULL, "1",
      "micro-batch size (MBS); gradient accumulation = GBS / (MBS * DP)"},
 };
@@ -651,14 +655,414 @@ static int fold_rules(const shape *sh, const fold *f, mt_sink *sink)
     return ro.n;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Start-up rules: Megatron's own checks of the parallel layout, over the
+ * parsed namespace (ctx->args).  A = megatron/training/arguments.py
+ * (validate_args), M = megatron/core/model_parallel_config.py,
+ * T = megatron/core/transformer/transformer_config.py (__post_init__).
+ * The layout's own validation (validate_layer_layout) and the batch and
+ * model-shape checks are the core's (core/rules.c). */
+
+enum { V_R15, V_V18, V_V19, V_MAIN };
+
+static int fold_version(const mt_ctx_v1 *ctx)
+{
+    if (!pk_core_ge(ctx, "0.18"))
+        return V_R15;
+    if (!pk_core_ge(ctx, "0.19"))
+        return V_V18;
+    if (!pk_core_ge(ctx, "0.20"))
+        return V_V19;
+    return V_MAIN;
+}
+
+/* Python's a % b and a // b (b != 0). */
+static long py_mod(long a, long b)
+{
+    long r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+static long py_div(long a, long b)
+{
+    return (a - py_mod(a, b)) / b;
+}
+
+static int arg_get(const mt_ctx_v1 *ctx, const char *dest, long *out)
+{
+    const char *v = pk_arg(ctx, dest);
+    char *end;
+    long n;
+    if (!v || !*v)
+        return 0;
+    n = strtol(v, &end, 10);
+    if (*end)
+        return 0;
+    *out = n;
+    return 1;
+}
+
+/* The command line's value of a dest the core's derivations overwrite. */
+static int arg_raw(const mt_ctx_v1 *ctx, const char *dest, long *out)
+{
+    char key[200];
+    const char *v;
+    char *end;
+    long n;
+    snprintf(key, sizeof key, "raw.%s", dest);
+    v = pk_arg(ctx, key);
+    if (!v)
+        return arg_get(ctx, dest, out);
+    if (!strcmp(v, "None") || !*v)
+        return 0;
+    n = strtol(v, &end, 10);
+    if (*end)
+        return 0;
+    *out = n;
+    return 1;
+}
+
+#define PIPE_KNOBS "pipeline_model_parallel_size num_layers"
+
+/* A: the weight-shard count (0.19+), the world size, the VPP options and
+ * the pipeline divisibility of validate_args. */
+static void startup_validate_args(const mt_ctx_v1 *ctx, mt_sink *s)
+{
+    int ver = fold_version(ctx);
+    long tp = pk_arg_int(ctx, "tensor_model_parallel_size", 1);
+    long pp = pk_arg_int(ctx, "pipeline_model_parallel_size", 1);
+    long cp = pk_arg_int(ctx, "context_parallel_size", 1);
+    long world = pk_arg_int(ctx, "world_size", 1), gtp = 1, shards, total;
+    long nlpvs = 0, nvspr = 0, layers = 0, vpp;
+    int has_nlpvs = arg_get(ctx, "num_layers_per_virtual_pipeline_stage", &nlpvs);
+    int has_nvspr = arg_get(ctx, "num_virtual_stages_per_pipeline_rank", &nvspr);
+    const char *layout = pk_arg(ctx, "pipeline_model_parallel_layout");
+    int uneven = pk_arg_set(ctx, "decoder_first_pipeline_num_layers") ||
+                 pk_arg_set(ctx, "decoder_last_pipeline_num_layers");
+    int acc = pk_arg_on(ctx, "account_for_embedding_in_pipeline_split") +
+              pk_arg_on(ctx, "account_for_loss_in_pipeline_split");
+
+    /* M:32 resolve_tensor_parallel_weight_shards (0.19+), for the dense
+     * weights before the world-size check and for the experts after the
+     * ETP default. */
+    if (ver >= V_V19) {
+        static const char *const pairs[][2] = {
+            {"tensor_parallel_num_weight_shards", "tensor_model_parallel_size"},
+            {"expert_tensor_parallel_num_weight_shards", "expert_tensor_parallel_size"},
+        };
+        size_t i;
+        for (i = 0; i < 2; i++) {
+            long t = pk_arg_int(ctx, pairs[i][1], 1);
+            if (!arg_raw(ctx, pairs[i][0], &shards))
+                continue;
+            if (shards < t)
+                pk_startup(s, "folding.tp_weight_shards_lt_tp", pairs[i][1],
+                           "%s (%ld) must be >= %s (%ld). -- the shard count covers TP times "
+                           "the weight-remat factor; use a multiple of %ld",
+                           pairs[i][0], shards, pairs[i][1], t, t);
+            else if (i == 0 && t > 0 && py_mod(shards, t) == 0)
+                gtp = shards / t;
+        }
+    }
+
+    /* A:374 world size over TP*PP*CP (0.19+: times the weight-remat factor). */
+    total = tp * pp * cp * gtp;
+    if (total == 0)
+        pk_startup(s, "folding.world_not_divisible_by_model_size",
+                   "tensor_model_parallel_size pipeline_model_parallel_size "
+                   "context_parallel_size",
+                   "ZeroDivisionError: integer modulo by zero (world size %ld %% "
+                   "total_model_size 0: TP %ld, PP %ld, CP %ld) -- every parallel size must be "
+                   "at least 1",
+                   world, tp, pp, cp);
+    else if (py_mod(world, total))
+        pk_startup(s, "folding.world_not_divisible_by_model_size",
+                   "tensor_model_parallel_size pipeline_model_parallel_size "
+                   "context_parallel_size",
+                   "world size (%ld) is not divisible by total_model_size "
+                   "(total_model_size=%ld) -- TP %ld * PP %ld * CP %ld%s must divide the GPU "
+                   "count",
+                   world, total, tp, pp, cp, gtp > 1 ? " * weight-remat factor" : "");
+
+    /* A:532 at most one way to ask for virtual stages (0 counts as given). */
+    if (has_nlpvs + has_nvspr + (layout != NULL) >= 2) {
+        pk_startup(s, "folding.vpp_options_mutually_exclusive",
+                   "num_layers_per_virtual_pipeline_stage num_virtual_stages_per_pipeline_rank "
+                   "pipeline_model_parallel_layout",
+                   "No more than one of the following arguments can be set at the same time: "
+                   "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-"
+                   "rank,--pipeline-model-parallel-layout. "
+                   "args.num_layers_per_virtual_pipeline_stage=%s, "
+                   "args.num_virtual_stages_per_pipeline_rank=%s -- keep one",
+                   has_nlpvs ? pk_arg(ctx, "num_layers_per_virtual_pipeline_stage") : "None",
+                   has_nvspr ? pk_arg(ctx, "num_virtual_stages_per_pipeline_rank") : "None");
+        return;
+    }
+    if (pp == 0)
+        return; /* the world-size check divided by zero first */
+    if (!arg_get(ctx, "num_layers", &layers))
+        arg_get(ctx, "decoder_num_layers", &layers);
+    if (layout) {
+        /* A:548 the layout's stage count over PP gives VPP */
+        static char buf[1 << 16];
+        long stages = pk_layout_expand(layout, buf, sizeof buf);
+        if (stages >= 0 && py_mod(stages, pp))
+            pk_startup(s, "folding.layout_stages_not_divisible_by_pp",
+                       "pipeline_model_parallel_layout pipeline_model_parallel_size",
+                       "The length of pipeline_model_parallel_layout must be divisible by "
+                       "pipeline_model_parallel_size (num_stages=%ld, "
+                       "args.pipeline_model_parallel_size=%ld) -- add or merge stages so "
+                       "their count is a multiple of PP",
+                       stages, pp);
+    } else if (has_nlpvs || has_nvspr) {
+        if (!has_nvspr) {
+            long l = layers + acc;
+            if (uneven)
+                pk_startup(s, "folding.vpp_uneven_needs_nvspr",
+                           "num_layers_per_virtual_pipeline_stage "
+                           "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers",
+                           "please use --num-virtual-stages-per-pipeline-rank to specify "
+                           "virtual pipeline parallel degree when enable uneven pipeline "
+                           "parallelism -- replace --num-layers-per-virtual-pipeline-stage");
+            else if (py_mod(l, pp))
+                pk_startup(s, "folding.vpp_layers_not_divisible_by_pp", PIPE_KNOBS,
+                           "number of layers of the model must be divisible pipeline model "
+                           "parallel size -- %ld layers%s over PP %ld",
+                           l, acc ? " (with the embedding/loss counted)" : "", pp);
+            else if (nlpvs == 0)
+                pk_startup(s, "folding.vpp_stage_not_divisible_by_layers_per_vstage",
+                           "num_layers_per_virtual_pipeline_stage",
+                           "ZeroDivisionError: integer modulo by zero "
+                           "(--num-layers-per-virtual-pipeline-stage 0) -- give at least 1");
+            else if (py_mod(py_div(l, pp), nlpvs))
+                pk_startup(s, "folding.vpp_stage_not_divisible_by_layers_per_vstage",
+                           "num_layers_per_virtual_pipeline_stage " PIPE_KNOBS,
+                           "number of layers per pipeline stage must be divisible number of "
+                           "layers per virtual pipeline stage -- %ld layers per stage, %ld per "
+                           "virtual stage",
+                           py_div(l, pp), nlpvs);
+        }
+    } else if (!uneven && pk_arg_set(ctx, "num_layers") && py_mod(layers + acc, pp)) {
+        /* A:599 the plain even split */
+        pk_startup(s, "folding.layers_not_divisible_by_pp", PIPE_KNOBS,
+                   "Number of layers should be divisible by the pipeline-model-parallel size "
+                   "-- %ld layers%s over PP %ld; pick a PP that divides them, or give "
+                   "first/last stage sizes or a layout",
+                   layers + acc, acc ? " (with the embedding/loss counted)" : "", pp);
+    }
+
+    /* A:604 the interleaved schedule needs enough pipeline ranks. */
+    if (arg_get(ctx, "virtual_pipeline_model_parallel_size", &vpp)) {
+        if (pk_arg_on(ctx, "overlap_p2p_comm") && pp <= 1)
+            pk_startup(s, "folding.interleaved_needs_pp_gt_1",
+                       "pipeline_model_parallel_size num_virtual_stages_per_pipeline_rank",
+                       "When interleaved schedule is used, pipeline-model-parallel size should "
+                       "be greater than 1 -- virtual stages (VPP %ld) need PP > 1",
+                       vpp);
+        else if (!pk_arg_on(ctx, "overlap_p2p_comm") && pp <= 2)
+            pk_startup(s, "folding.interleaved_needs_pp_gt_2",
+                       "pipeline_model_parallel_size num_virtual_stages_per_pipeline_rank",
+                       "When interleaved schedule is used and p2p communication overlap is "
+                       "disabled, pipeline-model-parallel size should be greater than 2 to "
+                       "avoid having multiple p2p sends and recvs between same 2 ranks per "
+                       "communication batch -- VPP %ld with PP %ld",
+                       vpp, pp);
+    }
+}
+
+#define UNEVEN_KNOBS "decoder_first_pipeline_num_layers decoder_last_pipeline_num_layers"
+
+/* T: the pipeline split of TransformerConfig.__post_init__ (first/last
+ * stage sizes, the layout's conflicts, the embedding/loss accounting). */
+static void startup_transformer_config(const mt_ctx_v1 *ctx, mt_sink *s)
+{
+    int ver = fold_version(ctx);
+    long first = 0, last = 0, v = 0, layers = 0, pp = pk_arg_int(ctx, "pipeline_model_parallel_size", 1);
+    int has_first = arg_get(ctx, "decoder_first_pipeline_num_layers", &first);
+    int has_last = arg_get(ctx, "decoder_last_pipeline_num_layers", &last);
+    int has_v = arg_get(ctx, "virtual_pipeline_model_parallel_size", &v);
+    int acc_e = pk_arg_on(ctx, "account_for_embedding_in_pipeline_split");
+    int acc_l = pk_arg_on(ctx, "account_for_loss_in_pipeline_split");
+    int first_set = pk_arg_set(ctx, "decoder_first_pipeline_num_layers");
+    int last_set = pk_arg_set(ctx, "decoder_last_pipeline_num_layers");
+
+    arg_get(ctx, "num_layers", &layers);
+    if ((first_set || last_set) && (acc_e || acc_l)) {
+        pk_startup(s, "folding.first_last_with_account_for",
+                   UNEVEN_KNOBS,
+                   "num_layers_in_first_pipeline_stage and num_layers_in_last_pipeline_stage "
+                   "cannot beset at the same time with account_for_embedding_in_pipeline_split"
+                   "and account_for_loss_in_pipeline_split -- use one way to balance the ends");
+        return;
+    }
+    if (pk_arg_set(ctx, "pipeline_model_parallel_layout")) {
+        if (first_set || last_set || acc_e || acc_l)
+            pk_startup(s, "folding.layout_with_other_pp_args",
+                       "pipeline_model_parallel_layout " UNEVEN_KNOBS,
+                       "pipeline_model_parallel_layout cannot be set with other pipeline layout "
+                       "arguments. self.num_layers_in_first_pipeline_stage=%s, "
+                       "self.num_layers_in_last_pipeline_stage=%s, "
+                       "self.account_for_embedding_in_pipeline_split=%s, "
+                       "self.account_for_loss_in_pipeline_split=%s. -- the layout places every "
+                       "layer itself",
+                       first_set ? pk_arg(ctx, "decoder_first_pipeline_num_layers") : "None",
+                       last_set ? pk_arg(ctx, "decoder_last_pipeline_num_layers") : "None",
+                       acc_e ? "True" : "False", acc_l ? "True" : "False");
+        return;
+    }
+    if (first_set || last_set) {
+        long rem = layers, pps = pp;
+        if (first_set && has_first) {
+            if (first <= 0) {
+                pk_startup(s, "folding.first_stage_positive", UNEVEN_KNOBS,
+                           "num_layers_in_first_pipeline_stage must be larger than 0 -- it is "
+                           "%ld",
+                           first);
+                return;
+            }
+            if (has_v && v == 0) {
+                pk_startup(s, "folding.first_stage_vpp_divisible",
+                           "num_virtual_stages_per_pipeline_rank " UNEVEN_KNOBS,
+                           "ZeroDivisionError: integer modulo by zero "
+                           "(--num-virtual-stages-per-pipeline-rank 0) -- give at least 2 "
+                           "virtual stages or none");
+                return;
+            }
+            if (has_v && py_mod(first, v)) {
+                pk_startup(s, "folding.first_stage_vpp_divisible",
+                           "decoder_first_pipeline_num_layers num_virtual_stages_per_pipeline_rank",
+                           "number of layers at first stage: %ldmust be divisible by virtual "
+                           "pipelineparallel degree %ld -- or use a "
+                           "pipeline_model_parallel_layout",
+                           first, v);
+                return;
+            }
+            rem -= first;
+            pps--;
+        }
+        if (last_set && has_last) {
+            if (last <= 0) {
+                pk_startup(s, "folding.last_stage_positive", UNEVEN_KNOBS,
+                           "num_layers_in_last_pipeline_stage must be larger than 0 -- it is "
+                           "%ld",
+                           last);
+                return;
+            }
+            if (has_v && v == 0) {
+                pk_startup(s, "folding.last_stage_vpp_divisible",
+                           "num_virtual_stages_per_pipeline_rank " UNEVEN_KNOBS,
+                           "ZeroDivisionError: integer modulo by zero "
+                           "(--num-virtual-stages-per-pipeline-rank 0) -- give at least 2 "
+                           "virtual stages or none");
+                return;
+            }
+            if (has_v && py_mod(last, v)) {
+                pk_startup(s, "folding.last_stage_vpp_divisible",
+                           "decoder_last_pipeline_num_layers num_virtual_stages_per_pipeline_rank",
+                           "number of layers at last stage: %ldmust be divisible by virtual "
+                           "pipelineparallel degree %ld -- or use a "
+                           "pipeline_model_parallel_layout",
+                           last, v);
+                return;
+            }
+            rem -= last;
+            pps--;
+        }
+        if (ver >= V_V18 && (rem != 0) != (pps != 0)) {
+            pk_startup(s, "folding.middle_stage_mismatch", UNEVEN_KNOBS " " PIPE_KNOBS,
+                       "Mismatch: %ld middle layers remaining but %ld middle PP stages "
+                       "available. -- the first and last stages leave layers without middle "
+                       "stages (or stages without layers)",
+                       rem, pps);
+            return;
+        }
+        if (pps && py_mod(rem, pps)) {
+            pk_startup(s, "folding.middle_stage_pp_divisible", UNEVEN_KNOBS " " PIPE_KNOBS,
+                       "number of layers at middle stage: %ld must be divisible bythe middle "
+                       "pipeline model parallel size %ld -- adjust the first/last stage sizes",
+                       rem, pps);
+            return;
+        }
+        if (pps && has_v) {
+            if (v == 0)
+                pk_startup(s, "folding.middle_rank_vpp_divisible",
+                           "num_virtual_stages_per_pipeline_rank",
+                           "ZeroDivisionError: integer modulo by zero "
+                           "(--num-virtual-stages-per-pipeline-rank 0) -- give at least 2 "
+                           "virtual stages or none");
+            else if (py_mod(py_div(rem, pps), v))
+                pk_startup(s, "folding.middle_rank_vpp_divisible",
+                           "num_virtual_stages_per_pipeline_rank " UNEVEN_KNOBS,
+                           "number of layers on each middle pipeline rank:%ld must be divisible "
+                           "by virtualpipeline parallel degree %ld -- adjust the first/last "
+                           "stage sizes or VPP",
+                           py_div(rem, pps), v);
+        }
+        return;
+    }
+    if (acc_e || acc_l) {
+        long l = layers + acc_e + acc_l;
+        if (pp == 0)
+            return;
+        if (!has_v) {
+            if (py_mod(l, pp))
+                pk_startup(s, "folding.account_for_pp_divisible_novpp", PIPE_KNOBS,
+                           "number of middle layers: %ld must be divisible by middle "
+                           "pipeline_model_parallel_size %ld",
+                           l, pp);
+        } else if (py_mod(l, pp)) {
+            pk_startup(s, "folding.account_for_pp_divisible", PIPE_KNOBS,
+                       "num_layers: %ld after enableaccount_for_embedding_in_pipeline_split or "
+                       "account_for_loss_in_pipeline_split must be divisibleby "
+                       "pipeline_model_parallel_size %ld -- the embedding and loss count as "
+                       "layers here",
+                       l, pp);
+        } else if (v == 0) {
+            pk_startup(s, "folding.account_for_vpp_divisible",
+                       "num_virtual_stages_per_pipeline_rank",
+                       "ZeroDivisionError: integer modulo by zero "
+                       "(--num-virtual-stages-per-pipeline-rank 0) -- give at least 2 virtual "
+                       "stages or none");
+        } else if (py_mod(py_div(l, pp), v)) {
+            pk_startup(s, "folding.account_for_vpp_divisible",
+                       "num_virtual_stages_per_pipeline_rank " PIPE_KNOBS,
+                       "number of layers on each pipeline rank: %ld(after enable "
+                       "account_for_embedding_in_pipeline_split or "
+                       "account_for_loss_in_pipeline_split) must be divisible "
+                       "byvirtual_pipeline_model_parallel_size%ld",
+                       py_div(l, pp), v);
+        }
+    }
+}
+
+/* What Megatron checks only when it builds the process groups
+ * (parallel_state.initialize_model_parallel), after start-up validation:
+ * the expert grid must tile the world. */
+static void runtime_rules(const mt_ctx_v1 *ctx, mt_sink *s)
+{
+    long world = pk_arg_int(ctx, "world_size", 0);
+    long pp = pk_arg_int(ctx, "pipeline_model_parallel_size", 1);
+    long ep = pk_arg_int(ctx, "expert_model_parallel_size", 1);
+    long etp = pk_arg_int(ctx, "expert_tensor_parallel_size", 1);
+    long grid = etp * ep * pp;
+    if (world > 0 && grid > 0 && world % grid)
+        pk_runtime(s, "folding.expert_grid",
+                   "expert_model_parallel_size expert_tensor_parallel_size "
+                   "pipeline_model_parallel_size",
+                   "runtime (initialize_model_parallel): the expert grid ETP*EP*PP = "
+                   "%ld*%ld*%ld = %ld does not divide world size %ld; pick EP and ETP so that it "
+                   "does",
+                   etp, ep, pp, grid, world);
+}
+
 static int folding_check(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 {
-    shape sh;
-    fold f;
     (void)state;
-    shape_read(ctx, &sh);
-    fold_read(ctx->config, &f);
-    fold_rules(&sh, &f, out);
+    if (!pk_args(ctx))
+        return 0;
+    startup_validate_args(ctx, out);
+    startup_transformer_config(ctx, out);
+    runtime_rules(ctx, out);
     return 0;
 }
 
@@ -918,6 +1322,16 @@ static int space_ok_long(const mt_ctx_v1 *ctx, const char *knob, long from, long
     return pk_space_allows(ctx, knob, buf);
 }
 
+static int space_ok_opt(const mt_ctx_v1 *ctx, const char *knob, long from, long to)
+{
+    char buf[32] = "";
+    if (from == to)
+        return 1;
+    if (to > 0)
+        snprintf(buf, sizeof buf, "%ld", to);
+    return pk_space_allows(ctx, knob, buf);
+}
+
 static int fold_space_ok(const mt_ctx_v1 *ctx, const fold *a, const fold *b)
 {
     return space_ok_long(ctx, "tensor_model_parallel_size", a->tp, b->tp) &&
@@ -925,12 +1339,12 @@ static int fold_space_ok(const mt_ctx_v1 *ctx, const fold *a, const fold *b)
            space_ok_long(ctx, "context_parallel_size", a->cp, b->cp) &&
            space_ok_long(ctx, "expert_model_parallel_size", a->ep, b->ep) &&
            space_ok_long(ctx, "expert_tensor_parallel_size", a->etp, b->etp) &&
-           space_ok_long(ctx, "num_layers_per_virtual_pipeline_stage", a->vpp_layers,
-                         b->vpp_layers) &&
-           space_ok_long(ctx, "num_virtual_stages_per_pipeline_rank", a->vpp_stages,
-                         b->vpp_stages) &&
-           space_ok_long(ctx, "decoder_first_pipeline_num_layers", a->first, b->first) &&
-           space_ok_long(ctx, "decoder_last_pipeline_num_layers", a->last, b->last) &&
+           space_ok_opt(ctx, "num_layers_per_virtual_pipeline_stage", a->vpp_layers,
+                        b->vpp_layers) &&
+           space_ok_opt(ctx, "num_virtual_stages_per_pipeline_rank", a->vpp_stages,
+                        b->vpp_stages) &&
+           space_ok_opt(ctx, "decoder_first_pipeline_num_layers", a->first, b->first) &&
+           space_ok_opt(ctx, "decoder_last_pipeline_num_layers", a->last, b->last) &&
            space_ok_long(ctx, "micro_batch_size", a->mbs, b->mbs) &&
            (a->sp == b->sp ||
             pk_space_allows(ctx, "sequence_parallel", b->sp ? "true" : "false")) &&
@@ -947,6 +1361,18 @@ static void set_long(mt_sink *out, const char *knob, long from, long to)
     pk_host->sink_set(out, knob, buf);
 }
 
+/* The optional pipeline knobs: 0 here means unset, spelled "". */
+static void set_opt(mt_sink *out, const char *knob, long from, long to)
+{
+    char buf[32] = "";
+    if (from == to)
+        return;
+    if (to > 0)
+        snprintf(buf, sizeof buf, "%ld", to);
+    pk_host->sink_set(out, knob, buf);
+}
+
+
 static void set_fold(mt_sink *out, const fold *a, const fold *b)
 {
     set_long(out, "tensor_model_parallel_size", a->tp, b->tp);
@@ -956,12 +1382,12 @@ static void set_fold(mt_sink *out, const fold *a, const fold *b)
     set_long(out, "expert_tensor_parallel_size", a->etp, b->etp);
     if (a->sp != b->sp)
         pk_host->sink_set(out, "sequence_parallel", b->sp ? "true" : "false");
-    set_long(out, "num_layers_per_virtual_pipeline_stage", a->vpp_layers, b->vpp_layers);
-    set_long(out, "num_virtual_stages_per_pipeline_rank", a->vpp_stages, b->vpp_stages);
+    set_opt(out, "num_layers_per_virtual_pipeline_stage", a->vpp_layers, b->vpp_layers);
+    set_opt(out, "num_virtual_stages_per_pipeline_rank", a->vpp_stages, b->vpp_stages);
     if (strcmp(a->layout, b->layout))
         pk_host->sink_set(out, "pipeline_model_parallel_layout", b->layout);
-    set_long(out, "decoder_first_pipeline_num_layers", a->first, b->first);
-    set_long(out, "decoder_last_pipeline_num_layers", a->last, b->last);
+    set_opt(out, "decoder_first_pipeline_num_layers", a->first, b->first);
+    set_opt(out, "decoder_last_pipeline_num_layers", a->last, b->last);
 }
 
 /* Both folding meshes, as the report prints them. */
@@ -1152,21 +1578,41 @@ static void render_long(mt_sink *out, uint32_t d, const char *knob, const char *
     pk_render(out, d, knob, section, field, buf);
 }
 
+/* An optional knob, rendered when the config gives it (its words as they
+ * are: a layout of integers stays one word). */
+static void render_given(const mt_ctx_v1 *ctx, mt_sink *out, uint32_t d, const char *knob,
+                         const char *field)
+{
+    const char *v = pk_get(ctx->config, knob);
+    char buf[64];
+    size_t i, o = 0;
+    if (!v)
+        return;
+    for (i = 0; v[i] && o + 1 < sizeof buf; i++)
+        if (v[i] != ' ' && v[i] != '\t')
+            buf[o++] = v[i];
+    buf[o] = 0;
+    if (buf[0])
+        pk_render(out, d, knob, "model", field, buf);
+}
+
 static int folding_render(void *state, const mt_ctx_v1 *ctx, uint32_t dialect, mt_sink *out)
 {
     shape sh;
     fold f;
-    char layout[LAYOUT_MAX];
+    static char layout[8192];
     (void)state;
     shape_read(ctx, &sh);
     fold_read(ctx->config, &f);
-    layout_compact(f.layout, layout, sizeof layout);
+    /* the whole layout, however long (fold_read keeps a bounded copy) */
+    layout_compact(pk_str(ctx->config, "pipeline_model_parallel_layout", ""), layout,
+                   sizeof layout);
 
     /* The parallel sizes and MBS are always spelled out: a launch command
      * should state its folding even where it matches the defaults. */
     render_long(out, dialect, "tensor_model_parallel_size", "model", NULL, f.tp);
     render_long(out, dialect, "pipeline_model_parallel_size", "model", NULL, f.pp);
-    if (f.cp > 1)
+    if (f.cp != 1)
         render_long(out, dialect, "context_parallel_size", "model", NULL, f.cp);
     render_long(out, dialect, "expert_model_parallel_size", "model", NULL, f.ep);
     render_long(out, dialect, "expert_tensor_parallel_size", "model", NULL, fold_etp(&f));
@@ -1174,12 +1620,9 @@ static int folding_render(void *state, const mt_ctx_v1 *ctx, uint32_t dialect, m
         pk_render_bool(out, dialect, "sequence_parallel", "model", NULL, 1);
 
     if (dialect == MT_DIALECT_MLM) {
-        if (f.vpp_layers > 0)
-            render_long(out, dialect, "num_layers_per_virtual_pipeline_stage", "model", NULL,
-                        f.vpp_layers);
-        if (f.vpp_stages > 0)
-            render_long(out, dialect, "num_virtual_stages_per_pipeline_rank", "model", NULL,
-                        f.vpp_stages);
+        /* given values go through as written: Megatron judges a 0 itself */
+        render_given(ctx, out, dialect, "num_layers_per_virtual_pipeline_stage", NULL);
+        render_given(ctx, out, dialect, "num_virtual_stages_per_pipeline_rank", NULL);
     } else {
         /* Bridge knows only the VPP size; with a layout it must agree with
          * the layout's stage count, which fold_vpp derives. */
@@ -1196,12 +1639,10 @@ static int folding_render(void *state, const mt_ctx_v1 *ctx, uint32_t dialect, m
     } else if (layout[0]) {
         pk_render(out, dialect, "pipeline_model_parallel_layout", "model", NULL, layout);
     }
-    if (f.first > 0)
-        render_long(out, dialect, "decoder_first_pipeline_num_layers", "model",
-                    "num_layers_in_first_pipeline_stage", f.first);
-    if (f.last > 0)
-        render_long(out, dialect, "decoder_last_pipeline_num_layers", "model",
-                    "num_layers_in_last_pipeline_stage", f.last);
+    render_given(ctx, out, dialect, "decoder_first_pipeline_num_layers",
+                 "num_layers_in_first_pipeline_stage");
+    render_given(ctx, out, dialect, "decoder_last_pipeline_num_layers",
+                 "num_layers_in_last_pipeline_stage");
     render_long(out, dialect, "micro_batch_size", "train", NULL, f.mbs);
     return 0;
 }

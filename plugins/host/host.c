@@ -45,11 +45,14 @@ static long num_experts(const mt_ctx_v1 *ctx)
     return n >= 0 ? n : pk_int(ctx->model, "num_experts", 0);
 }
 
-/* Megatron's CUDA_DEVICE_MAX_CONNECTIONS requirement stops at Blackwell
- * (compute capability 10); an unknown arch proves nothing. */
+/* Megatron's CUDA_DEVICE_MAX_CONNECTIONS requirement stops at compute
+ * capability 10 (Blackwell); an unknown GPU proves nothing. */
 static int before_blackwell(const mt_ctx_v1 *ctx)
 {
     const char *arch = pk_str(ctx->hardware, "arch", "");
+    int cap = pk_capability(ctx);
+    if (cap > 0)
+        return cap < 100;
     return *arch && strcmp(arch, "blackwell");
 }
 
@@ -223,73 +226,56 @@ static int alloc_conf_without_expandable(const char *conf, char *buf, size_t n)
 
 /* ---- check ------------------------------------------------------------ */
 
+/* Megatron-LM's start-up checks on the launch environment (validate_args). */
+static void startup_rules(const mt_ctx_v1 *ctx, mt_sink *out)
+{
+    const char *cdmc = pk_env(ctx, "CUDA_DEVICE_MAX_CONNECTIONS");
+    long tp = pk_arg_int(ctx, "tensor_model_parallel_size", 1);
+    long cp = pk_arg_int(ctx, "context_parallel_size", 1);
+    int cap = pk_capability(ctx), one = cdmc && !strcmp(cdmc, "1");
+    int torch_fsdp = pk_arg_on(ctx, "use_torch_fsdp2"), mfsdp = pk_arg_on(ctx, "use_megatron_fsdp");
+
+    /* Before compute capability 10, TP or CP needs exactly the string "1";
+     * FSDP and EP overlap only warn. */
+    if ((tp > 1 || cp > 1) && cap > 0 && cap < 100 && !torch_fsdp && !mfsdp &&
+        !pk_arg_on(ctx, "overlap_moe_expert_parallel_comm") && !one)
+        pk_startup(out, "host.cuda_device_max_connections",
+                   CDMC " tensor_model_parallel_size context_parallel_size",
+                   "Using tensor model parallelism or context parallelism require setting the "
+                   "environment variable CUDA_DEVICE_MAX_CONNECTIONS to 1 (TP %ld, CP %ld on "
+                   "compute capability %d.%d, where it is %s%s%s); set "
+                   "env.CUDA_DEVICE_MAX_CONNECTIONS=1",
+                   tp, cp, cap / 10, cap % 10, cdmc ? "\"" : "unset", cdmc ? cdmc : "",
+                   cdmc ? "\"" : "");
+    if ((torch_fsdp || mfsdp) && one)
+        pk_startup(out, "host.fsdp_cuda_device_max_connections", CDMC,
+                   "%s (--use-%s with CUDA_DEVICE_MAX_CONNECTIONS=1); unset it or set it above 1",
+                   torch_fsdp || !pk_core_ge(ctx, "0.18")
+                       ? "FSDP always requires CUDA_DEVICE_MAX_CONNECTIONS value large than one"
+                       : "FSDP requires CUDA_DEVICE_MAX_CONNECTIONS > 1 or unset.",
+                   torch_fsdp ? "torch-fsdp2" : "megatron-fsdp");
+}
+
 static int host_check(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 {
-    const mt_kv *c = ctx->config;
-    const char *cdmc = pk_str(c, CDMC, ""), *alloc = pk_str(c, ALLOC, "");
-    const char *gpu = pk_str(ctx->hardware, "gpu", "?");
-    long interval = pk_int(c, "manual_gc_interval", 0), conns = cdmc_value(cdmc);
-    int ep_overlap = pk_bool(c, "overlap_moe_expert_parallel_comm");
+    const char *alloc = pk_str(ctx->config, ALLOC, "");
     (void)state;
 
-    if (interval > 0 && !pk_bool(c, "manual_gc"))
-        pk_violation(out, "host.gc_interval_needs_manual_gc", "manual_gc manual_gc_interval",
-                     "manual_gc_interval is %ld but manual_gc is false, so Megatron ignores "
-                     "the interval and Python's GC keeps firing at random steps; set "
-                     "manual_gc=true or manual_gc_interval=0",
-                     interval);
+    if (pk_args(ctx))
+        startup_rules(ctx, out);
 
-    if (conns < 0)
-        pk_violation(out, "host.device_max_connections_value", CDMC,
-                     "CUDA_DEVICE_MAX_CONNECTIONS=\"%s\" is not an integer in 1..32 (CUDA's "
-                     "range of hardware work queues); set 1, 8 or 32, or leave it unset",
-                     cdmc);
-
-    /* Megatron asserts the exact string "1" here; with EP overlap it only
-     * warns, and moetune then asks for more queues (next rule). */
-    if (conns >= 0 && before_blackwell(ctx) && tp_or_cp(ctx) && !ep_overlap && strcmp(cdmc, "1"))
-        pk_violation(out, "host.device_max_connections_tp_cp",
-                     CDMC " tensor_model_parallel_size context_parallel_size",
-                     "on %s (before Blackwell) with TP %ld and CP %ld Megatron requires "
-                     "CUDA_DEVICE_MAX_CONNECTIONS=1 so TP/CP communication is queued ahead of "
-                     "the GEMMs it overlaps; it is %s%s%s; set env.CUDA_DEVICE_MAX_CONNECTIONS=1",
-                     gpu, pk_int(c, "tensor_model_parallel_size", 1),
-                     pk_int(c, "context_parallel_size", 1), *cdmc ? "\"" : "unset (8)", cdmc,
-                     *cdmc ? "\"" : "");
-
-    /* One hardware queue serializes the all-to-all of one micro-batch behind
-     * the expert GEMMs of the other, which is the overlap EP overlap is for;
-     * that holds on every architecture. */
-    if (conns == 1 && ep_overlap)
-        pk_violation(out, "host.device_max_connections_ep_overlap",
-                     CDMC " overlap_moe_expert_parallel_comm",
-                     "EP overlap needs CUDA_DEVICE_MAX_CONNECTIONS > 1, e.g. 32: with 1 the "
-                     "all-to-all and the other micro-batch's GEMMs share one hardware queue "
-                     "and serialize (Megatron waives the TP/CP requirement of 1 under "
-                     "--overlap-moe-expert-parallel-comm); set env.CUDA_DEVICE_MAX_CONNECTIONS=32");
-
-    if (pk_bool(c, "moe_router_fusion") && num_experts(ctx) <= 0)
-        pk_violation(out, "host.router_fusion_needs_moe", "moe_router_fusion num_experts",
-                     "--moe-router-fusion fuses the MoE router kernels, but num_experts is %ld "
-                     "(a dense model); set moe_router_fusion=false",
-                     num_experts(ctx));
-
+    /* PyTorch's caching allocator refuses a malformed config at the first CUDA
+     * allocation: a runtime failure, not one of Megatron's checks. */
     if (*alloc) {
         char why[256];
         int expandable;
         if (alloc_conf_invalid(alloc, why, sizeof why, &expandable))
-            pk_violation(out, "host.alloc_conf_syntax", ALLOC,
-                         "PYTORCH_CUDA_ALLOC_CONF=\"%s\": %s; write comma-separated key:value "
-                         "entries with keys expandable_segments, max_split_size_mb, "
-                         "garbage_collection_threshold, roundup_power2_divisions",
-                         alloc, why);
-        else if (expandable && graphs_on(ctx))
-            pk_violation(out, "host.alloc_conf_cuda_graphs", ALLOC " cuda_graph_impl",
-                         "Megatron refuses expandable_segments:True in PYTORCH_CUDA_ALLOC_CONF "
-                         "with CUDA graphs (cuda_graph_impl=%s): captured memory can be "
-                         "remapped, ending in illegal memory accesses; drop "
-                         "expandable_segments:True or turn graphs off",
-                         pk_str(c, "cuda_graph_impl", "?"));
+            pk_runtime(out, "host.alloc_conf_syntax", ALLOC,
+                       "runtime: PyTorch's CUDA caching allocator refuses "
+                       "PYTORCH_CUDA_ALLOC_CONF=\"%s\": %s; write comma-separated key:value "
+                       "entries with keys expandable_segments, max_split_size_mb, "
+                       "garbage_collection_threshold, roundup_power2_divisions",
+                       alloc, why);
     }
     return 0;
 }
@@ -457,19 +443,14 @@ static int host_repair(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 {
     const mt_kv *c = ctx->config;
     const char *cdmc = pk_str(c, CDMC, ""), *alloc = pk_str(c, ALLOC, "");
-    long conns = cdmc_value(cdmc);
     int ep_overlap = pk_bool(c, "overlap_moe_expert_parallel_comm");
     int layout = changed(ctx, "tensor_model_parallel_size") ||
                  changed(ctx, "context_parallel_size") ||
                  changed(ctx, "overlap_moe_expert_parallel_comm");
     (void)state;
 
-    if (layout && !changed(ctx, CDMC) && conns >= 0) {
-        if (ep_overlap && conns == 1) {
-            pk_host->sink_set(out, CDMC, "32");
-            pk_note(out, "CUDA_DEVICE_MAX_CONNECTIONS 1 -> 32: EP overlap is on and needs "
-                         "more than one hardware queue");
-        } else if (!ep_overlap && before_blackwell(ctx) && tp_or_cp(ctx) && strcmp(cdmc, "1")) {
+    if (layout && !changed(ctx, CDMC)) {
+        if (!ep_overlap && before_blackwell(ctx) && tp_or_cp(ctx) && strcmp(cdmc, "1")) {
             pk_host->sink_set(out, CDMC, "1");
             pk_note(out, "CUDA_DEVICE_MAX_CONNECTIONS %s -> 1: TP %ld / CP %ld on %s without EP "
                          "overlap, and Megatron requires 1 before Blackwell",
@@ -490,11 +471,6 @@ static int host_repair(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
         }
     }
 
-    if (changed(ctx, "num_experts") && !changed(ctx, "moe_router_fusion") &&
-        pk_bool(c, "moe_router_fusion") && num_experts(ctx) <= 0) {
-        pk_host->sink_set(out, "moe_router_fusion", "false");
-        pk_note(out, "moe_router_fusion turned off: the model has no experts");
-    }
     return 0;
 }
 

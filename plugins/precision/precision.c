@@ -2,15 +2,22 @@
  * precision.c - the precision plugin: BF16 mixed precision, FP8 and FP4
  * training recipes, and the MoE router dtype.
  *
- * moetune tunes BF16 mixed-precision training only: FP16 training is not a
- * moetune target (Megatron refuses expert parallelism and grouped GEMM with
- * FP16), so bf16 must stay true.  Low-precision recipes are proposed as
+ * moetune tunes BF16 mixed-precision training (bf16 defaults to true and no
+ * candidate turns it off).  Low-precision recipes are proposed as
  * training-equivalent: they are a training recipe, but they change numerics,
  * so each candidate says that the loss gate must confirm it.
  *
+ * Start-up rules are Megatron-LM's own precision checks (validate_args and
+ * TransformerConfig.__post_init__) per core version, over the parsed
+ * namespace: "fp8 mode" is --fp8-format given, the recipe defaults to
+ * delayed, FP32 training and a router without --moe-router-dtype start.
+ * A recipe the GPU lacks (mxfp8, NVFP4 before Blackwell) fails only on the
+ * GPU: a runtime rule.
+ *
  * Rules owned elsewhere and deliberately not repeated here: FP8 `delayed`
- * with moe_act/layernorm recompute belongs to the recompute plugin, the EP
- * overlap compute-path rule to the overlap plugin.
+ * with moe_act/layernorm recompute belongs to the recompute plugin, fp8 with
+ * the block-scope inference CUDA graph to the cudagraph plugin, the EP
+ * overlap dtype rule to the overlap plugin.
  */
 #include "pluginkit.h"
 
@@ -25,17 +32,18 @@ static const char *const router_dtypes[] = {"none", "fp32", "fp64", NULL};
 
 static const mt_knob_v1 knobs[] = {
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_BOOL, "bf16", NULL, "true",
-     "BF16 mixed precision (--bf16); must stay true: FP16 training is not a moetune target"},
+     "BF16 mixed precision (--bf16; Megatron's default is FP32); moetune tunes BF16 runs"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_ENUM, "fp8_format", fp8_formats, "none",
      "FP8 format (--fp8-format): e4m3, or hybrid (E4M3 forward, E5M2 gradients)"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_ENUM, "fp8_recipe", fp8_recipes, "none",
-     "FP8 scaling recipe (--fp8-recipe); mxfp8 needs Blackwell"},
+     "FP8 scaling recipe (--fp8-recipe; none = Megatron's default, delayed); mxfp8 needs "
+     "Blackwell"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_ENUM, "fp4_format", fp4_formats, "none",
      "FP4 format (--fp4-format e2m1); needs Blackwell, excludes FP8"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_ENUM, "fp4_recipe", fp4_recipes, "none",
      "FP4 recipe (--fp4-recipe nvfp4)"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_ENUM, "moe_router_dtype", router_dtypes, "none",
-     "MoE router dtype (--moe-router-dtype); the router stays FP32 on MoE models"},
+     "MoE router dtype (--moe-router-dtype); FP32 is the MoE recipe and proposed"},
 };
 
 static const mt_variable_v1 variables[] = {
@@ -76,110 +84,352 @@ static const recipe blackwell_recipes[] = {
 
 static int is_set(const char *v) { return v && *v && strcmp(v, "none"); }
 
-/* The config wins over the model view: rules are about what gets rendered. */
+static const char *arch_of(const mt_ctx_v1 *ctx) { return pk_str(ctx->hardware, "arch", ""); }
+
+/* The config wins over the model view. */
 static long num_experts(const mt_ctx_v1 *ctx)
 {
     long n = pk_int(ctx->config, "num_experts", -1);
     return n >= 0 ? n : pk_int(ctx->model, "num_experts", 0);
 }
 
-static const char *arch_of(const mt_ctx_v1 *ctx) { return pk_str(ctx->hardware, "arch", ""); }
-
-static int lowp_arch_ok(const char *arch)
+/* Megatron core is at least v; a contract without a stack is judged as the
+ * newest. */
+static int core_ge(const mt_ctx_v1 *ctx, const char *v)
 {
-    return !strcmp(arch, "hopper") || !strcmp(arch, "blackwell");
+    return !pk_get(ctx->contract, "stack.megatron_core") || pk_core_ge(ctx, v);
+}
+
+/* Transformer Engine is declared and older than v (an undeclared TE proves
+ * nothing either way). */
+static int te_lt(const mt_ctx_v1 *ctx, const char *v)
+{
+    return pk_get(ctx->contract, "stack.transformer_engine") && !pk_te_ge(ctx, v);
+}
+
+static const char *te_version(const mt_ctx_v1 *ctx)
+{
+    return pk_str(ctx->contract, "stack.transformer_engine", "?");
+}
+
+/* "fp8 mode" is --fp8-format given (dest fp8), "fp4 mode" --fp4-format. */
+static int fp8_on(const mt_ctx_v1 *ctx) { return pk_arg_set(ctx, "fp8"); }
+static int fp4_on(const mt_ctx_v1 *ctx) { return pk_arg_set(ctx, "fp4"); }
+
+static const char *fp8_recipe(const mt_ctx_v1 *ctx)
+{
+    return pk_str(pk_args(ctx), "fp8_recipe", "delayed");
+}
+
+/* --fp4-param-gather: dest fp4_param on core r0.15, fp4_param_gather later. */
+static int fp4_param(const mt_ctx_v1 *ctx)
+{
+    return pk_arg_on(ctx, core_ge(ctx, "0.18") ? "fp4_param_gather" : "fp4_param");
+}
+
+/* --fp8-param-gather after validate_args' FSDP2 block, which turns it off
+ * under torch FSDP2 (TE >= 2.0). */
+static int fp8_param(const mt_ctx_v1 *ctx)
+{
+    return pk_arg_on(ctx, "fp8_param_gather") &&
+           !(pk_arg_on(ctx, "use_torch_fsdp2") && pk_te_ge(ctx, "2.0"));
+}
+
+/* GTP weight remat (core 0.19+): shards over the matching TP size. */
+static long remat(const mt_ctx_v1 *ctx, const char *shards, long tp)
+{
+    long n = pk_arg_int(ctx, shards, 0);
+    return pk_arg_set(ctx, shards) && tp > 0 && n > 0 ? n / tp : 1;
+}
+
+/* validate_args' precision checks, in its order. */
+static void args_rules(const mt_ctx_v1 *ctx, mt_sink *out)
+{
+    int v18 = core_ge(ctx, "0.18"), v19 = core_ge(ctx, "0.19");
+    int fp8 = fp8_on(ctx), fp4 = fp4_on(ctx), f8p = fp8_param(ctx);
+    int bf16 = pk_arg_on(ctx, "bf16"), fp16 = pk_arg_on(ctx, "fp16");
+    const char *r8 = fp8_recipe(ctx);
+
+    if (!v18 && pk_arg_on(ctx, "use_torch_fsdp2") && pk_arg_on(ctx, "fp4_param") &&
+        te_lt(ctx, "2.7"))
+        pk_startup(out, "precision.fsdp2_fp4_param_needs_te_2_7", "fp4_format",
+                   "--fp4-param requires Transformer Engine >= 2.7.0.dev0 (it is %s); "
+                   "upgrade TE or drop --fp4-param-gather",
+                   te_version(ctx));
+    if (f8p && !pk_arg_on(ctx, "use_distributed_optimizer") &&
+        !pk_arg_on(ctx, "use_torch_fsdp2") && !pk_arg_on(ctx, "use_megatron_fsdp"))
+        pk_startup(out, "precision.fp8_param_gather_needs_dist_opt", "",
+                   "--fp8-param-gather only supported with distributed optimizer, torch fsdp2, "
+                   "megatron fsdp, or inference mode; add --use-distributed-optimizer or drop "
+                   "--fp8-param-gather");
+    if (fp4 && fp8)
+        pk_startup(out, "precision.fp4_fp8_exclusive", "fp4_format fp8_format",
+                   "--fp4-format and --fp8-format cannot be used simultaneously. Please choose "
+                   "one (fp8_format=%s, fp4_format=%s)",
+                   pk_arg(ctx, "fp8"), pk_arg(ctx, "fp4"));
+    if (fp4_param(ctx) && !fp4)
+        pk_startup(out, "precision.fp4_param_gather_needs_fp4", "fp4_format",
+                   "--fp4-param-gather must be used together with --fp4-format; set fp4_format "
+                   "or drop --fp4-param-gather");
+    if (fp4 && te_lt(ctx, "2.7"))
+        pk_startup(out, "precision.fp4_needs_te_2_7", "fp4_format",
+                   "--fp4-format requires Transformer Engine >= 2.7.0.dev0 for "
+                   "NVFP4BlockScaling support (it is %s); upgrade TE or set fp4_format=none",
+                   te_version(ctx));
+    if (v19 && pk_arg_on(ctx, "use_megatron_fsdp") &&
+        (pk_arg_on(ctx, "moe_single_grouped_weight") || pk_arg_on(ctx, "moe_single_grouped_bias")))
+        pk_startup(out, "precision.fsdp_single_grouped", "",
+                   "Megatron-FSDP does not currently support moe_single_grouped_weight or "
+                   "moe_single_grouped_bias; drop them or use the distributed optimizer");
+    if (fp16 && bf16)
+        pk_startup(out, "precision.fp16_and_bf16", "bf16",
+                   "validate_args asserts not args.bf16 with --fp16: choose one of --fp16 and "
+                   "--bf16");
+    if (bf16 && pk_arg_on(ctx, "accumulate_allreduce_grads_in_fp32") &&
+        !pk_arg_is(ctx, "main_grads_dtype", "fp32"))
+        pk_startup(out, "precision.main_grads_dtype_with_fp32_accum", "",
+                   "--main-grads-dtype can only be fp32 when --accumulate-allreduce-grads-in-fp32 "
+                   "is set (it is %s)",
+                   pk_str(pk_args(ctx), "main_grads_dtype", "?"));
+    /* fp8 with --inference-cuda-graph-scope=block is the cudagraph plugin's
+     * rule (cudagraph.inference_block_fp8). */
+    if (!v18 && fp8 && pk_arg_is(ctx, "cuda_graph_impl", "local") &&
+        pk_arg_is(ctx, "cuda_graph_scope", "full_iteration") &&
+        pk_arg_on(ctx, "inference_dynamic_batching"))
+        pk_startup(out, "precision.inference_dynamic_full_iter_fp8", "fp8_format",
+                   "fp8 is not supported with inference dynamic batching and full_iteration "
+                   "CUDA graph; set fp8_format=none or use another graph scope");
+    if (pk_arg_on(ctx, "fp16_lm_cross_entropy") && !fp16)
+        pk_startup(out, "precision.fp16_lm_cross_entropy_needs_fp16", "",
+                   "lm cross entropy in fp16 only support in fp16 mode; drop "
+                   "--fp16-lm-cross-entropy");
+    if (pk_arg_on(ctx, "fp32_residual_connection") && !fp16 && !bf16)
+        pk_startup(out, "precision.fp32_residual_needs_half", "bf16",
+                   "residual connection in fp32 only supported when using fp16 or bf16; set "
+                   "bf16=true or drop --fp32-residual-connection");
+    if (pk_arg_on(ctx, "moe_grouped_gemm")) {
+        if (!v18 && !bf16)
+            pk_startup(out, "precision.grouped_gemm_needs_bf16", "bf16 moe_grouped_gemm",
+                       "Currently GroupedGEMM for MoE only supports bf16 dtype (Megatron core %s); "
+                       "set bf16=true or turn grouped GEMM off",
+                       pk_str(ctx->contract, "stack.megatron_core", "?"));
+        if (pk_capability(ctx) > 0 && pk_capability(ctx) < 80)
+            pk_startup(out, "precision.grouped_gemm_capability", "moe_grouped_gemm",
+                       "Unsupported compute capability for GroupedGEMM kernels (%d.%d); turn "
+                       "grouped GEMM off",
+                       pk_capability(ctx) / 10, pk_capability(ctx) % 10);
+    }
+    if (!v18 && fp16 && pk_arg_int(ctx, "expert_model_parallel_size", 1) > 1)
+        pk_startup(out, "precision.ep_fp16", "bf16",
+                   "Expert parallelism is not supported with fp16 training (Megatron core %s); "
+                   "use --bf16 or expert_model_parallel_size 1",
+                   pk_str(ctx->contract, "stack.megatron_core", "?"));
+    if (v19) {
+        long tp = pk_arg_int(ctx, "tensor_model_parallel_size", 1);
+        long etp = pk_arg_int(ctx, "expert_tensor_parallel_size", tp);
+        int gtp = remat(ctx, "tensor_parallel_num_weight_shards", tp) > 1 ||
+                  remat(ctx, "expert_tensor_parallel_num_weight_shards", etp) > 1;
+        if (gtp && fp4 && !fp4_param(ctx))
+            pk_startup(out, "precision.gtp_fp4_needs_fp4_param_gather", "fp4_format",
+                       "GTP (--tensor-parallel-num-weight-shards / "
+                       "--expert-tensor-parallel-num-weight-shards > 1) with --fp4-format "
+                       "requires --fp4-param-gather so NVFP4 weights are all-gathered as native "
+                       "NVFP4");
+        if (gtp && !strcmp(r8, "mxfp8")) {
+            if (!f8p)
+                pk_startup(out, "precision.gtp_mxfp8_needs_fp8_param_gather", "fp8_recipe",
+                           "GTP + mxfp8 requires --fp8-param-gather (the optimizer maintains "
+                           "the fp8 shard)");
+            else if (!pk_arg_on(ctx, "reuse_grad_buf_for_mxfp8_param_ag") ||
+                     pk_arg_on(ctx, "use_megatron_fsdp"))
+                pk_startup(out, "precision.gtp_mxfp8_needs_reuse_grad_buf", "fp8_recipe",
+                           "GTP + mxfp8 + --fp8-param-gather requires "
+                           "--reuse-grad-buf-for-mxfp8-param-ag (Megatron-FSDP turns it off)");
+        }
+    }
+    if (pk_arg_on(ctx, "optimizer_cpu_offload") &&
+        pk_arg_on(ctx, "use_precision_aware_optimizer") && f8p && strcmp(r8, "delayed"))
+        pk_startup(out, "precision.cpu_offload_fp8_param_gather_needs_delayed", "fp8_recipe",
+                   "When `--fp8-param-gather` is enabled, the optimizer cpu offload must be used "
+                   "in conjunction with `--fp8-recipe delayed` (it is %s)",
+                   r8);
+}
+
+/* TransformerConfig.__post_init__'s precision checks, in its order. */
+static void config_rules(const mt_ctx_v1 *ctx, mt_sink *out)
+{
+    int v18 = core_ge(ctx, "0.18"), v19 = core_ge(ctx, "0.19"), v20 = core_ge(ctx, "0.20");
+    int fp8 = fp8_on(ctx), fp4 = fp4_on(ctx), f8p = fp8_param(ctx);
+    int gg = pk_arg_on(ctx, "moe_grouped_gemm");
+    int op_fuser = pk_arg_on(ctx, "use_transformer_engine_op_fuser");
+    /* main derives grouped tensors from the op fuser with grouped GEMM */
+    int grouped_tensor = pk_arg_on(ctx, "moe_use_grouped_tensor") || (op_fuser && gg);
+    int sgw = pk_arg_on(ctx, "moe_single_grouped_weight");
+    int sgb = pk_arg_on(ctx, "moe_single_grouped_bias");
+    const char *r8 = fp8_recipe(ctx);
+    const char *r4 = pk_str(pk_args(ctx), "fp4_recipe", "nvfp4");
+    int pad_q = pk_arg_on(ctx, "moe_router_padding_for_quantization");
+    int pad8 = pk_arg_on(ctx, "moe_router_padding_for_fp8");
+
+    if (v20 && pk_arg_on(ctx, "moe_use_grouped_tensor") && !gg)
+        pk_startup(out, "precision.moe_use_grouped_tensor_needs_grouped_gemm", "moe_grouped_gemm",
+                   "moe_use_grouped_tensor=True requires moe_grouped_gemm=True; turn grouped GEMM "
+                   "on");
+    if (fp8 && pk_arg_on(ctx, "first_last_layers_bf16")) {
+        if (!strcmp(r8, "delayed")) {
+            pk_startup(out, "precision.delayed_first_last_bf16", "fp8_recipe fp8_format",
+                       "Delayed scaling does not support first / last layer in BF16; use "
+                       "fp8_recipe tensorwise, blockwise or mxfp8, or drop "
+                       "--first-last-layers-bf16");
+        } else {
+            long pp = pk_arg_int(ctx, "pipeline_model_parallel_size", 1);
+            long m = pp > 0 ? pk_arg_int(ctx, "num_layers", 0) / pp : 0;
+            long s = pk_arg_int(ctx, "num_layers_at_start_in_bf16", 1);
+            long e = pk_arg_int(ctx, "num_layers_at_end_in_bf16", 1);
+            if (s < 0 || s > m)
+                pk_startup(out, "precision.bf16_layers_at_start_range", "",
+                           "num_layers_at_start_in_bf16 (%ld) must be between 0 and number of "
+                           "layers per pipeline stage (%ld)",
+                           s, m);
+            if (e < 0 || e > m)
+                pk_startup(out, "precision.bf16_layers_at_end_range", "",
+                           "num_layers_at_end_in_bf16 (%ld) must be between 0 and number of "
+                           "layers per pipeline stage (%ld)",
+                           e, m);
+        }
+    }
+    if (v18 && fp8 && !strcmp(r8, "custom") && !*pk_str(pk_args(ctx), "fp8_quantizer_factory", ""))
+        pk_startup(out, "precision.fp8_custom_recipe_needs_factory", "fp8_recipe",
+                   "fp8_quantizer_factory must be provided when fp8_recipe is 'custom'; pass "
+                   "--fp8-quantizer-factory package.module.quantizer_factory");
+    if (f8p && !fp8)
+        pk_startup(out, "precision.fp8_param_needs_fp8", "fp8_format",
+                   "fp8_param must be used together with fp8 mode (--fp8-param-gather without "
+                   "--fp8-format); set fp8_format or drop --fp8-param-gather");
+    if (v18 && pk_arg_on(ctx, "fp8_output_proj")) {
+        if (!fp8)
+            pk_startup(out, "precision.fp8_output_proj_needs_fp8", "fp8_format",
+                       "fp8_output_proj must be used together with fp8 mode; set fp8_format or "
+                       "drop --fp8-output-proj");
+        else if (strcmp(r8, "mxfp8"))
+            pk_startup(out, "precision.fp8_output_proj_needs_mxfp8", "fp8_recipe",
+                       "fp8_output_proj requires fp8_recipe='mxfp8', got '%s'", r8);
+    }
+    if (v18 && fp4 && !strcmp(r4, "custom") && !*pk_str(pk_args(ctx), "fp4_quantizer_factory", ""))
+        pk_startup(out, "precision.fp4_custom_recipe_needs_factory", "fp4_recipe",
+                   "fp4_quantizer_factory must be provided when fp4_recipe is 'custom'; pass "
+                   "--fp4-quantizer-factory package.module.quantizer_factory");
+    if (v18 && pk_arg_is(ctx, "transformer_impl", "inference_optimized") &&
+        pk_arg_set(ctx, "num_experts")) {
+        if (pad_q)
+            pk_startup(out, "precision.inference_no_router_padding", "",
+                       "Inference-optimized MoE layers do not support padded routing map for "
+                       "quantization; drop --moe-router-padding-for-quantization");
+        if (!pk_arg_is(ctx, "moe_router_dtype", "fp32"))
+            pk_startup(out, "precision.inference_router_dtype_fp32", "moe_router_dtype",
+                       "--transformer-impl='inference_optimized' requires --moe-router-dtype=fp32 "
+                       "to avoid costly dtype conversions during decode; set "
+                       "moe_router_dtype=fp32");
+    }
+    if (v18 && (sgw || sgb)) {
+        if (!gg)
+            pk_startup(out, "precision.single_grouped_needs_grouped_gemm", "moe_grouped_gemm",
+                       "moe_single_grouped_weight and moe_single_grouped_bias require "
+                       "moe_grouped_gemm=True; turn grouped GEMM on");
+        else if (te_lt(ctx, "2.14"))
+            pk_startup(out, "precision.single_grouped_needs_te_2_14", "",
+                       "moe_single_grouped_weight and moe_single_grouped_bias require "
+                       "transformer-engine>=2.14.0, but your version is %s",
+                       te_version(ctx));
+        else {
+            if (sgw) {
+                if (v19 ? (fp8 && strcmp(r8, "mxfp8")) || (fp4 && strcmp(r4, "nvfp4"))
+                        : fp4 || !fp8 || strcmp(r8, "mxfp8"))
+                    pk_startup(out, "precision.single_grouped_weight_recipe", "fp8_recipe",
+                               "moe_single_grouped_weight is currently supported %s",
+                               v19 ? "with high-precision primary weights, fp8_recipe='mxfp8', "
+                                     "or fp4_recipe='nvfp4'"
+                                   : "only with fp8 mode and fp8_recipe='mxfp8'");
+                if (v19 && !v20 && !op_fuser)
+                    pk_startup(out, "precision.single_grouped_weight_needs_op_fuser", "",
+                               "moe_single_grouped_weight requires "
+                               "use_transformer_engine_op_fuser=True");
+                if (v20 && fp4 && !fp4_param(ctx))
+                    pk_startup(out, "precision.single_grouped_weight_fp4_param", "fp4_format",
+                               "moe_single_grouped_weight with FP4 compute requires "
+                               "fp4_param=True (--fp4-param-gather)");
+                if (v20 && !grouped_tensor)
+                    pk_startup(out, "precision.single_grouped_weight_needs_grouped_tensor", "",
+                               "moe_single_grouped_weight requires moe_use_grouped_tensor=True");
+            }
+            if (sgb && !pk_arg_on(ctx, "add_bias_linear"))
+                pk_startup(out, "precision.single_grouped_bias_needs_bias", "",
+                           "moe_single_grouped_bias requires add_bias_linear=True");
+            if (sgb && v20 && !grouped_tensor)
+                pk_startup(out, "precision.single_grouped_bias_needs_grouped_tensor", "",
+                           "moe_single_grouped_bias requires moe_use_grouped_tensor=True");
+        }
+    }
+    if (pk_arg_set(ctx, "num_experts") && fp8 && pk_arg_int(ctx, "num_experts", 0) > 0 &&
+        (te_lt(ctx, "1.7") || (gg && te_lt(ctx, "1.11"))))
+        pk_startup(out, "precision.moe_fp8_te_versions", "fp8_format",
+                   "Only transformer-engine>=%s supports %s, but your version is %s",
+                   te_lt(ctx, "1.7") ? "1.7.0" : "1.11.0",
+                   te_lt(ctx, "1.7") ? "MoE FP8 training" : "FP8 grouped gemm", te_version(ctx));
+    /* Routing-map padding for quantized GEMMs: core r0.15 knows only the
+     * fp8 flag; later versions map it onto padding_for_quantization. */
+    if (v18 ? (pad8 || pad_q) && !fp8 && !fp4 : pad8 && !fp8)
+        pk_startup(out, "precision.router_padding_needs_fp8", "fp8_format",
+                   "%s must be specified when moe_router_padding_for_%s is True; set fp8_format "
+                   "or drop the padding flag",
+                   v18 ? "fp8/fp4" : "fp8", v18 ? "quantization" : "fp8");
+}
+
+/* What only fails on the GPU: block-scaled recipes need Blackwell tensor
+ * cores, FP8 needs Hopper or later. */
+static void runtime_rules(const mt_ctx_v1 *ctx, mt_sink *out)
+{
+    const mt_kv *c = ctx->config;
+    const char *arch = arch_of(ctx), *gpu = pk_str(ctx->hardware, "gpu", "?");
+    int fp8, fp4, mx;
+    if (pk_args(ctx)) {
+        fp8 = fp8_on(ctx), fp4 = fp4_on(ctx);
+        mx = fp8 && !strcmp(fp8_recipe(ctx), "mxfp8");
+    } else {
+        fp8 = is_set(pk_str(c, "fp8_format", "none"));
+        fp4 = is_set(pk_str(c, "fp4_format", "none"));
+        mx = fp8 && pk_eq(c, "fp8_recipe", "mxfp8");
+    }
+    /* An unknown arch proves nothing either way; the host validates it. */
+    if (!*arch || !(fp8 || fp4))
+        return;
+    if (strcmp(arch, "hopper") && strcmp(arch, "blackwell"))
+        pk_runtime(out, "precision.recipe_arch", fp8 ? "fp8_format fp8_recipe" : "fp4_format",
+                   "runtime: low-precision training needs Hopper or Blackwell FP8 tensor cores; "
+                   "%s is %s; set fp8_format and fp4_format to none",
+                   gpu, arch);
+    else if (strcmp(arch, "blackwell")) {
+        if (mx)
+            pk_runtime(out, "precision.recipe_arch", "fp8_recipe fp8_format",
+                       "runtime: --fp8-recipe mxfp8 needs Blackwell (block-scaled MXFP8 GEMMs); "
+                       "%s is %s; use tensorwise, blockwise or delayed there",
+                       gpu, arch);
+        if (fp4)
+            pk_runtime(out, "precision.recipe_arch", "fp4_format fp4_recipe",
+                       "runtime: FP4 (--fp4-format) needs Blackwell (NVFP4 GEMMs); %s is %s; set "
+                       "fp4_format and fp4_recipe to none",
+                       gpu, arch);
+    }
 }
 
 static int precision_check(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 {
-    const mt_kv *c = ctx->config;
-    const char *f8 = pk_str(c, "fp8_format", "none"), *r8 = pk_str(c, "fp8_recipe", "none");
-    const char *f4 = pk_str(c, "fp4_format", "none"), *r4 = pk_str(c, "fp4_recipe", "none");
-    const char *rd = pk_str(c, "moe_router_dtype", "none");
-    const char *arch = arch_of(ctx), *gpu = pk_str(ctx->hardware, "gpu", "?");
-    int fp8 = is_set(f8) || is_set(r8), fp4 = is_set(f4) || is_set(r4);
-    long experts = num_experts(ctx);
     (void)state;
-
-    if (!pk_bool(c, "bf16"))
-        pk_violation(out, "precision.bf16_required", "bf16",
-                     "bf16 is false: moetune tunes BF16 mixed-precision training only "
-                     "(FP16 training is not a moetune target; Megatron refuses expert "
-                     "parallelism with FP16 and grouped GEMM without BF16); set bf16=true");
-    /* Megatron's own assertion, apart from the policy above: grouped GEMM
-     * kernels take BF16 only. */
-    if (!pk_bool(c, "bf16") && experts > 0 && pk_bool(c, "moe_grouped_gemm"))
-        pk_violation(out, "precision.grouped_gemm_needs_bf16", "bf16 moe_grouped_gemm",
-                     "--moe-grouped-gemm needs --bf16 (Megatron: \"Currently GroupedGEMM for MoE "
-                     "only supports bf16 dtype\"); set bf16=true or turn grouped GEMM off");
-
-    if (is_set(f8) && !is_set(r8))
-        pk_violation(out, "precision.fp8_format_recipe_pair", "fp8_recipe fp8_format",
-                     "--fp8-format %s is set but fp8_recipe is none; set fp8_recipe "
-                     "(tensorwise, blockwise or delayed on Hopper, mxfp8 on Blackwell) or "
-                     "fp8_format=none",
-                     f8);
-    else if (!is_set(f8) && is_set(r8))
-        pk_violation(out, "precision.fp8_format_recipe_pair", "fp8_format fp8_recipe",
-                     "--fp8-recipe %s is set but fp8_format is none, so FP8 is off; set "
-                     "fp8_format (e4m3 or hybrid) or fp8_recipe=none",
-                     r8);
-
-    if (is_set(f4) && !is_set(r4))
-        pk_violation(out, "precision.fp4_format_recipe_pair", "fp4_recipe fp4_format",
-                     "--fp4-format %s is set but fp4_recipe is none; set fp4_recipe=nvfp4 "
-                     "or fp4_format=none",
-                     f4);
-    else if (!is_set(f4) && is_set(r4))
-        pk_violation(out, "precision.fp4_format_recipe_pair", "fp4_format fp4_recipe",
-                     "--fp4-recipe %s is set but fp4_format is none, so FP4 is off; set "
-                     "fp4_format=e2m1 or fp4_recipe=none",
-                     r4);
-
-    if (fp8 && fp4)
-        pk_violation(out, "precision.fp8_fp4_exclusive",
-                     "fp4_format fp4_recipe fp8_format fp8_recipe",
-                     "FP8 (fp8_format=%s, fp8_recipe=%s) and FP4 (fp4_format=%s, "
-                     "fp4_recipe=%s) are mutually exclusive (Megatron raises); keep one "
-                     "and set the other pair to none",
-                     f8, r8, f4, r4);
-
-    /* An unknown arch proves nothing either way; the host validates it. */
-    if (*arch && (fp8 || fp4)) {
-        if (!lowp_arch_ok(arch))
-            pk_violation(out, "precision.recipe_arch",
-                         fp8 ? "fp8_recipe fp8_format" : "fp4_recipe fp4_format",
-                         "low-precision training needs Hopper or Blackwell FP8 tensor cores; "
-                         "%s is %s; set fp8_format, fp8_recipe, fp4_format and fp4_recipe "
-                         "to none",
-                         gpu, arch);
-        else if (strcmp(arch, "blackwell")) {
-            if (!strcmp(r8, "mxfp8"))
-                pk_violation(out, "precision.recipe_arch", "fp8_recipe fp8_format",
-                             "--fp8-recipe mxfp8 needs Blackwell (block-scaled MXFP8 GEMMs); "
-                             "%s is %s; use tensorwise, blockwise or delayed there",
-                             gpu, arch);
-            if (is_set(f4) || is_set(r4))
-                pk_violation(out, "precision.recipe_arch", "fp4_recipe fp4_format",
-                             "FP4 (fp4_format=%s, fp4_recipe=%s) needs Blackwell (NVFP4 "
-                             "GEMMs); %s is %s; set fp4_format and fp4_recipe to none",
-                             f4, r4, gpu, arch);
-        }
+    if (pk_args(ctx)) {
+        args_rules(ctx, out);
+        config_rules(ctx, out);
     }
-
-    /* TE would take HYBRID here; moetune follows Megatron's MXFP8 recipes, which
-     * use E4M3 for both passes since the 1x32 block scales carry the range. */
-    if (!strcmp(r8, "mxfp8") && !strcmp(f8, "hybrid"))
-        pk_violation(out, "precision.mxfp8_needs_e4m3", "fp8_format fp8_recipe",
-                     "moetune runs --fp8-recipe mxfp8 with --fp8-format e4m3, as Megatron's "
-                     "MXFP8 recipes and TE's MXFP8 default do (the 1x32 block scales carry "
-                     "the gradient range); fp8_format is hybrid; set fp8_format=e4m3");
-
-    if (experts > 0 && strcmp(rd, "fp32") && strcmp(rd, "fp64"))
-        pk_violation(out, "precision.router_fp32", "moe_router_dtype",
-                     "router must be FP32; set moe_router_dtype=fp32 (it is %s, so the "
-                     "gating GEMM and routing scores over %ld experts run in BF16)",
-                     rd, experts);
+    runtime_rules(ctx, out);
     return 0;
 }
 

@@ -41,6 +41,8 @@ static const mt_knob_v1 recompute_knobs[] = {
      "run (part of) the optimizer step on the CPU"},
     {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_STRING, "optimizer_offload_fraction", NULL, "1.0",
      "share of optimizer states offloaded, decimal in (0, 1]"},
+    {sizeof(mt_knob_v1), MT_KNOB_FLAG, MT_TYPE_BOOL, "use_precision_aware_optimizer", NULL,
+     "false", "the precision-aware optimizer, whose code path optimizer CPU offload reuses"},
 };
 
 static const mt_variable_v1 recompute_variables[] = {
@@ -50,13 +52,14 @@ static const mt_variable_v1 recompute_variables[] = {
     {sizeof(mt_variable_v1), "activation_offload",
      "fine_grained_activation_offloading offload_modules", MT_WALL_MEMORY},
     {sizeof(mt_variable_v1), "optimizer_offload",
-     "optimizer_cpu_offload optimizer_offload_fraction", MT_WALL_MEMORY},
+     "optimizer_cpu_offload optimizer_offload_fraction use_precision_aware_optimizer",
+     MT_WALL_MEMORY},
 };
 
 /* Facts owned elsewhere that the rules read. */
 typedef struct rc_env {
     long layers, pp, experts, shared;
-    int mla, grouped_gemm, shared_overlap, fp8_delayed, dist_opt, gdn;
+    int mla, grouped_gemm, shared_overlap, fp8, fp8_delayed, dist_opt, gdn;
 } rc_env;
 
 /* This plugin's knobs. */
@@ -66,7 +69,7 @@ typedef struct rc {
     char modules[LIST_MAX]; /* canonical order, "" = empty */
     int offloading;
     char offload[LIST_MAX];
-    int opt_offload;
+    int opt_offload, precision_aware;
     char fraction[32];
 } rc;
 
@@ -97,9 +100,13 @@ static void env_read(const mt_ctx_v1 *ctx, rc_env *e)
     e->mla = core_bool(ctx, "multi_latent_attention");
     e->grouped_gemm = pk_bool(ctx->config, "moe_grouped_gemm");
     e->shared_overlap = pk_bool(ctx->config, "moe_shared_expert_overlap");
-    e->fp8_delayed = pk_eq(ctx->config, "fp8_recipe", "delayed");
+    e->fp8 = strcmp(pk_str(ctx->config, "fp8_format", "none"), "none") != 0;
+    /* Megatron's fp8_recipe defaults to delayed */
+    e->fp8_delayed = pk_eq(ctx->config, "fp8_recipe", "delayed") ||
+                     !strcmp(pk_str(ctx->config, "fp8_recipe", "none"), "none");
     e->dist_opt = pk_bool(ctx->config, "use_distributed_optimizer");
-    e->gdn = variant && !strcmp(variant, "gated_delta_net");
+    e->gdn = variant && (!strcmp(variant, "gated_delta_net") ||
+                         (pk_core_ge(ctx, "0.20") && (!strcmp(variant, "gdn") || !strcmp(variant, "gdn2"))));
     if (e->pp < 1)
         e->pp = 1;
 }
@@ -118,6 +125,7 @@ static void rc_read(const mt_kv *c, rc *r)
     r->offloading = pk_bool(c, "fine_grained_activation_offloading");
     copy_str(r->offload, sizeof r->offload, pk_str(c, "offload_modules", ""));
     r->opt_offload = pk_bool(c, "optimizer_cpu_offload");
+    r->precision_aware = pk_bool(c, "use_precision_aware_optimizer");
     copy_str(r->fraction, sizeof r->fraction, pk_str(c, "optimizer_offload_fraction", "1.0"));
 }
 
@@ -174,162 +182,391 @@ static int parse_fraction(const char *s, double *v)
     return 0;
 }
 
-/* Layers one pipeline stage holds at most: the bound on full recompute's
- * recompute_num_layers for both methods. */
-static long layers_per_stage(const rc_env *e)
-{
-    return e->layers > 0 ? (e->layers + e->pp - 1) / e->pp : 0;
-}
 
 /* ------------------------------------------------------------------------ */
 /* Rules                                                                     */
 
 
-static int rc_rules(const rc_env *e, const rc *r, mt_sink *sink)
+/* The start-up rules a candidate of this plugin can run into, read from
+ * the config: propose() offers nothing they refuse.  check() judges the
+ * rendered command line itself (rc_startup). */
+static int rc_rules(const mt_ctx_v1 *ctx, const rc_env *e, const rc *r)
 {
-    pk_rules ro = {sink, 0};
     int selective = !strcmp(r->gran, "selective"), full = !strcmp(r->gran, "full");
     int has_method = strcmp(r->method, "none") != 0;
-    double frac = 0;
-
+    const char *mods = effective_modules(r);
+    if (!pk_core_ge(ctx, "0.18") && (r->offloading || !list_empty(r->offload)))
+        return 1; /* needs_core */
     if (selective && (has_method || r->num_layers > 0))
-        pk_fail(&ro, "recompute.selective_takes_no_method",
-                "recompute_method recompute_num_layers recompute_granularity",
-                "selective recompute takes no recompute_method (%s) or recompute_num_layers "
-                "(%ld); set them to none and 0",
-                r->method, r->num_layers);
+        return 1;
     if (full && (!has_method || r->num_layers <= 0))
-        pk_fail(&ro, "recompute.full_needs_method_and_layers",
-                "recompute_method recompute_num_layers recompute_granularity",
-                "full recompute needs recompute_method uniform or block (it is %s) and "
-                "recompute_num_layers > 0 (it is %ld)",
-                r->method, r->num_layers);
-    if (full && r->num_layers > 0 && layers_per_stage(e) > 0 &&
-        r->num_layers > layers_per_stage(e))
-        pk_fail(&ro, "recompute.full_layers_within_stage",
-                "recompute_num_layers pipeline_model_parallel_size num_layers",
-                "recompute_num_layers %ld exceeds the %ld layers a pipeline stage holds "
-                "(num_layers %ld over PP %ld)",
-                r->num_layers, layers_per_stage(e), e->layers, e->pp);
-    if (!selective && !full && (has_method || r->num_layers > 0))
-        pk_fail(&ro, "recompute.method_needs_granularity",
-                "recompute_method recompute_num_layers recompute_granularity",
-                "recompute_method %s / recompute_num_layers %ld are set but "
-                "recompute_granularity is none, so nothing is recomputed; unset them",
-                r->method, r->num_layers);
-    if (!selective && !list_empty(r->modules))
-        pk_fail(&ro, "recompute.modules_need_selective",
-                "recompute_modules recompute_granularity",
-                "recompute_modules \"%s\" only apply to selective recompute, but "
-                "recompute_granularity is %s; empty the list or use selective",
-                r->modules, r->gran);
-
-    /* The module rules below hold under selective recompute, the only time
-     * Megatron reads the list (modules_need_selective covers the rest). */
-    if (selective && pk_word_in(r->modules, "moe_act") && !e->grouped_gemm)
-        pk_fail(&ro, "recompute.moe_act_needs_grouped_gemm", "recompute_modules moe_grouped_gemm",
-                "moe_act recompute needs --moe-grouped-gemm, which is off; drop moe_act from "
-                "recompute_modules \"%s\"",
-                r->modules);
-    if (selective && pk_word_in(r->modules, "mla_up_proj") && !e->mla)
-        pk_fail(&ro, "recompute.mla_up_proj_needs_mla",
-                "recompute_modules multi_latent_attention",
-                "mla_up_proj recompute needs multi-latent attention, which this model does not "
-                "use; drop mla_up_proj from recompute_modules \"%s\"",
-                r->modules);
-    if ((pk_word_in(r->modules, "moe") || pk_word_in(r->modules, "moe_act")) && e->experts <= 0)
-        pk_fail(&ro, "recompute.moe_needs_experts", "recompute_modules num_experts",
-                "recompute_modules \"%s\" names MoE modules but the model has no experts "
-                "(num_experts %ld); drop moe / moe_act",
-                r->modules, e->experts);
-    if (pk_word_in(r->modules, "shared_experts") && e->shared <= 0)
-        pk_fail(&ro, "recompute.shared_experts_needs_shared_expert",
-                "recompute_modules moe_shared_expert_intermediate_size",
-                "shared_experts recompute needs shared experts, but "
-                "moe_shared_expert_intermediate_size is %ld; drop shared_experts",
-                e->shared);
-    if (selective && pk_word_in(r->modules, "shared_experts") && e->shared_overlap)
-        pk_fail(&ro, "recompute.shared_experts_excludes_overlap",
-                "recompute_modules moe_shared_expert_overlap",
-                "shared_experts recompute cannot run with --moe-shared-expert-overlap; drop "
-                "shared_experts from recompute_modules \"%s\" or turn the overlap off",
-                r->modules);
-    if (selective && e->fp8_delayed &&
-        (pk_word_in(r->modules, "moe_act") || pk_word_in(r->modules, "layernorm")))
-        pk_fail(&ro, "recompute.fp8_delayed_excludes_modules", "recompute_modules fp8_recipe",
-                "with fp8_recipe delayed Megatron rejects moe_act and layernorm recompute; "
-                "drop them from recompute_modules \"%s\"",
-                r->modules);
-    if (selective && pk_word_in(r->modules, "gdn_norm_out") && !e->gdn)
-        pk_fail(&ro, "recompute.gdn_norm_out_needs_gdn", "recompute_modules",
-                "gdn_norm_out recompute only exists for gated delta net attention, which this "
-                "model does not use; drop it from recompute_modules \"%s\"",
-                r->modules);
-
-    if (r->offloading && list_empty(r->offload))
-        pk_fail(&ro, "recompute.offloading_needs_modules",
-                "offload_modules fine_grained_activation_offloading",
-                "fine_grained_activation_offloading is on but offload_modules is empty; name "
-                "the modules to offload or turn offloading off");
-    if (!r->offloading && !list_empty(r->offload))
-        pk_fail(&ro, "recompute.offload_modules_need_offloading",
-                "offload_modules fine_grained_activation_offloading",
-                "offload_modules \"%s\" do nothing without fine_grained_activation_offloading; "
-                "turn it on or empty the list",
-                r->offload);
-    /* Megatron reads offload_modules only with offloading on
-     * (offload_modules_need_offloading covers the rest). */
-    if (r->offloading && pk_word_in(r->offload, "attn_proj") &&
-        !pk_word_in(r->offload, "core_attn"))
-        pk_fail(&ro, "recompute.offload_attn_proj_needs_core_attn", "offload_modules",
-                "Megatron offloads attn_proj only together with core_attn; offload_modules is "
-                "\"%s\"",
-                r->offload);
+        return 1;
     if (selective) {
-        const char *mods = effective_modules(r);
-        const char *both = pk_word_in(mods, "core_attn") && pk_word_in(r->offload, "core_attn")
-                               ? "core_attn"
-                           : pk_word_in(mods, "moe_act") && pk_word_in(r->offload, "moe_act")
-                               ? "moe_act"
-                               : NULL;
-        if (both)
-            pk_fail(&ro, "recompute.module_recomputed_and_offloaded",
-                    "offload_modules recompute_modules",
-                    "%s is both recomputed (recompute_modules \"%s\") and offloaded "
-                    "(offload_modules \"%s\"); pick one",
-                    both, mods, r->offload);
-        /* Megatron asserts this one: recomputing whole MoE layers wraps the
-         * expert activations it would offload. */
-        if (r->offloading && pk_word_in(mods, "moe") &&
+        if (pk_word_in(mods, "moe_act") && !e->grouped_gemm)
+            return 1;
+        if (pk_word_in(mods, "mla_up_proj") && !e->mla)
+            return 1;
+        if (pk_word_in(mods, "gdn_norm_out") && (!pk_core_ge(ctx, "0.19") || !e->gdn))
+            return 1;
+        if (pk_word_in(mods, "shared_experts") && e->shared > 0 && e->shared_overlap)
+            return 1;
+        if (e->fp8 && e->fp8_delayed &&
+            (pk_word_in(mods, "moe_act") || pk_word_in(mods, "layernorm")))
+            return 1;
+    }
+    if (r->offloading) {
+        if (list_empty(r->offload))
+            return 1;
+        if (pk_word_in(r->offload, "attn_proj") && !pk_word_in(r->offload, "core_attn"))
+            return 1;
+        if (pk_core_ge(ctx, "0.19") && selective && pk_word_in(mods, "moe") &&
             (pk_word_in(r->offload, "moe_act") || pk_word_in(r->offload, "expert_fc1")))
-            pk_fail(&ro, "recompute.moe_recompute_excludes_expert_offload",
-                    "offload_modules recompute_modules",
-                    "recompute_modules \"%s\" recomputes whole MoE layers, so Megatron refuses "
-                    "to offload expert activations inside them (offload_modules \"%s\"); drop "
-                    "moe_act / expert_fc1 from offload_modules or moe from recompute_modules",
-                    mods, r->offload);
+            return 1;
+        if (pk_te_ge(ctx, "2.10") && !pk_eq(ctx->config, "env.NVTE_CPU_OFFLOAD_V1", "1"))
+            return 1;
+    }
+    if (r->opt_offload && !r->precision_aware)
+        return 1;
+    if (r->opt_offload && pk_bool(ctx->config, "fp8_param_gather") &&
+        !pk_eq(ctx->config, "fp8_recipe", "delayed"))
+        return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Start-up rules: Megatron-LM's recompute and offloading checks            */
+/* (validate_args, TransformerConfig), over the parsed namespace.            */
+
+static size_t rs_word(const char **p, char *w, size_t n)
+{
+    size_t len;
+    while (**p == ' ')
+        (*p)++;
+    len = strcspn(*p, " ");
+    if (!len)
+        return 0;
+    snprintf(w, n, "%.*s", (int)len, *p);
+    *p += len;
+    return len;
+}
+
+static void rs_add(char *list, size_t n, const char *word)
+{
+    size_t o = strlen(list), len = strlen(word);
+    if (o + len + 2 < n) {
+        if (o)
+            list[o++] = ' ';
+        memcpy(list + o, word, len + 1);
+    }
+}
+
+/* The distinct words of list outside allowed, as a Python set repr
+ * ("{'a', 'b'}"; Python's order is hash-random, so upstream's message is
+ * compared by its prefix).  Returns how many. */
+static int rs_invalid(const char *list, const char *const *allowed, char *out, size_t n)
+{
+    char w[64], seen[LIST_MAX] = "";
+    const char *p = list ? list : "";
+    size_t o = (size_t)snprintf(out, n, "{");
+    int k = 0;
+    while (rs_word(&p, w, sizeof w))
+        if (!pk_value_in(allowed, w) && !pk_word_in(seen, w)) {
+            rs_add(seen, sizeof seen, w);
+            if (o < n)
+                o += (size_t)snprintf(out + o, n - o, "%s'%s'", k ? ", " : "", w);
+            k++;
+        }
+    if (o < n)
+        snprintf(out + o, n - o, "}");
+    return k;
+}
+
+/* The words of list that are in set, as a Python set repr. */
+static int rs_both(const char *list, const char *const *set, char *out, size_t n)
+{
+    const char *const *s;
+    size_t o = (size_t)snprintf(out, n, "{");
+    int k = 0;
+    for (s = set; *s; s++)
+        if (pk_word_in(list, *s)) {
+            if (o < n)
+                o += (size_t)snprintf(out + o, n - o, "%s'%s'", k ? ", " : "", *s);
+            k++;
+        }
+    if (o < n)
+        snprintf(out + o, n - o, "}");
+    return k;
+}
+
+static void rc_startup(const mt_ctx_v1 *ctx, mt_sink *out)
+{
+    static const char *const rm_015[] = {"core_attn", "moe_act", "layernorm", "mla_up_proj",
+                                         "mlp", "moe", "shared_experts", NULL};
+    static const char *const rm_019[] = {"core_attn", "moe_act", "layernorm", "mla_up_proj",
+                                         "mlp", "moe", "shared_experts", "gdn_norm_out", NULL};
+    static const char *const rm_main[] = {"core_attn", "moe_act", "layernorm", "mla_up_proj",
+                                          "mlp", "moe", "shared_experts", "gdn_norm_out",
+                                          "gdp_in_proj", "gdp_qkv", "mhc", NULL};
+    static const char *const off_018[] = {"core_attn", "attn_proj", "expert_fc1", "moe_act",
+                                          "attn_norm", "mlp_norm", "qkv_linear", NULL};
+    static const char *const off_019[] = {"core_attn", "attn_proj", "expert_fc1", "moe_act",
+                                          "attn_norm", "mlp_norm", "qkv_linear",
+                                          "fused_group_mlp", NULL};
+    static const char *const off_main[] = {"core_attn", "attn_proj", "expert_fc1", "moe_act",
+                                           "attn_norm", "mlp_norm", "qkv_linear",
+                                           "fused_group_mlp", "gdp_qkv", NULL};
+    static const char *const in_moe[] = {"moe_act", "expert_fc1", "fused_group_mlp", NULL};
+    static const char *const fc1_act[] = {"expert_fc1", "moe_act", NULL};
+    int v018 = pk_core_ge(ctx, "0.18"), v019 = pk_core_ge(ctx, "0.19");
+    int vmain = pk_core_ge(ctx, "0.20");
+    const char *gran = pk_arg(ctx, "recompute_granularity");
+    const char *method = pk_arg(ctx, "recompute_method");
+    const char *given = pk_arg(ctx, "recompute_modules");
+    const char *off = pk_str(pk_args(ctx), "offload_modules", "");
+    const char *stack = pk_str(ctx->contract, "stack.megatron_core", "?");
+    int nl = pk_arg_set(ctx, "recompute_num_layers");
+    int selective = gran && !strcmp(gran, "selective"), full = gran && !strcmp(gran, "full");
+    int fine = v018 && pk_arg_on(ctx, "fine_grained_activation_offloading");
+    int cpu = v018 && pk_arg_int(ctx, "cpu_offloading_num_layers", 0) > 0;
+    long layers = pk_arg_int(ctx, "num_layers", 0), pp = pk_arg_int(ctx, "pipeline_model_parallel_size", 1);
+    char rm[LIST_MAX], bad[LIST_MAX];
+    const char *gran2;
+
+    /* validate_args */
+    if (pk_arg_on(ctx, "distribute_saved_activations")) {
+        if (pk_arg_int(ctx, "tensor_model_parallel_size", 1) <= 1)
+            pk_startup(out, "recompute.distribute_needs_tp",
+                       "distribute_saved_activations tensor_model_parallel_size",
+                       "can distribute recomputed activations only across tensor model parallel "
+                       "groups; use TP > 1 or drop --distribute-saved-activations");
+        else if (!full)
+            pk_startup(out, "recompute.distribute_needs_full",
+                       "distribute_saved_activations recompute_granularity",
+                       "distributed recompute activations is only application to full recompute "
+                       "granularity; use --recompute-granularity full");
+        else if (!method)
+            pk_startup(out, "recompute.distribute_needs_method",
+                       "distribute_saved_activations recompute_method",
+                       "for distributed recompute activations to work you need to use a "
+                       "recompute method ; set --recompute-method uniform or block");
+    }
+    if (selective && method)
+        pk_startup(out, "recompute.selective_with_method", "recompute_method recompute_granularity",
+                   "recompute method is not yet supported for selective recomputing granularity; "
+                   "drop --recompute-method %s",
+                   method);
+    if (pk_arg_on(ctx, "optimizer_cpu_offload")) {
+        /* the torch-FSDP2 block clears fp8_param_gather first (TE >= 2.0) */
+        int fp8pg = pk_arg_on(ctx, "fp8_param_gather") &&
+                    !(pk_arg_on(ctx, "use_torch_fsdp2") && pk_te_ge(ctx, "2.0"));
+        if (!pk_arg_on(ctx, "use_precision_aware_optimizer"))
+            pk_startup(out, "recompute.optimizer_offload_needs_precision_aware",
+                       "optimizer_cpu_offload",
+                       "The optimizer cpu offload must be used in conjunction with "
+                       "`--use-precision-aware-optimizer`, as the hybrid device optimizer reuses "
+                       "the code path of this flag.; add --use-precision-aware-optimizer");
+        else if (fp8pg && !pk_arg_is(ctx, "fp8_recipe", "delayed"))
+            pk_startup(out, "recompute.optimizer_offload_fp8_param_gather_delayed",
+                       "optimizer_cpu_offload",
+                       "When `--fp8-param-gather` is enabled, the optimizer cpu offload must be "
+                       "used in conjunction with `--fp8-recipe delayed`. (the recipe is %s)",
+                       pk_str(pk_args(ctx), "fp8_recipe", "None"));
+    }
+    if (fine) {
+        const char *v1 = pk_env(ctx, "NVTE_CPU_OFFLOAD_V1");
+        if (!pk_arg_is(ctx, "transformer_impl", "transformer_engine"))
+            pk_startup(out, "recompute.fg_offload_needs_te_impl",
+                       "fine_grained_activation_offloading",
+                       "Fine-grained activation offloading is only supported with "
+                       "transformer_engine implementation");
+        else if (pk_te_ge(ctx, "2.10") && !(v1 && !strcmp(v1, "1")))
+            pk_startup(out, "recompute.fg_offload_nvte_env", "fine_grained_activation_offloading",
+                       "For fine-grained activation offloading with TE >= 2.10.0, "
+                       "NVTE_CPU_OFFLOAD_V1 should be set to 1 to avoid offloading weights.; set "
+                       "env NVTE_CPU_OFFLOAD_V1=1");
     }
 
-    if (parse_fraction(r->fraction, &frac) < 0 || frac <= 0 || frac > 1)
-        pk_fail(&ro, "recompute.offload_fraction_range", "optimizer_offload_fraction",
-                "optimizer_offload_fraction \"%s\" must be a decimal in (0, 1], e.g. 0.25",
-                r->fraction);
-    if (r->opt_offload && !e->dist_opt)
-        pk_fail(&ro, "recompute.optimizer_offload_needs_distributed_optimizer",
-                "optimizer_cpu_offload use_distributed_optimizer",
-                "optimizer_cpu_offload needs --use-distributed-optimizer, which is off; turn "
-                "the distributed optimizer on or the offload off");
-    return ro.n;
+    /* TransformerConfig: CPU (layer) offloading */
+    if (cpu) {
+        long n = pk_arg_int(ctx, "cpu_offloading_num_layers", 0);
+        if (n >= layers)
+            pk_startup(out, "recompute.cpu_offload_num_layers", "cpu_offloading_num_layers",
+                       "CPU offloading can be done only for layers less than %ld", layers);
+        if (pp > 1)
+            pk_startup(out, "recompute.cpu_offload_pp", "cpu_offloading_num_layers",
+                       "Currently there is no support for Pipeline parallelism with CPU "
+                       "offloading (PP %ld)",
+                       pp);
+        if (gran)
+            pk_startup(out, "recompute.cpu_offload_with_recompute",
+                       "cpu_offloading_num_layers recompute_granularity",
+                       "CPU offloading does not work when activation recomputation is enabled");
+    }
+    /* recompute */
+    if (full && !method)
+        pk_startup(out, "recompute.full_needs_method", "recompute_method recompute_granularity",
+                   "Using recompute_granularity: full so recompute_method must be \"block\" or "
+                   "\"uniform\"");
+    else if (full && !nl)
+        pk_startup(out, "recompute.full_needs_num_layers",
+                   "recompute_num_layers recompute_granularity",
+                   "When using recompute_granularity: full recompute_num_layers must be between 1 "
+                   "and num_layers_per_pipeline_rank: %ld",
+                   pp > 0 ? (layers - ((layers % pp + pp) % pp)) / pp : layers);
+    if (selective && nl)
+        pk_startup(out, "recompute.selective_with_num_layers",
+                   "recompute_num_layers recompute_granularity",
+                   "When using recompute_granularity: selective recompute_num_layers must be "
+                   "None.; drop --recompute-num-layers");
+    if (gran && pk_arg_on(ctx, "distribute_saved_activations") && pk_arg_on(ctx, "sequence_parallel"))
+        pk_startup(out, "recompute.distribute_with_sp",
+                   "distribute_saved_activations sequence_parallel",
+                   "distribute_saved_activations: True must be false when sequence parallel is "
+                   "enabled: True");
+    snprintf(rm, sizeof rm, "%s", given ? given : "core_attn");
+    if (selective) {
+        const char *const *allowed = vmain ? rm_main : v019 ? rm_019 : rm_015;
+        if (*rm && rs_invalid(rm, allowed, bad, sizeof bad))
+            pk_startup(out, "recompute.modules_invalid", "recompute_modules",
+                       "Invalid choices for recompute_modules: %s. (Megatron core %s)", bad,
+                       stack);
+        if (pk_word_in(rm, "moe_act") && !pk_arg_on(ctx, "moe_grouped_gemm"))
+            pk_startup(out, "recompute.moe_act_needs_grouped_gemm",
+                       "recompute_modules moe_grouped_gemm",
+                       "moe_act in recompute_modules is only supported with moe_grouped_gemm.; "
+                       "add --moe-grouped-gemm or drop moe_act");
+        if (pk_word_in(rm, "mla_up_proj") && !pk_arg_on(ctx, "multi_latent_attention"))
+            pk_startup(out, "recompute.mla_up_proj_needs_mla", "recompute_modules",
+                       "mla_up_proj in recompute_modules is only supported with "
+                       "multi_latent_attention.; drop mla_up_proj");
+        if (v019 && pk_word_in(rm, "gdn_norm_out")) {
+            const char *var = pk_str(pk_args(ctx), "experimental_attention_variant", "");
+            int gdn = !strcmp(var, "gated_delta_net") ||
+                      (vmain && (!strcmp(var, "gdn") || !strcmp(var, "gdn2")));
+            if (!gdn)
+                pk_startup(out, "recompute.gdn_norm_out_needs_gdn", "recompute_modules",
+                           vmain ? "gdn_norm_out in recompute_modules is only supported with "
+                                   "experimental_attention_variant='gdn' or 'gdn2'."
+                                 : "gdn_norm_out in recompute_modules is only supported with "
+                                   "experimental_attention_variant='gated_delta_net'.");
+        }
+        if (pk_word_in(rm, "shared_experts") && pk_arg_set(ctx, "moe_shared_expert_intermediate_size") &&
+            pk_arg_on(ctx, "moe_shared_expert_overlap"))
+            pk_startup(out, "recompute.shared_experts_with_overlap",
+                       "recompute_modules moe_shared_expert_overlap",
+                       "shared_experts recompute cannot work with --moe-shared-expert-overlap.; "
+                       "drop one");
+        if (pk_arg_on(ctx, "fp8") && (pk_word_in(rm, "moe_act") || pk_word_in(rm, "layernorm")) &&
+            pk_arg_is(ctx, "fp8_recipe", "delayed"))
+            pk_startup(out, "recompute.fp8_delayed_moe_act_layernorm", "recompute_modules fp8_recipe",
+                       "Delayed scaling does not support moe_act and layernorm recompute for "
+                       "fp8.; drop moe_act / layernorm or use another fp8 recipe");
+    }
+    gran2 = gran;
+    if (pk_arg_on(ctx, "moe_layer_recompute")) {
+        if (full)
+            pk_startup(out, "recompute.moe_layer_recompute_with_full",
+                       "recompute_granularity",
+                       "Do not set --moe-layer-recompute with full recompute granularity. ");
+        else {
+            gran2 = "selective";
+            if (!pk_word_in(rm, "moe"))
+                rs_add(rm, sizeof rm, "moe");
+        }
+    }
+    if (vmain && gran2 && !strcmp(gran2, "selective") && pk_word_in(rm, "mhc")) {
+        if (!pk_arg_on(ctx, "enable_mhc_connections"))
+            pk_startup(out, "recompute.mhc_needs_enable", "recompute_modules",
+                       "'mhc' in recompute_modules requires enable_mhc_connections=True.");
+        else if (pk_word_in(rm, "mlp"))
+            pk_startup(out, "recompute.mhc_with_mlp", "recompute_modules",
+                       "'mhc' and 'mlp' in recompute_modules cannot be used together. They use "
+                       "different checkpoint mechanisms that may conflict.");
+        else if (pk_arg_set(ctx, "mhc_recompute_layer_num") &&
+                 pk_arg_int(ctx, "mhc_recompute_layer_num", 0) < 1)
+            pk_startup(out, "recompute.mhc_recompute_layer_num", "recompute_modules",
+                       "mhc_recompute_layer_num must be a positive integer when 'mhc' is in "
+                       "recompute_modules.");
+        else if (fine)
+            pk_startup(out, "recompute.mhc_with_fg_offload",
+                       "recompute_modules fine_grained_activation_offloading",
+                       "'mhc' in recompute_modules + fine_grained_activation_offloading is not "
+                       "yet supported.");
+    }
+    if (vmain && pk_arg_on(ctx, "enable_mhc_connections") && gran2 && !strcmp(gran2, "full"))
+        pk_startup(out, "recompute.mhc_full_recompute", "recompute_granularity",
+                   "enable_mhc_connections is not yet compatible with full activation recompute.");
+
+    /* fine-grained activation offloading */
+    if (fine) {
+        const char *const *allowed = vmain ? off_main : v019 ? off_019 : off_018;
+        int sel2 = gran2 && !strcmp(gran2, "selective");
+        if (cpu)
+            pk_startup(out, "recompute.fg_offload_with_cpu_offload",
+                       "fine_grained_activation_offloading cpu_offloading_num_layers",
+                       "fine_grained_activation_offloading cannot be enabled with cpu_offloading.");
+        if (!off[strspn(off, " ")])
+            pk_startup(out, "recompute.fg_offload_modules_empty", "offload_modules",
+                       "AssertionError (fine-grained activation offloading with an empty "
+                       "offload_modules); name the modules to offload with --offload-modules");
+        if (rs_invalid(off, allowed, bad, sizeof bad))
+            pk_startup(out, "recompute.fg_offload_modules_invalid", "offload_modules",
+                       "Invalid choices for offload_modules: %s. (Megatron core %s)", bad, stack);
+        if (pk_word_in(off, "attn_proj") && !pk_word_in(off, "core_attn"))
+            pk_startup(out, "recompute.fg_offload_attn_proj_needs_core_attn", "offload_modules",
+                       "attn_proj cannot be set to offload_modules alone without core_attn "
+                       "because the input of attn_proj is the output of core_attn, which is "
+                       "needed in core_attn.backward().");
+        if (vmain && pk_word_in(off, "gdp_qkv") && sel2 && pk_word_in(rm, "gdp_in_proj"))
+            pk_startup(out, "recompute.fg_offload_gdp_qkv_with_gdp_in_proj",
+                       "offload_modules recompute_modules",
+                       "gdp_qkv cannot be set in offload_modules together with gdp_in_proj in "
+                       "recompute_modules");
+        if (v019 && sel2 && pk_word_in(rm, "moe") && rs_both(off, in_moe, bad, sizeof bad))
+            pk_startup(out, "recompute.fg_offload_inside_moe_recompute",
+                       "offload_modules recompute_modules",
+                       "Cannot offload %s while recomputing the entire MoE layer. Either remove "
+                       "'moe' from --recompute-modules or remove it from --offload-modules.",
+                       bad);
+        if (v019) {
+            double frac = pk_arg_num(ctx, "activation_offload_fraction", 1.0);
+            if (pk_arg_int(ctx, "min_offloaded_tensor_size", 0) < 0)
+                pk_startup(out, "recompute.fg_offload_min_tensor_size", "offload_modules",
+                           "min_offloaded_tensor_size must be non-negative.");
+            if (!(frac >= 0.0 && frac <= 1.0))
+                pk_startup(out, "recompute.fg_offload_fraction", "offload_modules",
+                           "activation_offload_fraction must be in range [0, 1].");
+            if (pk_arg_int(ctx, "delta_offload_bytes_across_pp_ranks", 0) < 0)
+                pk_startup(out, "recompute.fg_offload_delta_bytes", "offload_modules",
+                           "delta_offload_bytes_across_pp_ranks must be non-negative.");
+            if (pk_word_in(off, "fused_group_mlp")) {
+                if (!pk_arg_on(ctx, "use_transformer_engine_op_fuser"))
+                    pk_startup(out, "recompute.fg_offload_fused_group_mlp_needs_fuser",
+                               "offload_modules",
+                               "fused_group_mlp requires use_transformer_engine_op_fuser.");
+                if (rs_both(off, fc1_act, bad, sizeof bad))
+                    pk_startup(out, "recompute.fg_offload_fused_group_mlp_partial",
+                               "offload_modules",
+                               "fused_group_mlp offloads the whole fused grouped MLP and cannot "
+                               "be combined with expert_fc1 or moe_act. Remove: %s",
+                               bad);
+            }
+        }
+    }
 }
 
 static int recompute_check(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 {
-    rc_env e;
     rc r;
     (void)state;
-    env_read(ctx, &e);
     rc_read(ctx->config, &r);
-    rc_rules(&e, &r, out);
+    if (!pk_core_ge(ctx, "0.18") && (r.offloading || !list_empty(r.offload)))
+        pk_startup(out, "recompute.needs_core", "fine_grained_activation_offloading offload_modules",
+                   "fine-grained activation offloading (offload_modules \"%s\") needs Megatron "
+                   "core >= 0.18 (the stack is %s); turn it off",
+                   r.offload, pk_str(ctx->contract, "stack.megatron_core", "?"));
+    if (pk_args(ctx))
+        rc_startup(ctx, out);
     return 0;
 }
 
@@ -404,7 +641,9 @@ static int rc_space_ok(const mt_ctx_v1 *ctx, const rc *a, const rc *b)
            space_ok_str(ctx, "offload_modules", a->offload, b->offload) &&
            space_ok_str(ctx, "optimizer_cpu_offload", a->opt_offload ? "true" : "false",
                         b->opt_offload ? "true" : "false") &&
-           space_ok_str(ctx, "optimizer_offload_fraction", a->fraction, b->fraction);
+           space_ok_str(ctx, "optimizer_offload_fraction", a->fraction, b->fraction) &&
+           space_ok_str(ctx, "use_precision_aware_optimizer", a->precision_aware ? "true" : "false",
+                        b->precision_aware ? "true" : "false");
 }
 
 static void set_str(mt_sink *out, const char *knob, const char *from, const char *to)
@@ -430,6 +669,9 @@ static void set_rc(mt_sink *out, const rc *a, const rc *b)
     if (a->opt_offload != b->opt_offload)
         pk_host->sink_set(out, "optimizer_cpu_offload", b->opt_offload ? "true" : "false");
     set_str(out, "optimizer_offload_fraction", a->fraction, b->fraction);
+    if (a->precision_aware != b->precision_aware)
+        pk_host->sink_set(out, "use_precision_aware_optimizer",
+                          b->precision_aware ? "true" : "false");
 }
 
 /* Emits c when it is legal, inside the space and not the current config.
@@ -438,7 +680,7 @@ static int offer(const mt_ctx_v1 *ctx, const rc_env *e, const rc *cur, const rc 
                  const char *variable, const char *summary, uint32_t walls, const char *why,
                  mt_sink *out)
 {
-    if (rc_rules(e, c, NULL) || !rc_space_ok(ctx, cur, c))
+    if (rc_rules(ctx, e, c) || !rc_space_ok(ctx, cur, c))
         return 0;
     pk_host->sink_candidate(out, variable, summary, walls, MT_LABEL_TRAINING_EQUIVALENT);
     set_rc(out, cur, c);
@@ -556,6 +798,7 @@ static void propose_optimizer(const mt_ctx_v1 *ctx, const rc_env *e, const rc *c
         if (cur->opt_offload && cur_ok && have == want)
             continue;
         c.opt_offload = 1;
+        c.precision_aware = 1; /* Megatron's hybrid device optimizer needs it */
         if (!(cur_ok && have == want))
             copy_str(c.fraction, sizeof c.fraction, fractions[i]);
         snprintf(summary, sizeof summary, "optimizer CPU offload of %s of the optimizer states",
@@ -600,7 +843,8 @@ static int recompute_repair(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
     env_read(ctx, &e);
     rc_read(ctx->config, &r);
 
-    if (e.fp8_delayed && (pk_word_in(r.modules, "moe_act") || pk_word_in(r.modules, "layernorm"))) {
+    if (e.fp8 && e.fp8_delayed &&
+        (pk_word_in(r.modules, "moe_act") || pk_word_in(r.modules, "layernorm"))) {
         strcat(drop, " moe_act layernorm");
         add_reason(why, sizeof why, "fp8_recipe delayed rejects moe_act and layernorm recompute");
     }
@@ -627,11 +871,6 @@ static int recompute_repair(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
         }
     }
 
-    if (r.opt_offload && !e.dist_opt && !pk_get(ctx->changed, "optimizer_cpu_offload")) {
-        pk_host->sink_set(out, "optimizer_cpu_offload", "false");
-        pk_note(out, "optimizer_cpu_offload turned off: it needs the distributed optimizer, "
-                     "which is now off");
-    }
     return 0;
 }
 
@@ -684,14 +923,21 @@ static int recompute_render(void *state, const mt_ctx_v1 *ctx, uint32_t dialect,
         snprintf(buf, sizeof buf, "%ld", r.num_layers);
         pk_render(out, dialect, "recompute_num_layers", "model", NULL, buf);
     }
-    if (!strcmp(r.gran, "selective") && !list_empty(r.modules))
+    /* Megatron reads the module list without selective recompute too (the
+     * EP-overlap checks), so a list is rendered whenever it is set. */
+    if (!list_empty(r.modules))
         render_list(out, dialect, "recompute_modules", "model", r.modules);
-    if (r.offloading)
-        pk_render_bool(out, dialect, "fine_grained_activation_offloading", "model", NULL, 1);
-    if (!list_empty(r.offload))
-        render_list(out, dialect, "offload_modules", "model", r.offload);
+    /* r0.15 has no fine-grained offloading: check() reports needs_core */
+    if (dialect != MT_DIALECT_MLM || pk_core_ge(ctx, "0.18")) {
+        if (r.offloading)
+            pk_render_bool(out, dialect, "fine_grained_activation_offloading", "model", NULL, 1);
+        if (!list_empty(r.offload))
+            render_list(out, dialect, "offload_modules", "model", r.offload);
+    }
     if (r.opt_offload)
         pk_render_bool(out, dialect, "optimizer_cpu_offload", "optimizer", NULL, 1);
+    if (r.precision_aware)
+        pk_render_bool(out, dialect, "use_precision_aware_optimizer", "optimizer", NULL, 1);
     if (parse_fraction(r.fraction, &frac) == 0 && frac != 1.0)
         pk_render(out, dialect, "optimizer_offload_fraction", "optimizer", NULL, r.fraction);
     return 0;
@@ -790,6 +1036,7 @@ static int recompute_verify(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
     verify_knob(ctx, out, "offload_modules", V_LIST, "");
     verify_knob(ctx, out, "optimizer_cpu_offload", V_BOOL, "false");
     verify_knob(ctx, out, "optimizer_offload_fraction", V_FLOAT, "1.0");
+    verify_knob(ctx, out, "use_precision_aware_optimizer", V_BOOL, "false");
     return 0;
 }
 

@@ -3,6 +3,8 @@
  */
 #include "moe_args.h"
 
+#include "dialect.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -207,6 +209,10 @@ static const char *const IGNORED_SWITCHES[] = {
 static const char *const IGNORED_LISTED[] = {
     "--offload-modules", NULL};
 
+/* Megatron flags that would change the layer's arithmetic into something
+ * this benchmark does not do: refused, never silently ignored. */
+static const char *const UNSUPPORTED[] = {"--fp16", "--fp16-lm-cross-entropy", NULL};
+
 static int in(const char *const *set, const char *s)
 {
     for (; *set; set++)
@@ -398,9 +404,25 @@ static int validate(mt_moe_args *a, const seen *s, char *err, size_t n)
     return 0;
 }
 
+/* The flag's row in the newest Megatron-LM table that has it, or NULL. */
+static const mt_flag *megatron_flag(const char *flag)
+{
+    const char *const *v = mt_dialect_known();
+    const mt_flag *f = NULL;
+    size_t n = 0;
+    while (v[n])
+        n++;
+    while (n-- > 0 && !f) {
+        const mt_mlm_dialect *d = mt_dialect_find(v[n]);
+        f = d ? mt_dialect_flag(d, flag) : NULL;
+    }
+    return f;
+}
+
 int mt_moe_args_parse(mt_moe_args *a, int argc, char **argv, char *err, size_t errlen)
 {
     seen s;
+    const mt_flag *mf;
     int i, rc;
     mt_moe_args_defaults(a);
     memset(&s, 0, sizeof s);
@@ -466,6 +488,30 @@ int mt_moe_args_parse(mt_moe_args *a, int argc, char **argv, char *err, size_t e
                     i++;
             } else if (in(IGNORED_SWITCHES, flag) && val) {
                 return fail(err, errlen, "%s: takes no value", flag);
+            }
+            a->n_ignored++;
+            if (used + fl + 2 < sizeof a->ignored)
+                snprintf(a->ignored + used, sizeof a->ignored - used, "%s%s", used ? " " : "",
+                         flag);
+        } else if (in(UNSUPPORTED, flag)) {
+            return fail(err, errlen, "%s: changes what the MoE layer computes in a way this "
+                        "benchmark does not implement (BF16 or FP8 only)", flag);
+        } else if ((mf = megatron_flag(flag))) {
+            /* Any other flag of a Megatron-LM version moetune speaks (data,
+             * tokenizer, architecture: a contract's fixed_args) is accepted
+             * with its arity from that version's table, and ignored. */
+            size_t used = strlen(a->ignored);
+            int novalue = !strcmp(mf->nargs, "0");
+            if (novalue && val)
+                return fail(err, errlen, "%s: takes no value", flag);
+            if (!novalue && !val) {
+                int many = !strcmp(mf->nargs, "+") || !strcmp(mf->nargs, "*");
+                int optional = !strcmp(mf->nargs, "?") || !strcmp(mf->nargs, "*");
+                int got = 0;
+                while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) && (many || !got))
+                    i++, got++;
+                if (!got && !optional)
+                    return fail(err, errlen, "%s: needs a value", flag);
             }
             a->n_ignored++;
             if (used + fl + 2 < sizeof a->ignored)

@@ -23,6 +23,7 @@
 #include "simtrace.h"
 
 #include "hardware.h"
+#include "kv.h"
 
 #include <math.h>
 #include <signal.h>
@@ -76,6 +77,88 @@ static int calibrate(int argc, char **argv)
     return sim_calibration_table(stdout) > 0 ? 1 : 0;
 }
 
+/* argparse's usage line for the error message: the sim's own (simargs.c
+ * prints it for its errors); here only the shape matters. */
+static int is_sim_token(const char *t)
+{
+    return !strncmp(t, "--sim-", 6) || !strcmp(t, "--bridge") || !strncmp(t, "--bridge=", 9);
+}
+
+/* Step 1: the Megatron-LM flags of argv (the --sim-* ones and their values
+ * left out) through sim_startup_argv with the stack from the environment
+ * and the sim's cluster settings.  0, or the exit status after printing
+ * upstream's error: argparse's usage + "error:" line (2), or a traceback
+ * ending in "Type: message" (1). */
+static int megatron_startup(int argc, char **argv)
+{
+    sim_cfg tmp;
+    sim_opts to;
+    sim_stack st;
+    sim_verdict v;
+    char **mlm, **simv;
+    int i, nm = 0, ns = 1, rc = 0;
+    const char *e;
+    mt_kv *env;
+    for (i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help") || !strcmp(argv[i], "--bridge") ||
+            !strncmp(argv[i], "--bridge=", 9))
+            return 0; /* the usage, or Bridge's overrides: sim_args_parse's part */
+    e = getenv("MOETUNE_SIM_BRIDGE");
+    if (e && (!strcmp(e, "1") || !strcmp(e, "true")))
+        return 0;
+    mlm = calloc((size_t)argc + 1, sizeof *mlm);
+    simv = calloc((size_t)argc + 1, sizeof *simv);
+    if (!mlm || !simv) {
+        free(mlm);
+        free(simv);
+        return 1;
+    }
+    simv[0] = argv[0];
+    for (i = 1; i < argc; i++) {
+        if (is_sim_token(argv[i])) {
+            simv[ns++] = argv[i];
+            if (!strchr(argv[i], '=') && i + 1 < argc && strncmp(argv[i + 1], "--", 2))
+                simv[ns++] = argv[++i];
+        } else {
+            mlm[nm++] = argv[i];
+        }
+    }
+    /* the cluster (GPU, world) from the sim's own settings */
+    sim_cfg_defaults(&tmp);
+    rc = sim_args_parse(&tmp, &to, ns, simv, stdout, stderr);
+    if (rc) {
+        free(mlm);
+        free(simv);
+        return rc == SIM_ARGS_HELP ? 0 : rc;
+    }
+    env = mt_kv_new();
+    {
+        static const char *const names[] = {"CUDA_DEVICE_MAX_CONNECTIONS", "PYTORCH_CUDA_ALLOC_CONF",
+                                            "NCCL_GRAPH_REGISTER", "NVTE_CPU_OFFLOAD_V1"};
+        size_t k;
+        for (k = 0; k < sizeof names / sizeof names[0]; k++)
+            if ((e = getenv(names[k])) != NULL)
+                mt_kv_set(env, names[k], e);
+    }
+    sim_stack_of(&tmp, &st, NULL);
+    st.env = env;
+    if (sim_startup_argv(&st, mlm, (size_t)nm, &v, NULL)) {
+        if (!strcmp(v.type, "argparse")) {
+            fprintf(stderr, "usage: pretrain_gpt.py [-h] ...\npretrain_gpt.py: error: %s\n", v.msg);
+        } else {
+            char m[1200];
+            snprintf(m, sizeof m, "%s: %s", v.type, v.msg);
+            simlog_assertion(stderr, &tmp, v.rule, m);
+        }
+        fflush(stderr);
+        rc = v.exit_status ? v.exit_status : 1;
+    }
+    mt_kv_destroy(&env);
+    free(mlm);
+    free(simv);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     sim_cfg c;
@@ -96,6 +179,10 @@ int main(int argc, char **argv)
         return calibrate(argc, argv);
 
     setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf); /* every line is flushed by simlog */
+    /* 1. Megatron-LM's start-up (parse_args, validate_args, TransformerConfig)
+     *    on the real command line, as the version the sim plays runs it */
+    if ((rc = megatron_startup(argc, argv)) != 0)
+        return rc;
     sim_cfg_defaults(&c);
     rc = sim_args_parse(&c, &o, argc, argv, stdout, stderr);
     if (rc == SIM_ARGS_HELP)
@@ -109,9 +196,11 @@ int main(int argc, char **argv)
         c.memory_file[0] = '\0';
     }
 
-    /* 2. legality: the framework rejects before any iteration */
+    /* 2. legality: Bridge's overrides are judged as the Megatron-LM command
+     *    line they stand for (the version's start-up rules); a Megatron-LM
+     *    command line was judged in step 1 */
     rule[0] = msg[0] = '\0';
-    if (sim_check(&c, rule, sizeof rule, msg, sizeof msg)) {
+    if (c.bridge && sim_check(&c, rule, sizeof rule, msg, sizeof msg)) {
         simlog_assertion(stderr, &c, rule, msg[0] ? msg : "illegal configuration");
         return 1;
     }
@@ -140,6 +229,27 @@ int main(int argc, char **argv)
     oom = hbm > 0 && hottest_bytes > hbm;
     capture_step = c.cuda_graph_impl != SIM_CG_NONE ? c.cuda_graph_warmup_steps + 1 : -1;
     trace = silent ? NULL : sim_trace_open(&c, &b);
+
+    /* what only the GPU finds (a TE recipe the hardware lacks) fails here,
+     * after start-up, at the first forward pass */
+    {
+        sim_verdict rv;
+        if (sim_runtime_check(&c, &rv)) {
+            simlog_datetime(stdout, "after the start of training step", clock);
+            /* raised in the first forward pass, not in validate_args */
+            fprintf(stderr,
+                    "[rank%d]: Traceback (most recent call last):\n"
+                    "  File \"/opt/megatron-lm/megatron/training/training.py\", line 2270, in train\n"
+                    "    train_step(forward_step_func, train_data_iterator, model, optimizer, ...)\n"
+                    "  File \"/opt/megatron-lm/%s\", in forward\n"
+                    "%.39s: %.900s\n",
+                    inject_rank, rv.where[0] ? rv.where : "megatron/core/transformer/moe/moe_layer.py",
+                    rv.type, rv.msg);
+            fflush(stderr);
+            sim_trace_discard(trace);
+            return 1;
+        }
+    }
 
     /* 4. iterations */
     for (it = 1; it <= c.train_iters; it++) {

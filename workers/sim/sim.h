@@ -140,6 +140,10 @@ typedef struct sim_cfg {
     double loss_shift;              /* test fixtures: relative shift of the reported lm loss */
     int bridge;                     /* Bridge overrides and log format */
     char memory_file[SIM_PATH_MAX]; /* per-GPU peak memory side file */
+    /* the software stack the sim plays (MOETUNE_SIM_MEGATRON / _TE); not part
+     * of the config id, so every existing config keeps its noise */
+    char megatron[32];              /* Megatron-LM version name ("" = main) */
+    char te_version[16];            /* Transformer Engine version ("" = 2.12) */
 } sim_cfg;
 
 /* Megatron's defaults and the sim's own (H100, 1 node x 8, default noise). */
@@ -165,9 +169,50 @@ int sim_etp(const sim_cfg *c);
 int sim_dp(const sim_cfg *c);
 int sim_edp(const sim_cfg *c);
 
-/* Legality (simlegal.c): the first rule the framework would reject the
- * config with, as Megatron words it, or 0 when legal.  rule gets a stable id
- * ("ep_overlap_needs_ep"), msg the message. */
+/* Legality (simlegal.c).
+ *
+ * The stack the sim plays: a Megatron-LM version (core_r0.15.0,
+ * core_v0.18.0, core_v0.19.0, main), a Transformer Engine version, the
+ * GPU's CUDA capability major, WORLD_SIZE and the environment. */
+typedef struct sim_stack {
+    const char *megatron;      /* NULL or "" = main */
+    const char *te;            /* NULL or "" = 2.12 */
+    int arch_major;            /* 9 Hopper, 10 Blackwell */
+    long world;
+    const struct mt_kv *env;   /* NAME -> value; NULL = empty */
+} sim_stack;
+
+/* The first start-up failure, as upstream raises it. */
+typedef struct sim_verdict {
+    char rule[64];     /* a short id where the sim has one ("" otherwise) */
+    char type[40];     /* "argparse", "AssertionError", "ValueError", "KeyError", ... */
+    char msg[1024];    /* the exception's message (argparse: the error text) */
+    char where[128];   /* upstream file (argparse: the flag or "argparse") */
+    int exit_status;   /* 2 for argparse errors, 1 for an uncaught exception */
+} sim_verdict;
+
+/* The canonical name of a Megatron-LM version the sim plays, or NULL. */
+const char *sim_megatron_version(const char *name);
+
+/* Start-up: parse_args (the version's flag table) + validate_args + the
+ * micro-batch calculator + TransformerConfig, as that version runs them.
+ * 0 when the run starts, 1 with v filled.  ns_out (optional) receives the
+ * argument namespace. */
+int sim_startup_argv(const sim_stack *st, char *const *argv, size_t argc, sim_verdict *v,
+                     struct mt_kv *ns_out);
+/* The same checks from a parsed namespace (validate_args on). */
+int sim_startup_ns(const sim_stack *st, const struct mt_kv *ns, sim_verdict *v);
+
+/* What only fails once the model runs (a TE recipe the GPU lacks): 0 or 1. */
+int sim_runtime_check(const sim_cfg *c, sim_verdict *v);
+
+/* The stack of a sim_cfg (its megatron, te_version, GPU, world);
+ * CUDA_DEVICE_MAX_CONNECTIONS goes into env when set. */
+void sim_stack_of(const sim_cfg *c, sim_stack *st, struct mt_kv *env);
+
+/* Start-up and runtime legality of a config (the command line it stands
+ * for, in the spelling of c->megatron): 1 with the exception in msg
+ * ("AssertionError: ..."), rule its id or type; 0 when it runs. */
 int sim_check(const sim_cfg *c, char *rule, size_t rlen, char *msg, size_t mlen);
 
 /* The GPU spec for c->gpu, or NULL. */

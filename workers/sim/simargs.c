@@ -12,6 +12,7 @@
  */
 #include "simargs.h"
 
+#include "dialect.h"
 #include "hardware.h"
 
 #include <ctype.h>
@@ -827,6 +828,7 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
     char why[1024], msg[1400];
     int i, rc;
     const char *ws;
+    const mt_mlm_dialect *dialect = NULL;
 
     memset(o, 0, sizeof *o);
     memset(&ps, 0, sizeof ps);
@@ -845,6 +847,21 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
             ps.bridge = 1;
     }
     o->prog = ps.bridge ? "run_recipe.py" : "pretrain_gpt.py";
+    /* the stack the sim plays (the host sets these from the contract) */
+    {
+        const char *mv = getenv("MOETUNE_SIM_MEGATRON"), *te = getenv("MOETUNE_SIM_TE");
+        const char *canon = sim_megatron_version(mv && *mv ? mv : "main");
+        if (!canon) {
+            snprintf(msg, sizeof msg,
+                     "environment MOETUNE_SIM_MEGATRON: unknown Megatron-LM version '%.100s' (known: "
+                     "core_r0.15.0, core_v0.18.0, core_v0.19.0, main)",
+                     mv);
+            return argparse_error(err, o, ps.bridge, msg);
+        }
+        snprintf(c->megatron, sizeof c->megatron, "%s", canon);
+        snprintf(c->te_version, sizeof c->te_version, "%s", te && *te ? te : "2.12");
+        dialect = mt_dialect_find(canon);
+    }
 
     if ((rc = apply_env(&ps)) != 0)
         return rc;
@@ -886,6 +903,28 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
         f = find_flag(name, nlen);
         if (f && ps.bridge && !is_sim_flag(f))
             f = NULL; /* Bridge takes overrides, not Megatron-LM flags */
+        if (!f && !ps.bridge && dialect) {
+            /* A flag of the Megatron-LM version the sim plays that the model
+             * has no use for (--qk-layernorm, --rotary-base, ...): the
+             * start-up check (sim_startup_argv) judged it; skip it and its
+             * values as argparse would consume them. */
+            char fname[256];
+            const mt_flag *mf;
+            snprintf(fname, sizeof fname, "--%.*s", (int)(nlen < 250 ? nlen : 250), name);
+            mf = mt_dialect_flag(dialect, fname);
+            if (mf) {
+                if (!inline_val && strcmp(mf->nargs, "0")) {
+                    if (!strcmp(mf->nargs, "-")) {
+                        if (i + 1 < argc && !looks_like_option(argv[i + 1]))
+                            i++;
+                    } else {
+                        while (i + 1 < argc && !looks_like_option(argv[i + 1]))
+                            i++;
+                    }
+                }
+                continue;
+            }
+        }
         if (!f) {
             if (push_unknown(&unknown, &unknown_len, tok))
                 goto nomem;

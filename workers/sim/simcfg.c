@@ -378,7 +378,12 @@ int sim_cfg_from_moetune(sim_cfg *c, const mt_kv *config, const mt_kv *hw, const
         int rc;
         if (!strncmp(k, "env.", 4) && strcmp(k, "env.CUDA_DEVICE_MAX_CONNECTIONS"))
             continue; /* allocator and NCCL settings: no effect in the model */
+        if (!*v)
+            continue; /* an unset knob: the setting's default */
         rc = sim_cfg_set(c, k, v, why, sizeof why);
+        if (rc == -2)
+            continue; /* a knob the model has no field for (it changes no step time);
+                       * its start-up rules are judged on the command line */
         if (rc) {
             snprintf(err, errlen, "%s = %s: %s", k, v, why);
             return -1;
@@ -394,6 +399,15 @@ int sim_cfg_from_moetune(sim_cfg *c, const mt_kv *config, const mt_kv *hw, const
     }
     v = contract ? mt_kv_get(contract, "routing") : NULL;
     c->routing_natural = v && !strcmp(v, "natural");
+    /* the stack the sim plays: its start-up rules (not part of the config id) */
+    v = contract ? mt_kv_get(contract, "stack.dialect") : NULL;
+    if (!v && contract)
+        v = mt_kv_get(contract, "stack.megatron_lm");
+    if (v && sim_megatron_version(v))
+        snprintf(c->megatron, sizeof c->megatron, "%s", sim_megatron_version(v));
+    v = contract ? mt_kv_get(contract, "stack.transformer_engine") : NULL;
+    if (v)
+        snprintf(c->te_version, sizeof c->te_version, "%s", v);
     if (c->global_batch_size <= 0)
         c->global_batch_size = c->micro_batch_size * sim_dp(c);
     return 0;
