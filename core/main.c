@@ -690,6 +690,55 @@ static int list_candidates(session *s, uint32_t mask)
     return rc;
 }
 
+/* Knob values the plugins know that the contract's stack lacks: each value
+ * set alone on the base, and listed when its owner says it needs a newer
+ * Megatron core, so the user sees what an upgrade would offer. */
+static void list_not_offered(session *s)
+{
+    size_t n = 0, i, shown = 0;
+    const char **names = mt_registry_knob_names(s->reg, &n);
+    for (i = 0; names && i < n; i++) {
+        static const char *const on[] = {"true", NULL};
+        const mt_knob_v1 *k = mt_registry_knob(s->reg, names[i], NULL);
+        const char *const *v;
+        if (!k || mt_registry_is_core(names[i]))
+            continue;
+        if (k->type == MT_TYPE_BOOL)
+            v = on;
+        else if ((k->type == MT_TYPE_ENUM || k->type == MT_TYPE_LIST) && k->values)
+            v = k->values;
+        else
+            continue;
+        for (; *v; v++) {
+            mt_kv *cfg = mt_kv_dup(s->cfg);
+            mt_violations vs = {0};
+            mt_diag *d = mt_diag_new();
+            size_t j;
+            if (!**v || (mt_kv_get(cfg, names[i]) && !strcmp(mt_kv_get(cfg, names[i]), *v))) {
+                mt_kv_destroy(&cfg), mt_diag_destroy(&d);
+                continue;
+            }
+            mt_kv_set(cfg, names[i], *v);
+            mt_legality(s->reg, s->contract, cfg, &vs, d);
+            for (j = 0; j < vs.n; j++) {
+                char first[128];
+                sscanf(vs.v[j].knobs, "%127s", first);
+                if (!strstr(vs.v[j].rule, ".needs_core") || strcmp(first, names[i]))
+                    continue;
+                if (!shown++)
+                    printf("not offered on Megatron-LM %s:\n",
+                           mt_kv_get(s->contract->view, "stack.dialect"));
+                printf("- %s=%s: %s\n", names[i], *v, vs.v[j].message);
+                break;
+            }
+            mt_violations_free(&vs);
+            mt_diag_destroy(&d);
+            mt_kv_destroy(&cfg);
+        }
+    }
+    free(names);
+}
+
 static int cmd_candidates(int argc, char **argv)
 {
     session s;
@@ -715,6 +764,8 @@ static int cmd_candidates(int argc, char **argv)
                wall ? wall : "");
         print_meshes(s.cfg, s.contract, "  current: ");
         rc = list_candidates(&s, mask);
+        if (!rc)
+            list_not_offered(&s);
     }
     session_close(&s);
     return rc;

@@ -26,12 +26,12 @@ static run moetune(const char *const *args)
     char outp[] = "/tmp/moetune-cli-out-XXXXXX", errp[] = "/tmp/moetune-cli-err-XXXXXX";
     int fo = mkstemp(outp), fe = mkstemp(errp), st = 0;
     posix_spawn_file_actions_t fa;
-    char *argv[32];
+    char *argv[96];
     pid_t pid;
     size_t i;
     run r;
     argv[0] = (char *)MT_MOETUNE_BIN;
-    for (i = 0; args[i] && i < 30; i++)
+    for (i = 0; args[i] && i < 94; i++)
         argv[i + 1] = (char *)args[i];
     argv[i + 1] = NULL;
     posix_spawn_file_actions_init(&fa);
@@ -60,7 +60,8 @@ START_TEST(check_every_example)
     static const char *const names[] = {
         "qwen3-30b-a3b-h100x16.cfg", "qwen3-30b-a3b-h100x16-bridge.cfg",
         "deepseek-v3-gb200x256.cfg", "deepseek-v3-gb200x256-bridge.cfg",
-        "qwen3-30b-a3b-gb300x8.cfg", "qwen3-30b-a3b-gb300x8-bridge.cfg"};
+        "qwen3-30b-a3b-gb300x8.cfg", "qwen3-30b-a3b-gb300x8-bridge.cfg",
+        "qwen3-30b-a3b-h100x16-core_r0.15.cfg"};
     size_t i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++) {
         char *path = tk_example(names[i]);
@@ -71,6 +72,80 @@ START_TEST(check_every_example)
         ck_assert_ptr_nonnull(strstr(r.out, "Attention: TP"));
         ck_assert_ptr_nonnull(strstr(r.out, "MoE: ETP"));
         ck_assert_ptr_nonnull(strstr(r.out, "memory estimate per GPU"));
+        done(&r);
+        free(path);
+    }
+}
+END_TEST
+
+/* A launch command line through the commands a user types: import it,
+ * check it at start-up, render it back; a start-up violation is exit 2 and
+ * names upstream's reason; an older stack lists what it cannot offer. */
+START_TEST(import_check_render)
+{
+    static const char *const argv_line[] = {
+        "--num-layers", "48", "--hidden-size", "2048", "--ffn-hidden-size", "6144",
+        "--num-attention-heads", "32", "--group-query-attention", "--num-query-groups", "4",
+        "--num-experts", "128", "--moe-router-topk", "8", "--moe-ffn-hidden-size", "768",
+        "--vocab-size", "151936", "--seq-length", "4096", "--max-position-embeddings", "4096",
+        "--position-embedding-type", "rope", "--micro-batch-size", "1",
+        "--global-batch-size", "1024", "--bf16", "--expert-model-parallel-size", "16",
+        "--moe-token-dispatcher-type", "alltoall", "--moe-grouped-gemm",
+        "--use-distributed-optimizer", "--overlap-param-gather", "--data-path", "/d/x", NULL};
+    char cfg[] = "/tmp/moetune-cli-import-XXXXXX";
+    const char *args[64];
+    size_t n = 0, i;
+    int fd = mkstemp(cfg);
+    run r;
+    close(fd);
+    args[n++] = "import", args[n++] = "--stack", args[n++] = "megatron_lm=core_v0.19.0";
+    args[n++] = "--stack", args[n++] = "transformer_engine=2.12";
+    args[n++] = "--hardware", args[n++] = "gpu=H100,gpus_per_node=8,nodes=2";
+    args[n++] = "-o", args[n++] = cfg, args[n++] = "--";
+    for (i = 0; argv_line[i]; i++)
+        args[n++] = argv_line[i];
+    args[n] = NULL;
+    r = moetune(args);
+    ck_assert_msg(r.status == 0, "import: exit %d\n%s", r.status, r.err);
+    done(&r);
+    /* --overlap-param-gather without --overlap-grad-reduce: upstream dies */
+    args[0] = "check", args[1] = "--startup-only", args[2] = cfg, args[3] = NULL;
+    r = moetune(args);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "Must use --overlap-param-gather with --overlap-grad-reduce"));
+    done(&r);
+    /* fixed, it is legal at start-up and renders the data path verbatim */
+    args[0] = "render", args[1] = cfg, args[2] = "--set", args[3] = "overlap_grad_reduce=true";
+    args[4] = NULL;
+    r = moetune(args);
+    ck_assert_msg(r.status == 0, "render: %s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "--data-path\n/d/x\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "--overlap-grad-reduce\n"));
+    done(&r);
+    /* a flag the version does not have is refused as upstream's parser would */
+    args[0] = "import", args[1] = "--stack", args[2] = "megatron_lm=core_r0.15.0";
+    args[3] = "--hardware", args[4] = "gpu=H100,gpus_per_node=8,nodes=2", args[5] = "--";
+    args[6] = "--num-layers", args[7] = "4", args[8] = "--moe-flex-dispatcher-num-sms";
+    args[9] = "8", args[10] = NULL;
+    r = moetune(args);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "unrecognized arguments: --moe-flex-dispatcher-num-sms 8"));
+    done(&r);
+    /* an unknown version lists the known ones */
+    args[2] = "megatron_lm=core_v0.21.0";
+    r = moetune(args);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "core_r0.15.0, core_v0.18.0, core_v0.19.0, main"));
+    done(&r);
+    unlink(cfg);
+    {
+        char *path = tk_example("qwen3-30b-a3b-h100x16-core_r0.15.cfg");
+        const char *c[] = {"candidates", path, NULL};
+        r = moetune(c);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, "not offered on Megatron-LM core_r0.15.0:"));
+        ck_assert_ptr_nonnull(strstr(r.out, "- moe_flex_dispatcher_backend=hybridep: "));
+        ck_assert_ptr_nonnull(strstr(r.out, "needs Megatron core >= 0.18"));
         done(&r);
         free(path);
     }
@@ -360,6 +435,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, check_every_example);
     tcase_add_test(tc, check_bad_contract_exits_2);
+    tcase_add_test(tc, import_check_render);
     tcase_add_test(tc, render_sets_and_errors);
     tcase_add_test(tc, candidates_by_wall);
     tcase_add_test(tc, plugins_listing);
