@@ -15,7 +15,9 @@
  * "number of nan iterations: N |", marks a complete line: text after it is
  * another print glued on and is read as a line of its own; a line without it
  * is a terminal hard-wrap (or a truncated file) and waits for its
- * continuation pieces, each read once as it comes.  Every scan is linear in
+ * continuation pieces, each read once as it comes.  A memory line has no end
+ * mark: it waits for the next line of its source, which continues it only
+ * when it joins the cut field into a "key: number" again.  Every scan is linear in
  * the line: a word that repeats a million times costs a million small
  * steps, never a search of the line each.
  */
@@ -26,6 +28,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,6 +56,11 @@ typedef struct lp_rec {
 } lp_rec;
 
 #define LP_NONE UINT32_MAX
+#define CFG_NONE 0
+#define CFG_NON_DEFAULT 1 /* Bridge >= 0.4: "Non-default values" summary */
+#define CFG_YAML 2        /* Bridge <= 0.3: "Task Configuration" YAML */
+#define PEND_ITERATION 0
+#define PEND_MEMORY 1
 #define LP_RARE                                                                                    \
     (MT_IT_SKIPPED_SAMPLES | MT_IT_ENERGY | MT_IT_POWER | MT_IT_NUM_ZEROS | MT_IT_PARAMS_NORM |    \
      MT_IT_MAX_LOGIT)
@@ -74,8 +82,8 @@ typedef struct lp_source {
     char *buf;
     size_t len, cap;
     int overflow;
-    /* an iteration line waiting for its hard-wrap continuation */
-    int pending;
+    /* an iteration or memory line waiting for its hard-wrap continuation */
+    int pending, pend_kind; /* PEND_ITERATION or PEND_MEMORY */
     char *pend;
     size_t pend_len, pend_cap, pend_width;
     size_t pend_resume; /* offset in pend where reading continues; 0: from the start */
@@ -110,6 +118,17 @@ struct mt_logparse {
     int have_import_dispatch, have_fallback_dispatch, capture_pri;
 
     mt_kv *args;
+    /* inside a Bridge configuration block that cfg_src (rank cfg_rank) opened */
+    lp_source *cfg_src;
+    int cfg_mode, cfg_rank, cfg_seen; /* CFG_* */
+    char cfg_sec[32];
+    int y_depth; /* YAML: the open mappings */
+    int y_ind[8];
+    char y_key[8][48];
+    int yl_active, yl_ind, yl_ok, yl_n; /* YAML: a block list being read */
+    char yl_sec[48], yl_key[ARG_NAME_MAX + 1];
+    char yl_buf[MT_LOGPARSE_ARG_MAX + 1];
+    size_t yl_len;
     int have_world;
     mt_logworld world;
     char world_text[MT_LOGPARSE_TEXT_MAX + 1];
@@ -601,12 +620,46 @@ static void init_iteration(mt_iteration *it)
     it->max_attention_logit = it->step_time_s = it->step_tflops = NAN;
 }
 
-/* A Step Time line with no iteration line of its own. */
+/* Iterations between two log lines: the log interval of the arguments dump
+ * (or Bridge's logger.log_interval), else the spacing of the last two
+ * iteration lines, else 1 (moetune always renders --log-interval 1). */
+static int64_t log_interval(const mt_logparse *p)
+{
+    const char *v = mt_kv_get(p->args, "log_interval");
+    if (v) {
+        int64_t n;
+        const char *q = v, *e = v + strlen(v);
+        if (parse_i64(&q, e, &n) == 0 && q == e && n >= 1)
+            return n;
+    }
+    {
+        const lp_rec *b = NULL;
+        size_t i, k = 0;
+        for (i = p->nrec; i-- > 0 && k < 64; k++) {
+            const lp_rec *r = &p->rec[i];
+            if (r->has & MT_IT_STEP_LINE_ONLY)
+                continue;
+            if (!b)
+                b = r;
+            else if (b->iteration > r->iteration && r->iteration >= 0)
+                return b->iteration - r->iteration;
+            else
+                break;
+        }
+    }
+    return 1;
+}
+
+/* A Step Time line with no iteration line of its own: Bridge prints it at
+ * every log interval, so it stands for the iteration one interval on. */
 static void emit_step_only(mt_logparse *p)
 {
     mt_iteration it;
+    int64_t n = log_interval(p);
     init_iteration(&it);
-    it.iteration = p->last_iteration >= 0 ? p->last_iteration + 1 : 1;
+    it.iteration = p->last_iteration < 0               ? n
+                   : p->last_iteration > INT64_MAX - n ? p->last_iteration
+                                                       : p->last_iteration + n;
     if (p->nrec && p->rec[p->nrec - 1].has & MT_IT_TOTAL) {
         it.total = p->rec[p->nrec - 1].total;
         it.has |= MT_IT_TOTAL;
@@ -637,8 +690,24 @@ static void attach_step(mt_iteration *it, double s, double tf, uint32_t tf_has)
     }
 }
 
+/* An interval whose iterations were all skipped prints every loss as its
+ * empty average, 0.000000E+00: no loss was measured, so none is kept. */
+static void drop_skipped_losses(mt_iteration *it)
+{
+    int i, o = 0;
+    if (!(it->has & MT_IT_SKIPPED) || it->skipped <= 0)
+        return;
+    for (i = 0; i < it->n_losses; i++)
+        if (it->loss[i] != 0.0) {
+            it->loss_key[o] = it->loss_key[i];
+            it->loss[o++] = it->loss[i];
+        }
+    it->n_losses = o;
+}
+
 static void commit_iteration(mt_logparse *p, mt_iteration *it)
 {
+    drop_skipped_losses(it);
     if (p->step_pending) {
         if (step_matches(it->has, it->elapsed_ms, p->step_s)) {
             attach_step(it, p->step_s, p->step_tf, p->step_tf_has);
@@ -677,6 +746,9 @@ static mt_rank_memory *rank_record(mt_logparse *p, int rank)
     p->mem[lo].after_iteration = -1;
     p->mem[lo].allocated = p->mem[lo].max_allocated = -1;
     p->mem[lo].reserved = p->mem[lo].max_reserved = -1;
+    p->mem[lo].active = p->mem[lo].max_active = -1;
+    p->mem[lo].inactive = p->mem[lo].max_inactive = -1;
+    p->mem[lo].alloc_retries = p->mem[lo].alloc_count = -1;
     return &p->mem[lo];
 }
 
@@ -981,7 +1053,35 @@ static int scan_iteration(mt_logparse *p, const char *t, const char *e, mt_itera
 
 /* ---- the other line forms ---------------------------------------------------------- */
 
-/* The line names the global rank itself, whoever's stream it came on. */
+/* The keys of a memory line: Megatron-LM's MB line, Bridge's GB line (its
+ * MEMORY_KEYS with "bytes" renamed "gigabytes"; "retires" is Bridge's
+ * spelling).  peak: the field keeps the maximum over lines; count: a number,
+ * not an amount of memory. */
+static const struct {
+    const char *key;
+    size_t off;
+    int gb, peak, count;
+} mem_keys[] = {
+    {"allocated", offsetof(mt_rank_memory, allocated), 0, 0, 0},
+    {"max allocated", offsetof(mt_rank_memory, max_allocated), 0, 1, 0},
+    {"reserved", offsetof(mt_rank_memory, reserved), 0, 0, 0},
+    {"max reserved", offsetof(mt_rank_memory, max_reserved), 0, 1, 0},
+    {"mem-allocated-gigabytes", offsetof(mt_rank_memory, allocated), 1, 0, 0},
+    {"mem-active-gigabytes", offsetof(mt_rank_memory, active), 1, 0, 0},
+    {"mem-inactive-gigabytes", offsetof(mt_rank_memory, inactive), 1, 0, 0},
+    {"mem-reserved-gigabytes", offsetof(mt_rank_memory, reserved), 1, 0, 0},
+    {"mem-max-allocated-gigabytes", offsetof(mt_rank_memory, max_allocated), 1, 1, 0},
+    {"mem-max-active-gigabytes", offsetof(mt_rank_memory, max_active), 1, 1, 0},
+    {"mem-max-inactive-gigabytes", offsetof(mt_rank_memory, max_inactive), 1, 1, 0},
+    {"mem-max-reserved-gigabytes", offsetof(mt_rank_memory, max_reserved), 1, 1, 0},
+    {"mem-alloc-retires", offsetof(mt_rank_memory, alloc_retries), 1, 0, 1},
+    {"mem-alloc-retries", offsetof(mt_rank_memory, alloc_retries), 1, 0, 1},
+    {"mem-allocated-count", offsetof(mt_rank_memory, alloc_count), 1, 0, 1},
+};
+
+/* The line names the global rank itself, whoever's stream it came on.
+ * Every "key: number" field counts, the last one too (a memory line has no
+ * closing '|'); a hard-wrapped one arrives here reassembled. */
 static void memory_line(mt_logparse *p, const char *t, const char *e)
 {
     const char *q = t + 6, *f;
@@ -1015,27 +1115,24 @@ static void memory_line(mt_logparse *p, const char *t, const char *e)
     while (q < e) {
         const char *bar = memchr(q, '|', (size_t)(e - q)), *fe = bar ? bar : e, *colon, *k, *ke, *v;
         double d;
-        size_t kn;
+        size_t kn, j;
         colon = memchr(q, ':', (size_t)(fe - q));
         if (colon) {
             k = skip_spaces(q, colon);
             ke = trim_end(k, colon);
             kn = (size_t)(ke - k);
             v = skip_spaces(colon + 1, fe);
-            if (parse_double(&v, fe, &d) == 0 && skip_spaces(v, fe) == fe) {
-                int64_t b = to_bytes(d, unit);
-                if (key_is(k, kn, gb ? "mem-allocated-gigabytes" : "allocated"))
-                    m->allocated = b;
-                else if (key_is(k, kn, gb ? "mem-reserved-gigabytes" : "reserved"))
-                    m->reserved = b;
-                else if (key_is(k, kn, gb ? "mem-max-allocated-gigabytes" : "max allocated")) {
-                    if (b > m->max_allocated)
-                        m->max_allocated = b;
-                } else if (key_is(k, kn, gb ? "mem-max-reserved-gigabytes" : "max reserved")) {
-                    if (b > m->max_reserved)
-                        m->max_reserved = b;
+            if (parse_double(&v, fe, &d) == 0 && skip_spaces(v, fe) == fe)
+                for (j = 0; j < sizeof mem_keys / sizeof mem_keys[0]; j++) {
+                    int64_t b, *dst;
+                    if (mem_keys[j].gb != gb || !key_is(k, kn, mem_keys[j].key))
+                        continue;
+                    dst = (int64_t *)((char *)m + mem_keys[j].off);
+                    b = mem_keys[j].count ? to_bytes(d, 1.0) : to_bytes(d, unit);
+                    if (!mem_keys[j].peak || b > *dst)
+                        *dst = b;
+                    break;
                 }
-            }
         }
         if (!bar)
             break;
@@ -1073,6 +1170,295 @@ static int args_line(mt_logparse *p, const char *t, const char *e)
     if (mt_kv_set(p->args, p->name, p->value))
         p->status = -ENOMEM;
     return 0;
+}
+
+/* ---- Megatron-Bridge's configuration block ----------------------------------------- */
+
+/*
+ * Bridge prints no arguments dump.  Since 0.4 its setup logs the fields that
+ * differ from Megatron Core's defaults ("[model] Non-default values (vs
+ * Mcore TransformerConfig):" then "  field: repr  (Mcore default: repr)",
+ * for optimizer, ddp and model) and every set field of the other configs
+ * ("[train]:" then "  field: repr"); up to 0.3 it printed the whole
+ * ConfigContainer as YAML between "------- Task Configuration -------" and
+ * a line of dashes.  Either way a field <section>.<name> becomes the
+ * argument of the Megatron dest that means the same: Bridge's config fields
+ * are Megatron Core's dataclass fields, which Megatron-LM's argparse dests
+ * mostly share (model.tensor_model_parallel_size, ddp.overlap_grad_reduce,
+ * model.overlap_moe_expert_parallel_comm, logger.log_interval, ...), so a
+ * field is its own dest except for the renames below; mixed_precision (a
+ * recipe name, or its fields in the YAML) gives bf16, fp8, fp8_recipe, ...
+ * and "mixed_precision" for the recipe name.  Sections not listed and
+ * nested configs are left out.
+ */
+static const char *const bridge_sections[] = {
+    "model",     "ddp",          "optimizer",       "train",     "validation", "scheduler",
+    "logger",    "checkpoint",   "dataset",         "tokenizer", "rng",        "dist",
+    "profiling", "comm_overlap", "mixed_precision", NULL};
+
+static const struct {
+    const char *section, *field, *dest;
+} bridge_renames[] = {
+    {"model", "num_moe_experts", "num_experts"},
+    {"model", "layernorm_epsilon", "norm_epsilon"},
+    {"model", "fp8_param", "fp8_param_gather"},
+    {"mixed_precision", "fp8_param", "fp8_param_gather"},
+    {"ddp", "bucket_size", "ddp_bucket_size"},
+    {"ddp", "average_in_collective", "ddp_average_in_collective"},
+    {"ddp", "grad_reduce_in_fp32", "accumulate_allreduce_grads_in_fp32"},
+    {"ddp", "check_for_nan_in_grad", "check_for_nan_in_loss_and_grad"},
+};
+
+static void set_arg(mt_logparse *p, const char *name, const char *v, const char *ve)
+{
+    size_t vn = (size_t)(ve - v);
+    if (vn > MT_LOGPARSE_ARG_MAX)
+        vn = MT_LOGPARSE_ARG_MAX;
+    copy_text(p->value, sizeof p->value, v, v + vn);
+    if (mt_kv_count(p->args) >= MT_LOGPARSE_MAX_ARGS && !mt_kv_get(p->args, name)) {
+        p->counts.args_dropped++;
+        return;
+    }
+    if (mt_kv_set(p->args, name, p->value))
+        p->status = -ENOMEM;
+}
+
+/* Bridge field sec.field = [v, ve) (a Python repr or a YAML scalar, quotes
+ * already off) as the argument its Megatron dest names. */
+static void bridge_set(mt_logparse *p, const char *sec, const char *f, size_t fn, const char *v,
+                       const char *ve)
+{
+    const char *dest = NULL;
+    size_t i;
+    for (i = 0; bridge_sections[i] && strcmp(bridge_sections[i], sec); i++)
+        ;
+    if (!bridge_sections[i] || !fn || fn > ARG_NAME_MAX || *f == '_')
+        return;
+    for (i = 0; i < sizeof bridge_renames / sizeof bridge_renames[0]; i++)
+        if (!strcmp(bridge_renames[i].section, sec) && key_is(f, fn, bridge_renames[i].field))
+            dest = bridge_renames[i].dest;
+    if (dest) {
+        set_arg(p, dest, v, ve);
+    } else {
+        char name[ARG_NAME_MAX + 1];
+        memcpy(name, f, fn);
+        name[fn] = '\0';
+        set_arg(p, name, v, ve);
+    }
+}
+
+/* A quoted scalar without its quotes ('flex' as Python's str prints it). */
+static void unquote(const char **v, const char **ve)
+{
+    if (*ve - *v >= 2 && (**v == '\'' || **v == '"') && (*ve)[-1] == **v) {
+        (*v)++;
+        (*ve)--;
+    }
+}
+
+/* A YAML scalar as Python's str() prints the value. */
+static void yaml_scalar(const char **v, const char **ve)
+{
+    size_t n = (size_t)(*ve - *v);
+    if ((n == 4 && !memcmp(*v, "true", 4)) || (n == 4 && !memcmp(*v, "True", 4)))
+        *v = "True", *ve = *v + 4;
+    else if ((n == 5 && !memcmp(*v, "false", 5)) || (n == 5 && !memcmp(*v, "False", 5)))
+        *v = "False", *ve = *v + 5;
+    else if ((n == 4 && !memcmp(*v, "null", 4)) || (n == 1 && **v == '~'))
+        *v = "None", *ve = *v + 4;
+    else
+        unquote(v, ve);
+}
+
+static void cfg_end(mt_logparse *p)
+{
+    p->cfg_src = NULL;
+    p->cfg_mode = CFG_NONE;
+}
+
+static void cfg_start(mt_logparse *p, lp_source *s, int rank, int mode)
+{
+    p->cfg_src = s;
+    p->cfg_rank = rank;
+    p->cfg_mode = mode;
+    p->cfg_seen = 0;
+    p->cfg_sec[0] = '\0';
+    p->y_depth = 0;
+    p->yl_active = 0;
+}
+
+/* "[model] Non-default values (vs Mcore ...):" or "[train]:": the section. */
+static int cfg_section(mt_logparse *p, const char *t, const char *e)
+{
+    const char *q = t + 1, *n = q;
+    while (q < e && is_word((unsigned char)*q))
+        q++;
+    if (q == n || q >= e || *q != ']' || (size_t)(q - n) >= sizeof p->cfg_sec)
+        return 0;
+    if (!STARTS(q + 1, e, ":") && !STARTS(q + 1, e, " Non-default values"))
+        return 0;
+    memcpy(p->cfg_sec, n, (size_t)(q - n));
+    p->cfg_sec[q - n] = '\0';
+    p->cfg_seen = 1;
+    return 1;
+}
+
+static int all_of(const char *t, const char *e, char c, int min)
+{
+    const char *q = t;
+    while (q < e && *q == c)
+        q++;
+    return q - t >= min && trim_end(q, e) == q;
+}
+
+/* One line of the Non-default summary; 0 when it is not one (the block
+ * ended before it). */
+static int cfg_non_default(mt_logparse *p, int ind, const char *t, const char *e)
+{
+    const char *q, *v, *ve, *m;
+    e = trim_end(t, e);
+    if (all_of(t, e, '=', 10)) {
+        if (p->cfg_seen)
+            cfg_end(p); /* the closing rule */
+        return 1;
+    }
+    if (all_of(t, e, '-', 10) || STARTS(t, e, "Configuration Summary") ||
+        STARTS(t, e, "Other Configuration Values"))
+        return 1;
+    if (*t == '[')
+        return cfg_section(p, t, e) ? 1 : (cfg_end(p), 0);
+    q = t;
+    while (q < e && is_word((unsigned char)*q))
+        q++;
+    if (!ind || q == t || e - q < 2 || q[0] != ':' || q[1] != ' ' || !p->cfg_sec[0]) {
+        cfg_end(p);
+        return 0;
+    }
+    v = skip_spaces(q + 2, e);
+    ve = e;
+    for (m = v; (m = FIND(m, e, "  (Mcore default: ")) != NULL; m++)
+        ve = m;
+    ve = trim_end(v, ve);
+    unquote(&v, &ve);
+    bridge_set(p, p->cfg_sec, t, (size_t)(q - t), v, ve);
+    return 1;
+}
+
+static void yl_flush(mt_logparse *p)
+{
+    if (p->yl_active && p->yl_ok && p->yl_n && p->yl_len + 1 < sizeof p->yl_buf) {
+        p->yl_buf[p->yl_len++] = ']';
+        bridge_set(p, p->yl_sec, p->yl_key, strlen(p->yl_key), p->yl_buf, p->yl_buf + p->yl_len);
+    }
+    p->yl_active = 0;
+}
+
+static int line_start(const char *t, const char *e);
+
+/* One line of the YAML dump; 0 when it is not one (the block ended). */
+static int cfg_yaml(mt_logparse *p, int ind, const char *t, const char *e)
+{
+    const char *q, *v, *ve;
+    e = trim_end(t, e);
+    if (all_of(t, e, '-', 10)) {
+        yl_flush(p);
+        cfg_end(p);
+        return 1;
+    }
+    if (*t == '-' && (e - t == 1 || t[1] == ' ')) {
+        /* "- item" of a block list (PyYAML puts it at its key's indent) */
+        if (!p->yl_active)
+            return 1;
+        if (ind < p->yl_ind) {
+            yl_flush(p);
+            return 1;
+        }
+        v = skip_spaces(t + 1, e);
+        ve = e;
+        q = v;
+        while (q < ve && (is_word((unsigned char)*q) || *q == '.' || *q == '-' || *q == '+' ||
+                          *q == '/' || *q == '\'' || *q == '"'))
+            q++;
+        if (v == ve || q != ve || p->yl_len + (size_t)(ve - v) + 8 >= sizeof p->yl_buf) {
+            p->yl_ok = 0; /* a list of mappings (enums, callables): not an argument */
+            return 1;
+        }
+        yaml_scalar(&v, &ve);
+        if (p->yl_n)
+            p->yl_len +=
+                (size_t)snprintf(p->yl_buf + p->yl_len, sizeof p->yl_buf - p->yl_len, ", ");
+        {
+            const char *nq = v;
+            double d;
+            int bare = (parse_double(&nq, ve, &d) == 0 && nq == ve) ||
+                       (ve - v == 4 && (!memcmp(v, "True", 4) || !memcmp(v, "None", 4))) ||
+                       (ve - v == 5 && !memcmp(v, "False", 5));
+            p->yl_len += (size_t)snprintf(p->yl_buf + p->yl_len, sizeof p->yl_buf - p->yl_len,
+                                          bare ? "%.*s" : "'%.*s'", (int)(ve - v), v);
+        }
+        p->yl_n++;
+        return 1;
+    }
+    if (line_start(t, e)) {
+        yl_flush(p);
+        cfg_end(p);
+        return 0;
+    }
+    q = t;
+    while (q < e && (is_word((unsigned char)*q) || *q == '-' || *q == '.'))
+        q++;
+    /* the top-level keys are the container's fields, snake_case: a glued
+     * "WARNING: ..." or "ImportError: ..." is none */
+    if (!ind)
+        for (v = t; v < q; v++)
+            if (!((*v >= 'a' && *v <= 'z') || is_digit((unsigned char)*v) || *v == '_'))
+                q = t;
+    if (q == t || q >= e || *q != ':' || (q + 1 < e && q[1] != ' ')) {
+        if (!ind) {
+            yl_flush(p);
+            cfg_end(p);
+            return 0;
+        }
+        return 1; /* a folded scalar's continuation */
+    }
+    if (p->yl_active) {
+        if (ind <= p->yl_ind)
+            yl_flush(p);
+        else
+            p->yl_active = 0; /* the key held a mapping, not a list */
+    }
+    while (p->y_depth > 0 && p->y_ind[p->y_depth - 1] >= ind)
+        p->y_depth--;
+    v = skip_spaces(q + 1, e);
+    ve = e;
+    if (v == ve) {
+        /* "key:" opens a mapping or a block list */
+        if (p->y_depth == 1 && (size_t)(q - t) <= ARG_NAME_MAX) {
+            p->yl_active = 1;
+            p->yl_ind = ind;
+            p->yl_ok = 1;
+            p->yl_n = 0;
+            p->yl_len = 1;
+            p->yl_buf[0] = '[';
+            snprintf(p->yl_sec, sizeof p->yl_sec, "%s", p->y_key[0]);
+            memcpy(p->yl_key, t, (size_t)(q - t));
+            p->yl_key[q - t] = '\0';
+        }
+        if (p->y_depth < 8) {
+            size_t kn =
+                (size_t)(q - t) < sizeof p->y_key[0] ? (size_t)(q - t) : sizeof p->y_key[0] - 1;
+            memcpy(p->y_key[p->y_depth], t, kn);
+            p->y_key[p->y_depth][kn] = '\0';
+            p->y_ind[p->y_depth++] = ind;
+        }
+        return 1;
+    }
+    yaml_scalar(&v, &ve);
+    if (p->y_depth == 1)
+        bridge_set(p, p->y_key[0], t, (size_t)(q - t), v, ve);
+    else if (p->y_depth == 0 && key_is(t, (size_t)(q - t), "mixed_precision"))
+        set_arg(p, "mixed_precision", v, ve);
+    return 1;
 }
 
 static void world_line(mt_logparse *p, const char *t, const char *e)
@@ -1496,8 +1882,8 @@ static void iteration_done(mt_logparse *p, lp_source *s, int rank, mt_iteration 
     }
 }
 
-static void pend_start(mt_logparse *p, lp_source *s, int rank, const char *b, const char *e,
-                       size_t raw_n, const mt_iteration *it, const char *resume)
+static void pend_start(mt_logparse *p, lp_source *s, int kind, int rank, const char *b,
+                       const char *e, size_t raw_n, const mt_iteration *it, const char *resume)
 {
     size_t n = (size_t)(e - b);
     if (grow(p, (void **)&s->pend, &s->pend_cap, n, 1))
@@ -1509,7 +1895,9 @@ static void pend_start(mt_logparse *p, lp_source *s, int rank, const char *b, co
     s->pend_rank = rank;
     s->pend_chunks = 1;
     s->pend_line = s->lineno;
-    s->pend_it = *it;
+    if (it)
+        s->pend_it = *it;
+    s->pend_kind = kind;
     s->pending = 1;
 }
 
@@ -1520,6 +1908,16 @@ static void pend_try(mt_logparse *p, lp_source *s, int force)
 {
     int complete;
     const char *tail, *resume, *e = s->pend + s->pend_len;
+    if (s->pend_kind == PEND_MEMORY) {
+        /* a memory line has no end mark: it ends when no piece follows */
+        if (!force)
+            return;
+        s->pending = 0;
+        if (s->pend_chunks > 1)
+            p->counts.wrapped_lines++;
+        memory_line(p, skip_spaces(s->pend, e), e);
+        return;
+    }
     if (!s->pend_resume) {
         if (scan_iteration(p, s->pend, e, &s->pend_it, &complete, &tail, &resume) < 0) {
             s->pending = 0;
@@ -1558,6 +1956,45 @@ static int line_start(const char *t, const char *e)
            STARTS(t, e, "validation loss") || STARTS(t, e, "---") || exception_line(t, e);
 }
 
+/* The piece [b, e) continues the pending memory line when the field cut at
+ * the wrap, joined with the piece's text up to its first '|', is one
+ * "key: number" field again (a line that merely follows a whole memory line
+ * makes none). */
+static int memory_piece(const lp_source *s, const char *b, const char *e)
+{
+    char j[256];
+    const char *pe = s->pend + s->pend_len, *ls = pe, *bar = memchr(b, '|', (size_t)(e - b)), *q,
+               *je;
+    size_t a, c;
+    double d;
+    while (ls > s->pend && ls[-1] != '|')
+        ls--;
+    a = (size_t)(pe - ls);
+    c = (size_t)((bar ? bar : e) - b);
+    if (a + c > sizeof j)
+        return 0;
+    memcpy(j, ls, a);
+    memcpy(j + a, b, c);
+    q = skip_spaces(j, j + a + c);
+    je = trim_end(q, j + a + c);
+    if (ls == s->pend) {
+        /* cut inside the "[Rank r] (after i iterations) memory (MB)" head */
+        const char *m = FIND(q, je, "] memory (");
+        if (!m)
+            m = FIND(q, je, " memory (");
+        return m && je - m >= 4 && (je[-3] == 'M' || je[-3] == 'G') && je[-2] == 'B' &&
+               je[-1] == ')' && bar;
+    }
+    if (q == je || !is_alpha((unsigned char)*q))
+        return 0;
+    while (q < je && (is_alpha((unsigned char)*q) || *q == '-' || *q == ' '))
+        q++;
+    if (q >= je || *q != ':')
+        return 0;
+    q = skip_spaces(q + 1, je);
+    return parse_double(&q, je, &d) == 0 && q == je;
+}
+
 static int continuation(const lp_source *s, const char *b, const char *e, size_t raw_n)
 {
     size_t n = (size_t)(e - b);
@@ -1566,10 +2003,12 @@ static int continuation(const lp_source *s, const char *b, const char *e, size_t
     if (raw_n > 2 * s->pend_width || s->pend_chunks >= WRAP_MAX_CHUNKS ||
         s->pend_len + n > MT_LOGPARSE_WRAP_MAX)
         return 0;
-    /* every piece of a wrapped iteration line but a lone glued tail holds a '|' */
-    if (!memchr(b, '|', n))
+    if (line_start(skip_spaces(b, e), e))
         return 0;
-    return !line_start(skip_spaces(b, e), e);
+    if (s->pend_kind == PEND_MEMORY)
+        return memory_piece(s, b, e);
+    /* every piece of a wrapped iteration line but a lone glued tail holds a '|' */
+    return memchr(b, '|', n) != NULL;
 }
 
 static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const char *e, size_t raw_n,
@@ -1579,6 +2018,11 @@ static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const ch
     uint64_t line = s->lineno;
     if (t >= e)
         return;
+    if (p->cfg_mode && p->cfg_src == s && rank == p->cfg_rank) {
+        int ind = (int)(t - b);
+        if (p->cfg_mode == CFG_NON_DEFAULT ? cfg_non_default(p, ind, t, e) : cfg_yaml(p, ind, t, e))
+            return;
+    }
     if (s->in_args && rank == s->args_rank) {
         if (*t == '-') {
             const char *q = t;
@@ -1598,11 +2042,23 @@ static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const ch
         mt_iteration it;
         int complete;
         const char *tail, *resume;
+        if (*t == '[' && t + 1 < e && is_alpha((unsigned char)t[1]) &&
+            FIND(t, e, "] Non-default values (vs Mcore")) {
+            cfg_start(p, s, rank, CFG_NON_DEFAULT);
+            cfg_non_default(p, (int)(t - b), t, e);
+            return;
+        }
         if (*t == '[' && STARTS(t, e, "[Rank ")) {
             const char *q = t + 6;
             while (q < e && is_digit((unsigned char)*q))
                 q++;
             if (STARTS(q, e, "] (after ") || FIND(q, e, "] memory (")) {
+                if (depth == 0 && raw_n >= WRAP_MIN_WIDTH && !s->pending) {
+                    /* held until the next line tells whether it continues it */
+                    pend_start(p, s, PEND_MEMORY, rank, b, e, raw_n, NULL, NULL);
+                    if (s->pending)
+                        return;
+                }
                 memory_line(p, t, e);
                 return;
             }
@@ -1612,7 +2068,7 @@ static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const ch
             break;
         if (!complete && depth == 0 && raw_n >= WRAP_MIN_WIDTH && !s->pending) {
             /* a terminal hard-wrap: wait for the rest */
-            pend_start(p, s, rank, b, e, raw_n, &it, resume);
+            pend_start(p, s, PEND_ITERATION, rank, b, e, raw_n, &it, resume);
             if (s->pending)
                 return;
         }
@@ -1634,8 +2090,18 @@ static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const ch
             s->in_args = 0;
             return;
         }
+        if (q - t >= 3 && STARTS(q, e, " Task Configuration ")) {
+            cfg_start(p, s, rank, CFG_YAML);
+            return;
+        }
         break;
     }
+    case 'C':
+        if (STARTS(t, e, "Configuration Summary (Non-Default Values")) {
+            cfg_start(p, s, rank, CFG_NON_DEFAULT);
+            return;
+        }
+        break;
     case 'u':
         if (STARTS(t, e, "using world size:")) {
             world_line(p, t, e);
@@ -1862,6 +2328,8 @@ void mt_logparse_finish(mt_logparse *p)
     }
     if (p->step_pending)
         emit_step_only(p);
+    if (p->cfg_mode == CFG_YAML)
+        yl_flush(p); /* a list the input ended in */
 }
 
 int mt_logparse_read(mt_logparse *p, FILE *f)
@@ -2045,6 +2513,87 @@ static int nan_from_iterations(const mt_logparse *p, char *buf, size_t n)
     return 0;
 }
 
+/* An identifier at q: its end, or NULL.  upper: it must begin with A-Z. */
+static const char *ident_end(const char *q, const char *e, int upper)
+{
+    if (q >= e || !(upper ? (*q >= 'A' && *q <= 'Z') : is_alpha((unsigned char)*q) || *q == '_'))
+        return NULL;
+    while (q < e && is_word((unsigned char)*q))
+        q++;
+    return q;
+}
+
+/* "Class.member" at [q, e): where the member begins, else NULL. */
+static const char *enum_member(const char *q, const char *e)
+{
+    const char *c = ident_end(q, e, 1), *m;
+    if (!c || c >= e || *c != '.' || !(m = ident_end(c + 1, e, 0)))
+        return NULL;
+    return c + 1;
+}
+
+/*
+ * A dumped value as plugins compare it: Python prints an enum as
+ * "AttnBackend.auto" (str) or, inside a list and in Bridge's repr,
+ * "<AttnBackend.auto: 5>"; both become the member name, and a list of
+ * enums its names separated by spaces ("[<CudaGraphModule.moe_router: 4>,
+ * <CudaGraphModule.moe_preprocess: 5>]" -> "moe_router moe_preprocess").
+ * Any other value is copied as it is.
+ */
+static const char *plain_value(const char *v, char *out, size_t cap)
+{
+    const char *e = v + strlen(v), *q = v, *m;
+    size_t o = 0;
+    int n = 0, words = 1;
+    if ((m = enum_member(v, e)) && ident_end(m, e, 0) == e) {
+        /* "AttnBackend.auto"; a class name of letters only, so that a file
+         * name ("Qwen3.safetensors") is no enum */
+        for (q = v; q + 1 < m && is_alpha((unsigned char)*q); q++)
+            ;
+        if (q + 1 == m)
+            return m;
+        q = v;
+    }
+    while (q < e && o + 1 < cap) {
+        const char *me, *gt;
+        if (*q == '<' && (m = enum_member(q + 1, e)) && (me = ident_end(m, e, 0)) && me < e &&
+            *me == ':' && (gt = memchr(me, '>', (size_t)(e - me))) != NULL &&
+            !memchr(me, '<', (size_t)(gt - me))) {
+            size_t k = (size_t)(me - m);
+            if (o + k + 1 >= cap)
+                break;
+            memcpy(out + o, m, k);
+            o += k;
+            q = gt + 1;
+            n++;
+            continue;
+        }
+        out[o++] = *q++;
+    }
+    out[o] = '\0';
+    if (!n || q < e)
+        return n ? out : v;
+    /* a list (or tuple) of names only: the names */
+    if (o >= 2 && ((out[0] == '[' && out[o - 1] == ']') || (out[0] == '(' && out[o - 1] == ')'))) {
+        size_t i, w = 0;
+        for (i = 1; i + 1 < o && words; i++)
+            words = out[i] == ',' || out[i] == ' ' || is_word((unsigned char)out[i]);
+        for (i = 1; words && i + 1 < o; i++) {
+            char c = out[i];
+            if (c != ',' && c != ' ')
+                out[w++] = c;
+            else if (w && out[w - 1] != ' ')
+                out[w++] = ' ';
+        }
+        if (words) {
+            while (w && out[w - 1] == ' ')
+                w--;
+            out[w] = '\0';
+        }
+    }
+    return out;
+}
+
 int mt_logparse_evidence(const mt_logparse *p, mt_kv *evidence)
 {
     static const struct {
@@ -2060,8 +2609,9 @@ int mt_logparse_evidence(const mt_logparse *p, mt_kv *evidence)
     size_t i;
     int rc = 0;
     for (i = 0; mt_kv_entry(p->args, i, &k, &v) == 0; i++) {
+        char plain[MT_LOGPARSE_ARG_MAX + 1];
         snprintf(key, sizeof key, "args.%s", k);
-        rc |= mt_kv_set(evidence, key, v);
+        rc |= mt_kv_set(evidence, key, plain_value(v, plain, sizeof plain));
     }
     if (p->have_world)
         rc |= mt_kv_set(evidence, "log.world", p->world_text);
@@ -2274,6 +2824,12 @@ static void print_json(const mt_logparse *p, FILE *out)
         json_bytes(out, "max_allocated_bytes", m->max_allocated);
         json_bytes(out, "reserved_bytes", m->reserved);
         json_bytes(out, "max_reserved_bytes", m->max_reserved);
+        json_bytes(out, "active_bytes", m->active);
+        json_bytes(out, "max_active_bytes", m->max_active);
+        json_bytes(out, "inactive_bytes", m->inactive);
+        json_bytes(out, "max_inactive_bytes", m->max_inactive);
+        json_bytes(out, "alloc_retries", m->alloc_retries);
+        json_bytes(out, "alloc_count", m->alloc_count);
         fputc('}', out);
     }
     fputs("],\"arguments\":{", out);
@@ -2394,6 +2950,12 @@ static void print_text(const mt_logparse *p, FILE *out)
             text_mib(out, ", ", "max allocated", m->max_allocated, m->gigabytes);
             text_mib(out, ", ", "reserved", m->reserved, m->gigabytes);
             text_mib(out, ", ", "max reserved", m->max_reserved, m->gigabytes);
+            if (m->max_active >= 0)
+                text_mib(out, ", ", "max active", m->max_active, m->gigabytes);
+            if (m->max_inactive >= 0)
+                text_mib(out, ", ", "max inactive", m->max_inactive, m->gigabytes);
+            if (m->alloc_retries >= 0)
+                fprintf(out, ", alloc retries %lld", (long long)m->alloc_retries);
             fputc('\n', out);
         }
     }

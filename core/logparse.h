@@ -10,10 +10,38 @@
  * watchdog timeouts, ImportErrors, CUDA graph capture, dispatcher fallback,
  * validation and theoretical-memory lines, crashes, exceptions, tracebacks.
  * Every format variant of shared/facts/megatron.md is understood:
- * timestamps with or without microseconds or trimmed away, optional fields,
- * iteration lines hard-wrapped by a terminal (reassembled), prints glued
- * after the final '|', `srun -l` and torchrun line prefixes (stripped, the
- * rank kept), CR/LF line ends.
+ * timestamps with or without microseconds or trimmed away, optional fields
+ * (skipped samples, throughput, energy and power per GPU, num zeros, params
+ * norm, max attention logit; every "... loss" key: lm loss, mtp_1 loss,
+ * load_balancing_loss, z_loss, ...), prints glued after the final '|',
+ * `srun -l` and torchrun line prefixes (stripped, the rank kept), CR/LF line
+ * ends.  Versions read: Megatron-LM core_r0.15.0, core_v0.18.0, core_v0.19.0
+ * and main (the same arguments dump: "  name <48 - len dots> str(value)",
+ * enums as Class.member or, in lists, <Class.member: N>); Megatron-Bridge's
+ * training_log (Step Time line first, then the iteration line, the GB memory
+ * line with all ten MEMORY_KEYS) and, in place of the arguments dump, its
+ * configuration block: the "Non-default values" summary (Bridge >= 0.4) or
+ * the "Task Configuration" YAML (up to 0.3), read into the same map under
+ * Megatron's dest names (the mapping is documented in logparse.c above
+ * bridge_sections).
+ *
+ * Hard-wraps: one rule for iteration and memory lines.  A line that may
+ * continue (an iteration line without its closing "number of nan
+ * iterations: N |", any memory line, which has no end mark) waits for the
+ * next line of its source: when that one is a continuation (not prefixed,
+ * begins nothing of its own, at most twice the first piece's width, and for
+ * a memory line joins the cut field into a "key: number" again; for an
+ * iteration line holds a '|'), the pieces are reassembled; otherwise the
+ * line was cut and keeps the fields it has (an iteration line its fields
+ * closed by '|', a memory line all its "key: number" fields).
+ *
+ * An iteration line of an interval whose iterations were all skipped
+ * ("number of skipped iterations" > 0) prints each loss as 0.000000E+00:
+ * those zeros are no loss and are not kept.  A Bridge Step Time line with no
+ * iteration line of its own is a record one log interval past the last one
+ * (the interval from the arguments or Bridge's logger.log_interval, else the
+ * spacing of the iteration lines, else 1: moetune renders --log-interval 1);
+ * it never counts iterations one by one past an interval of N.
  *
  * Robustness: arbitrary bytes (NUL, non-UTF-8, binary) never crash it; a
  * line longer than MT_LOGPARSE_LINE_MAX is cut there and counted.  Memory
@@ -110,12 +138,23 @@ double mt_iteration_loss(const mt_iteration *it, const char *key, int *found);
  * Bytes (MB lines are MiB as Megatron counts; Bridge GB lines are 1e9 bytes
  * with about 5 significant digits); -1 when the line lacked the key.  Over
  * several lines of one rank the max fields keep the maximum and the others
- * the latest value. */
+ * the latest value.  Megatron-LM's MB line has four keys (allocated, max
+ * allocated, reserved, max reserved); Bridge's GB line the ten of its
+ * MEMORY_KEYS, in this order: mem-allocated-gigabytes, mem-active-gigabytes,
+ * mem-inactive-gigabytes, mem-reserved-gigabytes,
+ * mem-max-allocated-gigabytes, mem-max-active-gigabytes,
+ * mem-max-inactive-gigabytes, mem-max-reserved-gigabytes, mem-alloc-retires
+ * (sic), mem-allocated-count (any order is read). */
 typedef struct mt_rank_memory {
     int rank;
     int gigabytes; /* 1: from a Bridge GB line */
     int64_t after_iteration;
     int64_t allocated, max_allocated, reserved, max_reserved;
+    /* Bridge's GB line only (-1 on MB lines): active and inactive-split
+     * bytes, current and peak; "mem-alloc-retires" (cudaMalloc retries) and
+     * "mem-allocated-count" (live allocations), counts not bytes, latest */
+    int64_t active, max_active, inactive, max_inactive;
+    int64_t alloc_retries, alloc_count;
 } mt_rank_memory;
 
 typedef enum mt_logevent_kind {
@@ -161,7 +200,7 @@ typedef struct mt_logparse_counts {
     uint64_t bytes, lines;
     uint64_t truncated_lines;    /* cut at MT_LOGPARSE_LINE_MAX */
     uint64_t garbage_lines;      /* control bytes, or a known line form that did not parse */
-    uint64_t wrapped_lines;      /* iteration lines reassembled from a hard-wrap */
+    uint64_t wrapped_lines;      /* iteration and memory lines reassembled from a hard-wrap */
     uint64_t glued_lines;        /* prints found glued after an iteration line's final '|' */
     uint64_t iterations_dropped; /* past the iteration cap */
     uint64_t events_dropped;     /* past MT_LOGPARSE_MAX_EVENTS (still counted per kind) */
@@ -219,7 +258,9 @@ const mt_rank_memory *mt_logparse_rank_memory(const mt_logparse *p, size_t i);
 /* The record of `rank`, or NULL. */
 const mt_rank_memory *mt_logparse_memory_of(const mt_logparse *p, int rank);
 
-/* The arguments dump: argparse dest -> printed value (e.g. "fp8" -> "None"). */
+/* The arguments dump: argparse dest -> printed value (e.g. "fp8" -> "None");
+ * for Bridge, its configuration block under the same dests (a repr string
+ * without its quotes, a YAML scalar as Python prints it: True, None). */
 const mt_kv *mt_logparse_args(const mt_logparse *p);
 
 /* 0 and *w filled when a "using world size" line was seen, else -ENOENT. */
@@ -241,7 +282,12 @@ const char *mt_logevent_kind_name(mt_logevent_kind kind);
 const mt_logparse_counts *mt_logparse_counts_get(const mt_logparse *p);
 
 /* Adds the evidence keys the plugins' verify() reads (plugins/pluginkit.h):
- *   args.<name>              every entry of the arguments dump, as printed
+ *   args.<name>              every entry of the arguments dump (or Bridge's
+ *                            configuration block), as printed except that an
+ *                            enum is its member name ("AttnBackend.auto",
+ *                            "<AttnBackend.auto: 5>" -> "auto") and a list of
+ *                            enums its names separated by spaces
+ *                            ("moe_router moe_preprocess")
  *   log.world                the "using world size: ..." line
  *   log.dispatcher_fallback  the first dispatcher "Falling back to ..." line
  *   log.import_error         the first ImportError naming DeepEP / HybridEP

@@ -930,6 +930,545 @@ START_TEST(bridge_step_time_lines)
 }
 END_TEST
 
+/* ---- issue 14: what each stack really prints -------------------------------------------- */
+
+START_TEST(enum_values_in_the_arguments_dump)
+{
+    /* main's print_args: str() of each value, so an enum list prints its
+     * elements' repr and an enum scalar Class.member; the same dump format
+     * (48 - len dots, sorted) in core_r0.15.0, v0.18, v0.19 and main */
+    static const char text[] =
+        "------------------------ arguments ------------------------\n"
+        "  attention_backend ............................... AttnBackend.auto\n"
+        "  cuda_graph_impl ................................. transformer_engine\n"
+        "  cuda_graph_modules .............................. [<CudaGraphModule.moe_router: 4>, "
+        "<CudaGraphModule.moe_preprocess: 5>]\n"
+        "  cuda_graph_scope ................................ []\n"
+        "  load ............................................ /ckpt/Qwen3.safetensors\n"
+        "  log_interval .................................... 10\n"
+        "  params_dtype .................................... torch.bfloat16\n"
+        "  qk_layernorm_backend ............................ <AttnBackend.auto: 5>\n"
+        "  mixed_list ...................................... [<CudaGraphModule.attn: 1>, 'x y']\n"
+        "  tokenizer_model ................................. Qwen3.Model\n"
+        "-------------------- end of arguments ---------------------\n";
+    mt_logparse *p = parse(text);
+    const mt_kv *a = mt_logparse_args(p);
+    mt_kv *ev = mt_kv_new();
+    /* the map keeps what was printed */
+    ck_assert_str_eq(mt_kv_get(a, "cuda_graph_modules"),
+                     "[<CudaGraphModule.moe_router: 4>, <CudaGraphModule.moe_preprocess: 5>]");
+    ck_assert_str_eq(mt_kv_get(a, "attention_backend"), "AttnBackend.auto");
+    /* the evidence has plain names, as a config value says them */
+    ck_assert_int_eq(mt_logparse_evidence(p, ev), 0);
+    ck_assert_str_eq(mt_kv_get(ev, "args.cuda_graph_modules"), "moe_router moe_preprocess");
+    ck_assert_str_eq(mt_kv_get(ev, "args.attention_backend"), "auto");
+    ck_assert_str_eq(mt_kv_get(ev, "args.qk_layernorm_backend"), "auto");
+    ck_assert_str_eq(mt_kv_get(ev, "args.mixed_list"), "[attn, 'x y']");
+    ck_assert_str_eq(mt_kv_get(ev, "args.cuda_graph_scope"), "[]");
+    ck_assert_str_eq(mt_kv_get(ev, "args.cuda_graph_impl"), "transformer_engine");
+    ck_assert_str_eq(mt_kv_get(ev, "args.params_dtype"), "torch.bfloat16");
+    ck_assert_str_eq(mt_kv_get(ev, "args.load"), "/ckpt/Qwen3.safetensors");
+    ck_assert_str_eq(mt_kv_get(ev, "args.tokenizer_model"), "Qwen3.Model");
+    mt_kv_destroy(&ev);
+    mt_logparse_destroy(&p);
+}
+END_TEST
+
+/* Bridge >= 0.4 (training/config.py log_non_default_values, print_rank_0 of
+ * the joined lines): optimizer, ddp and model against Mcore's defaults, as
+ * repr, then every set field of the other configs. */
+#define BR_SUMMARY                                                                                 \
+    "\n"                                                                                           \
+    "======================================================================\n"                     \
+    "Configuration Summary (Non-Default Values vs Megatron Core)\n"                                \
+    "======================================================================\n"                     \
+    "\n"                                                                                           \
+    "[optimizer] Non-default values (vs Mcore OptimizerConfig):\n"                                 \
+    "  adam_beta2: 0.95  (Mcore default: 0.999)\n"                                                 \
+    "  bf16: True  (Mcore default: False)\n"                                                       \
+    "  lr: 0.0003  (Mcore default: None)\n"                                                        \
+    "  use_distributed_optimizer: True  (Mcore default: False)\n"                                  \
+    "\n"                                                                                           \
+    "[ddp] Non-default values (vs Mcore DistributedDataParallelConfig):\n"                         \
+    "  bucket_size: 40000000  (Mcore default: None)\n"                                             \
+    "  grad_reduce_in_fp32: True  (Mcore default: False)\n"                                        \
+    "  overlap_grad_reduce: True  (Mcore default: False)\n"                                        \
+    "  overlap_param_gather: True  (Mcore default: False)\n"                                       \
+    "\n"                                                                                           \
+    "[model] Non-default values (vs Mcore TransformerConfig):\n"                                   \
+    "  attention_backend: <AttnBackend.fused: 2>  (Mcore default: <AttnBackend.auto: 5>)\n"        \
+    "  bf16: True  (Mcore default: False)\n"                                                       \
+    "  cuda_graph_impl: 'transformer_engine'  (Mcore default: 'none')\n"                           \
+    "  cuda_graph_modules: [<CudaGraphModule.moe_router: 4>, <CudaGraphModule.moe_preprocess: "    \
+    "5>]  (Mcore default: 'full')\n"                                                               \
+    "  expert_model_parallel_size: 8  (Mcore default: 1)\n"                                        \
+    "  fp8: 'e4m3'  (Mcore default: None)\n"                                                       \
+    "  fp8_recipe: 'mxfp8'  (Mcore default: 'delayed')\n"                                          \
+    "  moe_flex_dispatcher_backend: 'deepep'  (Mcore default: 'deepep')\n"                         \
+    "  moe_token_dispatcher_type: 'flex'  (Mcore default: 'allgather')\n"                          \
+    "  num_moe_experts: 128  (Mcore default: None)\n"                                              \
+    "  overlap_moe_expert_parallel_comm: True  (Mcore default: False)\n"                           \
+    "  params_dtype: torch.bfloat16  (Mcore default: torch.float32)\n"                             \
+    "  recompute_modules: ['moe_act', 'layernorm']  (Mcore default: ['core_attn'])\n"              \
+    "  tensor_model_parallel_size: 2  (Mcore default: 1)\n"                                        \
+    "\n"                                                                                           \
+    "----------------------------------------------------------------------\n"                     \
+    "Other Configuration Values:\n"                                                                \
+    "----------------------------------------------------------------------\n"                     \
+    "\n"                                                                                           \
+    "[train]:\n"                                                                                   \
+    "  global_batch_size: 1024\n"                                                                  \
+    "  manual_gc: True\n"                                                                          \
+    "  micro_batch_size: 1\n"                                                                      \
+    "  train_iters: 50\n"                                                                          \
+    "\n"                                                                                           \
+    "[logger]:\n"                                                                                  \
+    "  log_interval: 10\n"                                                                         \
+    "  log_throughput: True\n"                                                                     \
+    "\n"                                                                                           \
+    "[ft]:\n"                                                                                      \
+    "  enable_ft_package: False\n"                                                                 \
+    "\n"                                                                                           \
+    "======================================================================\n"
+
+START_TEST(bridge_non_default_values_as_arguments)
+{
+    static const char text[] = BR_SUMMARY
+        "Traceback (most recent call last):\n" /* after the block: read as ever */
+        " [2026-01-01 00:05:05] iteration       10/      50 | consumed samples:        10240 | "
+        "elapsed time per iteration (ms): 43678.1 | learning rate: 2.604594E-04 | global batch "
+        "size:  1024 | lm loss: 1.122687E+01 | loss scale: 1.0 | grad norm: 5.912 | number of "
+        "skipped iterations:   0 | number of nan iterations:   0 |\n";
+    mt_logparse *p = parse(text);
+    mt_kv *ev = mt_kv_new();
+    const mt_kv *a = mt_logparse_args(p);
+    ck_assert_int_eq(mt_logparse_evidence(p, ev), 0);
+    /* field paths to Megatron dests */
+    ck_assert_str_eq(mt_kv_get(ev, "args.tensor_model_parallel_size"), "2");
+    ck_assert_str_eq(mt_kv_get(ev, "args.expert_model_parallel_size"), "8");
+    ck_assert_str_eq(mt_kv_get(ev, "args.overlap_grad_reduce"), "True");
+    ck_assert_str_eq(mt_kv_get(ev, "args.overlap_param_gather"), "True");
+    ck_assert_str_eq(mt_kv_get(ev, "args.overlap_moe_expert_parallel_comm"), "True");
+    ck_assert_str_eq(mt_kv_get(ev, "args.use_distributed_optimizer"), "True");
+    ck_assert_str_eq(mt_kv_get(ev, "args.num_experts"), "128");
+    ck_assert_str_eq(mt_kv_get(ev, "args.ddp_bucket_size"), "40000000");
+    ck_assert_str_eq(mt_kv_get(ev, "args.accumulate_allreduce_grads_in_fp32"), "True");
+    ck_assert_ptr_null(mt_kv_get(ev, "args.num_moe_experts"));
+    ck_assert_ptr_null(mt_kv_get(ev, "args.bucket_size"));
+    /* repr strings lose their quotes, as Megatron's dump prints them */
+    ck_assert_str_eq(mt_kv_get(a, "moe_token_dispatcher_type"), "flex");
+    ck_assert_str_eq(mt_kv_get(ev, "args.fp8"), "e4m3");
+    ck_assert_str_eq(mt_kv_get(ev, "args.fp8_recipe"), "mxfp8");
+    ck_assert_str_eq(mt_kv_get(ev, "args.moe_flex_dispatcher_backend"), "deepep");
+    ck_assert_str_eq(mt_kv_get(ev, "args.bf16"), "True");
+    ck_assert_str_eq(mt_kv_get(ev, "args.recompute_modules"), "['moe_act', 'layernorm']");
+    ck_assert_str_eq(mt_kv_get(ev, "args.params_dtype"), "torch.bfloat16");
+    /* enums as names, the Mcore default left out */
+    ck_assert_str_eq(mt_kv_get(ev, "args.attention_backend"), "fused");
+    ck_assert_str_eq(mt_kv_get(ev, "args.cuda_graph_modules"), "moe_router moe_preprocess");
+    ck_assert_str_eq(mt_kv_get(ev, "args.cuda_graph_impl"), "transformer_engine");
+    /* the other configs */
+    ck_assert_str_eq(mt_kv_get(ev, "args.global_batch_size"), "1024");
+    ck_assert_str_eq(mt_kv_get(ev, "args.manual_gc"), "True");
+    ck_assert_str_eq(mt_kv_get(ev, "args.log_interval"), "10");
+    ck_assert_ptr_null(mt_kv_get(ev, "args.enable_ft_package")); /* not a Megatron config */
+    ck_assert_uint_eq(mt_kv_count(a), 27);
+    /* the block is no event; what follows it is read as ever */
+    ck_assert_uint_eq(mt_logparse_event_count(p, MT_LOGEV_TRACEBACK), 1);
+    ck_assert_uint_eq(mt_logparse_events(p), 1);
+    ck_assert_uint_eq(mt_logparse_iterations(p), 1);
+    ck_assert_int_eq(iter(p, 0)->iteration, 10);
+    mt_kv_destroy(&ev);
+    mt_logparse_destroy(&p);
+
+    /* srun -l prefixes every line; another rank's line inside does not end it */
+    {
+        const char *const parts[] = {
+            "0: [model] Non-default values (vs Mcore TransformerConfig):",
+            "3: WARNING: rank 3 says something meanwhile",
+            "0:   tensor_model_parallel_size: 4  (Mcore default: 1)",
+            "0:   moe_token_dispatcher_type: 'alltoall'  (Mcore default: 'allgather')",
+            "0: ======================================================================",
+            "0:   after_the_block: 1",
+            NULL};
+        char *t = cat(parts);
+        p = parse(t);
+        a = mt_logparse_args(p);
+        ck_assert_str_eq(mt_kv_get(a, "tensor_model_parallel_size"), "4");
+        ck_assert_str_eq(mt_kv_get(a, "moe_token_dispatcher_type"), "alltoall");
+        ck_assert_ptr_null(mt_kv_get(a, "after_the_block"));
+        ck_assert_uint_eq(mt_kv_count(a), 2);
+        mt_logparse_destroy(&p);
+        free(t);
+    }
+}
+END_TEST
+
+START_TEST(bridge_yaml_config_as_arguments)
+{
+    /* Bridge <= 0.3 (setup.py maybe_log_and_save_config): the whole
+     * ConfigContainer through yaml.safe_dump (keys sorted, block style,
+     * lists at their key's indent; enums, dtypes and callables as
+     * _target_ mappings) */
+    static const char text[] =
+        "------- Task Configuration -------\n"
+        "_target_: megatron.bridge.training.config.ConfigContainer\n"
+        "comm_overlap:\n"
+        "  _target_: megatron.bridge.training.comm_overlap.CommOverlapConfig\n"
+        "  tp_comm_overlap: false\n"
+        "ddp:\n"
+        "  _target_: megatron.core.distributed.distributed_data_parallel_config."
+        "DistributedDataParallelConfig\n"
+        "  average_in_collective: true\n"
+        "  bucket_size: null\n"
+        "  overlap_grad_reduce: true\n"
+        "  overlap_param_gather: true\n"
+        "  use_distributed_optimizer: true\n"
+        "logger:\n"
+        "  log_interval: 1\n"
+        "mixed_precision: bf16_mixed\n"
+        "model:\n"
+        "  _target_: megatron.bridge.models.qwen.qwen_provider.Qwen3MoEModelProvider30B_A3B\n"
+        "  attention_backend:\n"
+        "    _args_:\n"
+        "    - 5\n"
+        "    _call_: true\n"
+        "    _target_: megatron.core.transformer.enums.AttnBackend\n"
+        "  cuda_graph_scope:\n"
+        "  - moe_router\n"
+        "  - moe_preprocess\n"
+        "  expert_model_parallel_size: 8\n"
+        "  moe_token_dispatcher_type: alltoall\n"
+        "  num_moe_experts: 128\n"
+        "  params_dtype:\n"
+        "    _call_: false\n"
+        "    _target_: torch.bfloat16\n"
+        "  pipeline_model_parallel_layout: null\n"
+        "  recompute_modules:\n"
+        "  - _args_:\n"
+        "    - 1\n"
+        "    _target_: some.Enum\n"
+        "  tensor_model_parallel_size: 2\n"
+        "  tokenizer_path: 'Qwen/Qwen3-30B-A3B'\n"
+        "train:\n"
+        "  global_batch_size: 512\n"
+        "  train_iters: 50\n"
+        "\n"
+        "----------------------------------\n"
+        "  after_the_block: 1\n";
+    mt_logparse *p = parse(text);
+    const mt_kv *a = mt_logparse_args(p);
+    mt_kv *ev = mt_kv_new();
+    ck_assert_str_eq(mt_kv_get(a, "tensor_model_parallel_size"), "2");
+    ck_assert_str_eq(mt_kv_get(a, "expert_model_parallel_size"), "8");
+    ck_assert_str_eq(mt_kv_get(a, "num_experts"), "128");
+    ck_assert_str_eq(mt_kv_get(a, "moe_token_dispatcher_type"), "alltoall");
+    ck_assert_str_eq(mt_kv_get(a, "overlap_grad_reduce"), "True");
+    ck_assert_str_eq(mt_kv_get(a, "ddp_average_in_collective"), "True");
+    ck_assert_str_eq(mt_kv_get(a, "ddp_bucket_size"), "None");
+    ck_assert_str_eq(mt_kv_get(a, "tp_comm_overlap"), "False");
+    ck_assert_str_eq(mt_kv_get(a, "mixed_precision"), "bf16_mixed");
+    ck_assert_str_eq(mt_kv_get(a, "pipeline_model_parallel_layout"), "None");
+    ck_assert_str_eq(mt_kv_get(a, "tokenizer_path"), "Qwen/Qwen3-30B-A3B");
+    ck_assert_str_eq(mt_kv_get(a, "cuda_graph_scope"), "['moe_router', 'moe_preprocess']");
+    ck_assert_str_eq(mt_kv_get(a, "log_interval"), "1");
+    ck_assert_str_eq(mt_kv_get(a, "global_batch_size"), "512");
+    /* mappings (an enum's number, a dtype) are no value: absent, not wrong */
+    ck_assert_ptr_null(mt_kv_get(a, "attention_backend"));
+    ck_assert_ptr_null(mt_kv_get(a, "params_dtype"));
+    ck_assert_ptr_null(mt_kv_get(a, "recompute_modules"));
+    ck_assert_ptr_null(mt_kv_get(a, "_target_"));
+    ck_assert_ptr_null(mt_kv_get(a, "after_the_block"));
+    ck_assert_int_eq(mt_logparse_evidence(p, ev), 0);
+    ck_assert_str_eq(mt_kv_get(ev, "args.cuda_graph_scope"), "['moe_router', 'moe_preprocess']");
+    ck_assert_uint_eq(mt_logparse_events(p), 0);
+    mt_kv_destroy(&ev);
+    mt_logparse_destroy(&p);
+
+    /* a block cut short: what begins something else ends it and is read */
+    p = parse("------- Task Configuration -------\n"
+              "model:\n"
+              "  tensor_model_parallel_size: 4\n"
+              "ImportError: cannot import name 'buffer' from 'deep_ep'\n"
+              "  expert_model_parallel_size: 8\n");
+    a = mt_logparse_args(p);
+    ck_assert_str_eq(mt_kv_get(a, "tensor_model_parallel_size"), "4");
+    ck_assert_ptr_null(mt_kv_get(a, "expert_model_parallel_size"));
+    ck_assert(one_event(p, MT_LOGEV_IMPORT_ERROR)->flags & MT_LOGEV_F_DISPATCHER);
+    mt_logparse_destroy(&p);
+}
+END_TEST
+
+/* Bridge's report_memory: MEMORY_KEYS in order, bytes as GB (1e9) rounded
+ * to 5 significant digits, the two counts as they are. */
+#define MEM_GB10                                                                                   \
+    "[Rank 0] (after 2 iterations) memory (GB) | mem-allocated-gigabytes: 37.51 | "                \
+    "mem-active-gigabytes: 37.492 | mem-inactive-gigabytes: 1.2346 | mem-reserved-gigabytes: "     \
+    "40.159 | mem-max-allocated-gigabytes: 58.719 | mem-max-active-gigabytes: 58.7 | "             \
+    "mem-max-inactive-gigabytes: 3.5791 | mem-max-reserved-gigabytes: 61.368 | "                   \
+    "mem-alloc-retires: 2 | mem-allocated-count: 4187"
+
+static void check_gb10(const mt_rank_memory *m)
+{
+    ck_assert_ptr_nonnull(m);
+    ck_assert(m->gigabytes);
+    ck_assert_int_eq(m->after_iteration, 2);
+    ck_assert_int_eq(m->allocated, 37510000000LL);
+    ck_assert_int_eq(m->active, 37492000000LL);
+    ck_assert_int_eq(m->inactive, 1234600000LL);
+    ck_assert_int_eq(m->reserved, 40159000000LL);
+    ck_assert_int_eq(m->max_allocated, 58719000000LL);
+    ck_assert_int_eq(m->max_active, 58700000000LL);
+    ck_assert_int_eq(m->max_inactive, 3579100000LL);
+    ck_assert_int_eq(m->max_reserved, 61368000000LL);
+    ck_assert_int_eq(m->alloc_retries, 2);
+    ck_assert_int_eq(m->alloc_count, 4187);
+}
+
+START_TEST(bridge_memory_line_all_ten_keys)
+{
+    mt_logparse *p = parse(MEM_GB10 "\n" MEM_MB "\n");
+    const mt_rank_memory *m = mt_logparse_memory_of(p, 0);
+    char *json;
+    cJSON *o, *mem;
+    /* the MB line of rank 0 after it: the latest values, the larger max */
+    ck_assert_int_eq(m->allocated, llround(35772.53 * 1048576.0));
+    ck_assert_int_eq(m->max_reserved, llround(58525.20 * 1048576.0));
+    ck_assert_int_eq(m->max_inactive, 3579100000LL);
+    mt_logparse_destroy(&p);
+
+    p = parse(MEM_GB10 "\n");
+    check_gb10(mt_logparse_memory_of(p, 0));
+    json = json_of(p);
+    o = cJSON_Parse(json);
+    mem = cJSON_GetArrayItem(cJSON_GetObjectItem(o, "memory"), 0);
+    ck_assert_double_eq(cJSON_GetObjectItem(mem, "max_inactive_bytes")->valuedouble, 3579100000.0);
+    ck_assert_double_eq(cJSON_GetObjectItem(mem, "alloc_retries")->valuedouble, 2.0);
+    ck_assert_double_eq(cJSON_GetObjectItem(mem, "alloc_count")->valuedouble, 4187.0);
+    cJSON_Delete(o);
+    free(json);
+    mt_logparse_destroy(&p);
+
+    /* an MB line has none of Bridge's extra keys */
+    p = parse(MEM_MB "\n");
+    m = mt_logparse_memory_of(p, 0);
+    ck_assert_int_eq(m->active, -1);
+    ck_assert_int_eq(m->max_inactive, -1);
+    ck_assert_int_eq(m->alloc_count, -1);
+    mt_logparse_destroy(&p);
+}
+END_TEST
+
+START_TEST(mtp_loss_energy_power_and_skipped_samples)
+{
+    /* main (--log-energy, MTP, samples skipped) and Bridge (its own
+     * training_log: energy after throughput, no microseconds) */
+    static const char *const lines[] = {
+        " [2026-03-01 10:00:00.000001] iteration       20/     100 | consumed samples:        "
+        "81920 | skipped samples:          128 | elapsed time per iteration (ms): 7012.3 | "
+        "throughput per GPU (TFLOP/s/GPU): 512.4 | energy per GPU (J/iter/GPU): 4821.6 | power "
+        "per GPU (W/GPU): 687.6 | learning rate: 2.985000E-04 | global batch size:  4096 | lm "
+        "loss: 2.345678E+00 | mtp_1 loss: 2.456789E+00 | load_balancing_loss: 1.012345E+00 | "
+        "loss scale: 1.0 | grad norm: 0.873 | number of skipped iterations:   0 | number of nan "
+        "iterations:   0 |",
+        " [2026-03-01 10:00:00] iteration       20/     100 | consumed samples:        81920 | "
+        "skipped samples:          128 | elapsed time per iteration (ms): 7012.3 | throughput "
+        "per GPU (TFLOP/s/GPU): 512.4 | energy per GPU (J/iter/GPU): 4821.6 | power per GPU "
+        "(W/GPU): 687.6 | learning rate: 2.985000E-04 | global batch size:  4096 | lm loss: "
+        "2.345678E+00 | mtp_1 loss: 2.456789E+00 | load_balancing_loss: 1.012345E+00 | loss "
+        "scale: 1.0 | grad norm: 0.873 | number of skipped iterations:   0 | number of nan "
+        "iterations:   0 |",
+    };
+    size_t i;
+    for (i = 0; i < 2; i++) {
+        mt_logparse *p = parse(lines[i]);
+        const mt_iteration *it = iter(p, 0);
+        ck_assert(it->has & MT_IT_SKIPPED_SAMPLES && it->has & MT_IT_ENERGY &&
+                  it->has & MT_IT_POWER && it->has & MT_IT_COMPLETE);
+        ck_assert_int_eq(it->skipped_samples, 128);
+        ck_assert_double_eq(it->energy, 4821.6);
+        ck_assert_double_eq(it->power, 687.6);
+        ck_assert_double_eq(it->tflops, 512.4);
+        ck_assert_int_eq(it->n_losses, 3);
+        ck_assert_str_eq(it->loss_key[1], "mtp_1 loss");
+        ck_assert_double_eq(loss(it, "mtp_1 loss"), 2.456789);
+        mt_logparse_destroy(&p);
+    }
+}
+END_TEST
+
+START_TEST(skipped_iteration_zero_loss_is_no_sample)
+{
+    /* training_log averages each loss over the advanced iterations:
+     * an interval of skipped ones prints 0.000000E+00 (0 / max(1, 0)) */
+    static const char text[] =
+        " [2026-01-01 00:01:00.000000] iteration        7/      50 | consumed samples:         "
+        "7168 | elapsed time per iteration (ms): 43001.2 | learning rate: 2.604594E-04 | global "
+        "batch size:  1024 | lm loss: 0.000000E+00 | load_balancing_loss: 0.000000E+00 | loss "
+        "scale: 32768.0 | number of skipped iterations:   1 | number of nan iterations:   0 |\n"
+        /* one of two skipped: the other's average stands */
+        " [2026-01-01 00:02:00.000000] iteration        9/      50 | consumed samples:         "
+        "9216 | elapsed time per iteration (ms): 43001.2 | learning rate: 2.604594E-04 | global "
+        "batch size:  1024 | lm loss: 1.020000E+01 | load_balancing_loss: 1.000100E+00 | loss "
+        "scale: 16384.0 | grad norm: 5.100 | number of skipped iterations:   1 | number of nan "
+        "iterations:   0 |\n"
+        /* not skipped: a zero is a value */
+        " [2026-01-01 00:03:00.000000] iteration       10/      50 | consumed samples:        "
+        "10240 | elapsed time per iteration (ms): 43001.2 | learning rate: 2.604594E-04 | global "
+        "batch size:  1024 | lm loss: 1.010000E+01 | z_loss: 0.000000E+00 | loss scale: 16384.0 "
+        "| grad norm: 5.000 | number of skipped iterations:   0 | number of nan iterations:   0 "
+        "|\n";
+    mt_logparse *p = parse(text);
+    const mt_iteration *it = iter(p, 0);
+    int found = 1;
+    ck_assert_uint_eq(mt_logparse_iterations(p), 3);
+    ck_assert_int_eq(it->skipped, 1);
+    ck_assert_int_eq(it->n_losses, 0);
+    (void)mt_iteration_loss(it, "lm loss", &found);
+    ck_assert_int_eq(found, 0);
+    ck_assert_double_eq(it->elapsed_ms, 43001.2); /* the rest of the line stands */
+    it = iter(p, 1);
+    ck_assert_int_eq(it->n_losses, 2);
+    ck_assert_double_eq(loss(it, "lm loss"), 10.2);
+    it = iter(p, 2);
+    ck_assert_int_eq(it->n_losses, 2);
+    ck_assert_double_eq(loss(it, "z_loss"), 0.0);
+    mt_logparse_destroy(&p);
+}
+END_TEST
+
+START_TEST(hard_wrapped_memory_lines_are_reassembled)
+{
+    /* 40 cuts the "... memory (MB)" head itself (folded at a space it would
+     * leave a first piece narrower than any terminal) */
+    static const size_t widths[] = {80, 100, 120, 55, 40};
+    const char *const mems[] = {MEM_MB, MEM_GB10};
+    size_t w, k;
+    int at_spaces;
+    for (k = 0; k < 2; k++)
+        for (w = 0; w < sizeof widths / sizeof widths[0]; w++)
+            for (at_spaces = 0; at_spaces < 2 - (widths[w] < 55); at_spaces++) {
+                /* (an iteration line cut before its number is not one) */
+                char *m = wrap(mems[k], widths[w], at_spaces),
+                     *a = wrap(LM_IT1, widths[w] < 55 ? 55 : widths[w], 0);
+                const char *const parts[] = {a, m, "INFO | a print of its own", THEO_LINE, NULL};
+                char *text = cat(parts);
+                size_t chunk;
+                for (chunk = 1; chunk <= 4096; chunk *= 64) {
+                    mt_logparse *p = parse_chunked(text, strlen(text), chunk);
+                    const mt_rank_memory *r = mt_logparse_memory_of(p, 0);
+                    ck_assert_msg(r != NULL, "width %zu: no memory record", widths[w]);
+                    if (k == 0) {
+                        ck_assert_msg(r->max_reserved == llround(58525.20 * 1048576.0),
+                                      "width %zu%s: max reserved %lld", widths[w],
+                                      at_spaces ? " (at spaces)" : "", (long long)r->max_reserved);
+                        ck_assert_int_eq(r->allocated, llround(35772.53 * 1048576.0));
+                        ck_assert_int_eq(r->reserved, llround(38298.60 * 1048576.0));
+                        ck_assert_int_eq(r->max_allocated, llround(55999.13 * 1048576.0));
+                    } else {
+                        check_gb10(r);
+                    }
+                    ck_assert_uint_eq(mt_logparse_counts_get(p)->wrapped_lines, 2);
+                    ck_assert_uint_eq(mt_logparse_iterations(p), 1);
+                    ck_assert_int_eq(mt_logparse_event_count(p, MT_LOGEV_THEORETICAL_MEMORY), 1);
+                    mt_logparse_destroy(&p);
+                }
+                free(text);
+                free(m);
+                free(a);
+            }
+}
+END_TEST
+
+START_TEST(cut_memory_lines_keep_their_fields)
+{
+    /* the same rule as for iteration lines: a line is wrapped when its
+     * continuation follows; one cut (nothing follows, or a line that
+     * begins something else) keeps the fields it has */
+    static const char *const cut[] = {
+        "[Rank 0] (after 1 iterations) memory (MB) | allocated: 35772.53 | max allocated: "
+        "55999.13 |\n" LM_IT1 "\n",
+        "[Rank 0] (after 1 iterations) memory (MB) | allocated: 35772.53 | max allocated: "
+        "55999.13", /* the file ends there */
+        "[Rank 0] (after 1 iterations) memory (MB) | allocated: 35772.53 | max allocated: "
+        "55999.13\n 9: [Rank 9] (after 1 iterations) memory (MB) | allocated: 1.00\n",
+    };
+    size_t i;
+    for (i = 0; i < 3; i++) {
+        mt_logparse *p = parse(cut[i]);
+        const mt_rank_memory *r = mt_logparse_memory_of(p, 0);
+        ck_assert_ptr_nonnull(r);
+        ck_assert_int_eq(r->allocated, llround(35772.53 * 1048576.0));
+        ck_assert_int_eq(r->max_allocated, llround(55999.13 * 1048576.0));
+        ck_assert_int_eq(r->reserved, -1);
+        ck_assert_int_eq(r->max_reserved, -1);
+        ck_assert_uint_eq(mt_logparse_counts_get(p)->wrapped_lines, 0);
+        ck_assert_uint_eq(mt_logparse_iterations(p), i == 0);
+        mt_logparse_destroy(&p);
+    }
+    {
+        /* a whole line followed by text that makes no field with its last
+         * one is not joined to it */
+        mt_logparse *p = parse(MEM_MB "\n0 tokens dropped | by the router\n");
+        ck_assert_int_eq(mt_logparse_memory_of(p, 0)->max_reserved, llround(58525.20 * 1048576.0));
+        ck_assert_uint_eq(mt_logparse_counts_get(p)->wrapped_lines, 0);
+        mt_logparse_destroy(&p);
+    }
+}
+END_TEST
+
+START_TEST(bridge_step_time_after_log_interval)
+{
+    /* Bridge prints Step Time (rank 0) only when iteration % log_interval ==
+     * 0; with the last stage's lines missing they stand alone */
+    static const char only[] = "[logger]:\n"
+                               "  log_interval: 10\n"
+                               "Step Time : 44.03s GPU utilization: 137.0MODEL_TFLOP/s/GPU\n"
+                               "Step Time : 45.65s GPU utilization: 132.1MODEL_TFLOP/s/GPU\n"
+                               "Step Time : 44.71s GPU utilization: 134.9MODEL_TFLOP/s/GPU\n";
+    static const char mixed[] =
+        "Step Time : 43.68s GPU utilization: 138.1MODEL_TFLOP/s/GPU\n"
+        " [2026-01-01 00:05:05] iteration       10/      50 | consumed samples:        10240 | "
+        "elapsed time per iteration (ms): 43678.1 | learning rate: 2.604594E-04 | global batch "
+        "size:  1024 | lm loss: 1.122687E+01 | loss scale: 1.0 | grad norm: 5.912 | number of "
+        "skipped iterations:   0 | number of nan iterations:   0 |\n"
+        "Step Time : 43.70s GPU utilization: 138.0MODEL_TFLOP/s/GPU\n"
+        " [2026-01-01 00:12:22] iteration       20/      50 | consumed samples:        20480 | "
+        "elapsed time per iteration (ms): 43701.0 | learning rate: 2.504594E-04 | global batch "
+        "size:  1024 | lm loss: 1.022687E+01 | loss scale: 1.0 | grad norm: 5.012 | number of "
+        "skipped iterations:   0 | number of nan iterations:   0 |\n"
+        "Step Time : 44.10s GPU utilization: 137.0MODEL_TFLOP/s/GPU\n";
+    mt_logparse *p;
+    char *text;
+    size_t i;
+    /* the interval from the config summary (the block begins at its header) */
+    text = malloc(sizeof only + 128);
+    snprintf(text, sizeof only + 128, "%s%s", "[train] Non-default values (vs Mcore X):\n", only);
+    /* "[train] Non-default values" opens the block that "[logger]:" continues */
+    p = parse(text);
+    ck_assert_uint_eq(mt_logparse_iterations(p), 3);
+    for (i = 0; i < 3; i++) {
+        const mt_iteration *it = iter(p, i);
+        ck_assert_int_eq(it->iteration, 10 * ((int64_t)i + 1));
+        ck_assert(it->has & MT_IT_STEP_LINE_ONLY);
+    }
+    mt_logparse_destroy(&p);
+    free(text);
+
+    /* the interval from the iteration lines' spacing */
+    p = parse(mixed);
+    ck_assert_uint_eq(mt_logparse_iterations(p), 3);
+    ck_assert_int_eq(iter(p, 0)->iteration, 10);
+    ck_assert(iter(p, 0)->has & MT_IT_STEP_TIME && !(iter(p, 0)->has & MT_IT_STEP_LINE_ONLY));
+    ck_assert_int_eq(iter(p, 1)->iteration, 20);
+    ck_assert(iter(p, 1)->has & MT_IT_STEP_TIME);
+    ck_assert_int_eq(iter(p, 2)->iteration, 30);
+    ck_assert(iter(p, 2)->has & MT_IT_STEP_LINE_ONLY);
+    ck_assert_double_eq(iter(p, 2)->step_time_s, 44.10);
+    mt_logparse_destroy(&p);
+}
+END_TEST
+
 /* ---- streaming ------------------------------------------------------------------------ */
 
 typedef struct seen {
@@ -1635,6 +2174,15 @@ int main(void)
     tcase_add_test(lines, world_size_line_current_and_older);
     tcase_add_test(lines, validation_and_theoretical_memory_lines);
     tcase_add_test(lines, bridge_step_time_lines);
+    tcase_add_test(lines, enum_values_in_the_arguments_dump);
+    tcase_add_test(lines, bridge_non_default_values_as_arguments);
+    tcase_add_test(lines, bridge_yaml_config_as_arguments);
+    tcase_add_test(lines, bridge_memory_line_all_ten_keys);
+    tcase_add_test(lines, mtp_loss_energy_power_and_skipped_samples);
+    tcase_add_test(lines, skipped_iteration_zero_loss_is_no_sample);
+    tcase_add_test(lines, hard_wrapped_memory_lines_are_reassembled);
+    tcase_add_test(lines, cut_memory_lines_keep_their_fields);
+    tcase_add_test(lines, bridge_step_time_after_log_interval);
     tcase_add_test(events, oom_lines);
     tcase_add_test(events, import_errors_naming_deepep_or_hybridep);
     tcase_add_test(events, nccl_errors_and_infrastructure);
