@@ -29,46 +29,7 @@ static int version(const mt_ctx_v1 *ctx)
     return MAIN;
 }
 
-/* The integer value of dest; 0 when it is None or not an integer. */
-static int arg_long(const mt_ctx_v1 *ctx, const char *dest, long *out)
-{
-    const char *v = pk_arg(ctx, dest);
-    char *end;
-    long n;
-    if (!v || !*v)
-        return 0;
-    n = strtol(v, &end, 10);
-    if (*end)
-        return 0;
-    *out = n;
-    return 1;
-}
 
-/* What the command line said for dest before a derivation overwrote it. */
-static const char *raw_arg(const mt_ctx_v1 *ctx, const char *dest)
-{
-    char key[200];
-    const char *v;
-    snprintf(key, sizeof key, "raw.%s", dest);
-    v = pk_arg(ctx, key);
-    if (v)
-        return strcmp(v, "None") ? v : NULL;
-    return pk_arg(ctx, dest);
-}
-
-static int raw_long(const mt_ctx_v1 *ctx, const char *dest, long *out)
-{
-    const char *v = raw_arg(ctx, dest);
-    char *end;
-    long n;
-    if (!v || !*v)
-        return 0;
-    n = strtol(v, &end, 10);
-    if (*end)
-        return 0;
-    *out = n;
-    return 1;
-}
 
 /* Python's a % b (sign of b); b != 0. */
 static long pymod(long a, long b)
@@ -643,7 +604,7 @@ static void check_parallel_args(const mt_ctx_v1 *ctx, mt_sink *s)
         size_t i;
         for (i = 0; i < 2; i++) {
             long t = pk_arg_int(ctx, pairs[i][1], 1);
-            if (!raw_long(ctx, pairs[i][0], &shards) || shards < t)
+            if (!pk_arg_raw_long(ctx, pairs[i][0], &shards) || shards < t)
                 continue; /* unset, or the folding plugin's "must be >=" */
             if (t == 0)
                 pk_startup(s, "core.tp_weight_shards_not_multiple", pairs[i][0],
@@ -689,7 +650,7 @@ static void check_parallel_args(const mt_ctx_v1 *ctx, mt_sink *s)
     {
         const char *ct = pk_arg(ctx, "cp_comm_type");
         long n = list_len(ct), layers;
-        if (cp > 1 && ct && n != 1 && arg_long(ctx, "num_layers", &layers) && n != layers)
+        if (cp > 1 && ct && n != 1 && pk_arg_long(ctx, "num_layers", &layers) && n != layers)
             pk_startup(s, "core.cp_comm_type_len", "context_parallel_size",
                        "Length of cp_comm_type (%ld) should equal to the total number of "
                        "transformer layers (%ld)! -- give one type, or one per layer",
@@ -716,9 +677,9 @@ static void check_parallel_args(const mt_ctx_v1 *ctx, mt_sink *s)
 static void check_batch(const mt_ctx_v1 *ctx, mt_sink *s)
 {
     int ver = version(ctx);
-    long mbs, gbs, dp, gtp = pk_arg_int(ctx, "gtp_weight_remat_size", 1);
-    int have_mbs = arg_long(ctx, "micro_batch_size", &mbs);
-    int have_dp = arg_long(ctx, "data_parallel_size", &dp);
+    long mbs = 0, gbs = 0, dp = 0, gtp = pk_arg_int(ctx, "gtp_weight_remat_size", 1);
+    int have_mbs = pk_arg_long(ctx, "micro_batch_size", &mbs);
+    int have_dp = pk_arg_long(ctx, "data_parallel_size", &dp);
 
     /* A: micro-batch size required and positive (bare asserts). */
     if (!pk_arg_set(ctx, "micro_batch_size")) {
@@ -734,11 +695,11 @@ static void check_batch(const mt_ctx_v1 *ctx, mt_sink *s)
         return;
     }
     if (ver >= V18 && pk_arg_set(ctx, "step_batch_size_schedule") &&
-        raw_arg(ctx, "global_batch_size"))
+        pk_arg_raw(ctx, "global_batch_size"))
         pk_startup(s, "core.step_schedule_with_gbs", "global_batch_size",
                    "Cannot specify both --step-batch-size-schedule and --global-batch-size -- "
                    "drop one");
-    if (!arg_long(ctx, "global_batch_size", &gbs) || !have_mbs || !have_dp)
+    if (!pk_arg_long(ctx, "global_batch_size", &gbs) || !have_mbs || !have_dp)
         return;
     if (gbs <= 0) {
         pk_startup(s, "core.gbs_positive", "global_batch_size",
@@ -750,8 +711,8 @@ static void check_batch(const mt_ctx_v1 *ctx, mt_sink *s)
     /* A (0.18+): the eval batch, which defaults to the training batch. */
     if (ver >= V18) {
         long eg = gbs, em = mbs, div;
-        arg_long(ctx, "eval_global_batch_size", &eg);
-        arg_long(ctx, "eval_micro_batch_size", &em);
+        pk_arg_long(ctx, "eval_global_batch_size", &eg);
+        pk_arg_long(ctx, "eval_micro_batch_size", &em);
         div = em * dp * (ver == MAIN ? gtp : 1);
         if (div == 0)
             pk_startup(s, "core.eval_gbs_divisible", "micro_batch_size global_batch_size",
@@ -816,8 +777,8 @@ static void check_shape(const mt_ctx_v1 *ctx, mt_sink *s)
     long hidden, heads, seq, mp, dseq, cp = pk_arg_int(ctx, "context_parallel_size", 1);
 
     /* A: kv_channels defaults to hidden // heads, after a bare assert. */
-    if (!raw_arg(ctx, "kv_channels") && arg_long(ctx, "hidden_size", &hidden) &&
-        arg_long(ctx, "num_attention_heads", &heads)) {
+    if (!pk_arg_raw(ctx, "kv_channels") && pk_arg_long(ctx, "hidden_size", &hidden) &&
+        pk_arg_long(ctx, "num_attention_heads", &heads)) {
         if (heads == 0)
             pk_startup(s, "core.kv_channels_heads_divisible", "num_attention_heads",
                        "ZeroDivisionError: integer modulo by zero (hidden_size %ld %% "
@@ -831,20 +792,20 @@ static void check_shape(const mt_ctx_v1 *ctx, mt_sink *s)
                        hidden, heads);
     }
     /* A: sequence length vs CP and max positions. */
-    if (arg_long(ctx, "seq_length", &seq) || arg_long(ctx, "encoder_seq_length", &seq)) {
+    if (pk_arg_long(ctx, "seq_length", &seq) || pk_arg_long(ctx, "encoder_seq_length", &seq)) {
         if (cp > 1 && pymod(seq, 2 * cp))
             pk_startup(s, "core.seq_len_cp_multiple", "seq_length context_parallel_size",
                        "seq-length should be a multiple of 2 * context-parallel-size if "
                        "context-parallel-size > 1. -- seq_length %ld, CP %ld",
                        seq, cp);
-        if (arg_long(ctx, "max_position_embeddings", &mp) && mp < seq)
+        if (pk_arg_long(ctx, "max_position_embeddings", &mp) && mp < seq)
             pk_startup(s, "core.max_pos_lt_seq", "seq_length",
                        "max_position_embeddings (%ld) must be greater than or equal to "
                        "seq_length (%ld). -- raise --max-position-embeddings",
                        mp, seq);
     }
-    if (arg_long(ctx, "decoder_seq_length", &dseq) &&
-        arg_long(ctx, "max_position_embeddings", &mp) && mp < dseq)
+    if (pk_arg_long(ctx, "decoder_seq_length", &dseq) &&
+        pk_arg_long(ctx, "max_position_embeddings", &mp) && mp < dseq)
         pk_startup(s, "core.max_pos_lt_decoder_seq", "seq_length",
                    "AssertionError (no message): max_position_embeddings %ld is below "
                    "decoder_seq_length %ld -- raise --max-position-embeddings",
@@ -861,7 +822,7 @@ static void check_shape(const mt_ctx_v1 *ctx, mt_sink *s)
      * before that (so they read the command line's type). */
     if (pk_arg_on(ctx, "mtp_num_layers")) {
         const char *pe = ver == R15 ? pk_arg(ctx, "position_embedding_type")
-                                    : raw_arg(ctx, "position_embedding_type");
+                                    : pk_arg_raw(ctx, "position_embedding_type");
         if (pe && strcmp(pe, "rope") && strcmp(pe, "none"))
             pk_startup(s, "core.mtp_position_embedding", "mtp_num_layers",
                        "Multi-Token Prediction (MTP) is not supported with %s position embedding "
@@ -888,7 +849,7 @@ static void check_moe(const mt_ctx_v1 *ctx, mt_sink *s)
 {
     int ver = version(ctx);
     long ep = pk_arg_int(ctx, "expert_model_parallel_size", 1), experts = 0, topk;
-    int have_experts = arg_long(ctx, "num_experts", &experts);
+    int have_experts = pk_arg_long(ctx, "num_experts", &experts);
     const char *score = pk_arg(ctx, "moe_router_score_function");
 
     /* A (0.15): MoE builds its own spec. */
@@ -954,7 +915,7 @@ static void check_moe(const mt_ctx_v1 *ctx, mt_sink *s)
                        "--moe-router-enable-expert-bias.");
     }
     /* T: top-1 softmax routing needs the pre-softmax. */
-    if (arg_long(ctx, "moe_router_topk", &topk) && topk == 1 && score &&
+    if (pk_arg_long(ctx, "moe_router_topk", &topk) && topk == 1 && score &&
         !strcmp(score, "softmax") && !pk_arg_on(ctx, "moe_router_pre_softmax") &&
         !pk_arg_is(ctx, "moe_router_load_balancing_type", "sinkhorn"))
         pk_startup(s, "core.topk1_needs_pre_softmax", "moe_router_topk",
@@ -967,7 +928,7 @@ static void check_moe(const mt_ctx_v1 *ctx, mt_sink *s)
             pk_startup(s, "core.group_topk_needs_num_groups", "moe_router_group_topk",
                        "When using group limited routing, moe_router_num_groups must be "
                        "specified. -- set --moe-router-num-groups");
-        else if (arg_long(ctx, "moe_router_num_groups", &groups)) {
+        else if (pk_arg_long(ctx, "moe_router_num_groups", &groups)) {
             if (!have_experts)
                 pk_startup(s, "core.group_topk_experts_divisible", "moe_router_group_topk",
                            "TypeError: unsupported operand type(s) for %%: 'NoneType' and 'int' "
@@ -1020,7 +981,7 @@ static void check_config(const mt_ctx_v1 *ctx, mt_sink *s)
                    "warning about EP %ld with TP %ld and no sequence parallelism) -- turn "
                    "sequence_parallel on",
                    ep, tp);
-    if (tp == 0 || !arg_long(ctx, "num_attention_heads", &heads))
+    if (tp == 0 || !pk_arg_long(ctx, "num_attention_heads", &heads))
         return;
     if (pymod(heads, tp))
         pk_startup(s, "core.heads_not_multiple_of_tp", "tensor_model_parallel_size",
@@ -1162,14 +1123,14 @@ static void check_layout(const mt_ctx_v1 *ctx, mt_sink *s)
                    count_char(flat, 'L'));
         return;
     }
-    if (arg_long(ctx, "num_layers", &layers) && count_char(flat, 't') != layers) {
+    if (pk_arg_long(ctx, "num_layers", &layers) && count_char(flat, 't') != layers) {
         pk_startup(s, "core.layout_decoder_count", "pipeline_model_parallel_layout",
                    "Number of decoder layers %ldmust match num_layers %ld -- place every "
                    "transformer layer (t) exactly once",
                    count_char(flat, 't'), layers);
         return;
     }
-    have_mtp = arg_long(ctx, "mtp_num_layers", &mtp);
+    have_mtp = pk_arg_long(ctx, "mtp_num_layers", &mtp);
     if (have_mtp ? count_char(flat, 'm') != mtp : count_char(flat, 'm') != 0) {
         pk_startup(s, "core.layout_mtp_count", "pipeline_model_parallel_layout",
                    "Number of mtp layers in layout must match mtp_num_layers -- the layout has "
@@ -1235,8 +1196,8 @@ static void check_layout(const mt_ctx_v1 *ctx, mt_sink *s)
 static void check_logging(const mt_ctx_v1 *ctx, mt_sink *s)
 {
     long mem, every;
-    if (version(ctx) < V18 || !arg_long(ctx, "log_memory_interval", &mem) ||
-        !arg_long(ctx, "log_interval", &every))
+    if (version(ctx) < V18 || !pk_arg_long(ctx, "log_memory_interval", &mem) ||
+        !pk_arg_long(ctx, "log_interval", &every))
         return;
     if (every == 0)
         pk_startup(s, "core.log_memory_interval", "log_interval",

@@ -467,6 +467,50 @@ static inline double pk_arg_num(const mt_ctx_v1 *ctx, const char *dest, double d
     return *end ? def : x;
 }
 
+/* The integer value of dest into *out: 1, or 0 when it is None or not an
+ * integer (*out untouched). */
+static inline int pk_arg_long(const mt_ctx_v1 *ctx, const char *dest, long *out)
+{
+    const char *v = pk_arg(ctx, dest);
+    char *end;
+    long n;
+    if (!v || !*v)
+        return 0;
+    n = strtol(v, &end, 10);
+    if (*end)
+        return 0;
+    *out = n;
+    return 1;
+}
+
+/* What the command line said for dest before one of the host's derivations
+ * overwrote it ("raw.<dest>"), else its value; NULL for None. */
+static inline const char *pk_arg_raw(const mt_ctx_v1 *ctx, const char *dest)
+{
+    char key[200];
+    const char *v;
+    snprintf(key, sizeof key, "raw.%s", dest);
+    v = pk_arg(ctx, key);
+    if (v)
+        return strcmp(v, "None") ? v : NULL;
+    return pk_arg(ctx, dest);
+}
+
+/* pk_arg_long of the command line's value (pk_arg_raw). */
+static inline int pk_arg_raw_long(const mt_ctx_v1 *ctx, const char *dest, long *out)
+{
+    const char *v = pk_arg_raw(ctx, dest);
+    char *end;
+    long n;
+    if (!v || !*v)
+        return 0;
+    n = strtol(v, &end, 10);
+    if (*end)
+        return 0;
+    *out = n;
+    return 1;
+}
+
 static inline int pk_arg_is(const mt_ctx_v1 *ctx, const char *dest, const char *want)
 {
     const char *v = pk_arg(ctx, dest);

@@ -688,39 +688,7 @@ static long py_div(long a, long b)
     return (a - py_mod(a, b)) / b;
 }
 
-static int arg_get(const mt_ctx_v1 *ctx, const char *dest, long *out)
-{
-    const char *v = pk_arg(ctx, dest);
-    char *end;
-    long n;
-    if (!v || !*v)
-        return 0;
-    n = strtol(v, &end, 10);
-    if (*end)
-        return 0;
-    *out = n;
-    return 1;
-}
 
-/* The command line's value of a dest the core's derivations overwrite. */
-static int arg_raw(const mt_ctx_v1 *ctx, const char *dest, long *out)
-{
-    char key[200];
-    const char *v;
-    char *end;
-    long n;
-    snprintf(key, sizeof key, "raw.%s", dest);
-    v = pk_arg(ctx, key);
-    if (!v)
-        return arg_get(ctx, dest, out);
-    if (!strcmp(v, "None") || !*v)
-        return 0;
-    n = strtol(v, &end, 10);
-    if (*end)
-        return 0;
-    *out = n;
-    return 1;
-}
 
 #define PIPE_KNOBS "pipeline_model_parallel_size num_layers"
 
@@ -734,8 +702,8 @@ static void startup_validate_args(const mt_ctx_v1 *ctx, mt_sink *s)
     long cp = pk_arg_int(ctx, "context_parallel_size", 1);
     long world = pk_arg_int(ctx, "world_size", 1), gtp = 1, shards, total;
     long nlpvs = 0, nvspr = 0, layers = 0, vpp;
-    int has_nlpvs = arg_get(ctx, "num_layers_per_virtual_pipeline_stage", &nlpvs);
-    int has_nvspr = arg_get(ctx, "num_virtual_stages_per_pipeline_rank", &nvspr);
+    int has_nlpvs = pk_arg_long(ctx, "num_layers_per_virtual_pipeline_stage", &nlpvs);
+    int has_nvspr = pk_arg_long(ctx, "num_virtual_stages_per_pipeline_rank", &nvspr);
     const char *layout = pk_arg(ctx, "pipeline_model_parallel_layout");
     int uneven = pk_arg_set(ctx, "decoder_first_pipeline_num_layers") ||
                  pk_arg_set(ctx, "decoder_last_pipeline_num_layers");
@@ -753,7 +721,7 @@ static void startup_validate_args(const mt_ctx_v1 *ctx, mt_sink *s)
         size_t i;
         for (i = 0; i < 2; i++) {
             long t = pk_arg_int(ctx, pairs[i][1], 1);
-            if (!arg_raw(ctx, pairs[i][0], &shards))
+            if (!pk_arg_raw_long(ctx, pairs[i][0], &shards))
                 continue;
             if (shards < t)
                 pk_startup(s, "folding.tp_weight_shards_lt_tp", pairs[i][1],
@@ -800,8 +768,8 @@ static void startup_validate_args(const mt_ctx_v1 *ctx, mt_sink *s)
     }
     if (pp == 0)
         return; /* the world-size check divided by zero first */
-    if (!arg_get(ctx, "num_layers", &layers))
-        arg_get(ctx, "decoder_num_layers", &layers);
+    if (!pk_arg_long(ctx, "num_layers", &layers))
+        pk_arg_long(ctx, "decoder_num_layers", &layers);
     if (layout) {
         /* A:548 the layout's stage count over PP gives VPP */
         static char buf[1 << 16];
@@ -852,7 +820,7 @@ static void startup_validate_args(const mt_ctx_v1 *ctx, mt_sink *s)
     }
 
     /* A:604 the interleaved schedule needs enough pipeline ranks. */
-    if (arg_get(ctx, "virtual_pipeline_model_parallel_size", &vpp)) {
+    if (pk_arg_long(ctx, "virtual_pipeline_model_parallel_size", &vpp)) {
         if (pk_arg_on(ctx, "overlap_p2p_comm") && pp <= 1)
             pk_startup(s, "folding.interleaved_needs_pp_gt_1",
                        "pipeline_model_parallel_size num_virtual_stages_per_pipeline_rank",
@@ -878,15 +846,15 @@ static void startup_transformer_config(const mt_ctx_v1 *ctx, mt_sink *s)
 {
     int ver = fold_version(ctx);
     long first = 0, last = 0, v = 0, layers = 0, pp = pk_arg_int(ctx, "pipeline_model_parallel_size", 1);
-    int has_first = arg_get(ctx, "decoder_first_pipeline_num_layers", &first);
-    int has_last = arg_get(ctx, "decoder_last_pipeline_num_layers", &last);
-    int has_v = arg_get(ctx, "virtual_pipeline_model_parallel_size", &v);
+    int has_first = pk_arg_long(ctx, "decoder_first_pipeline_num_layers", &first);
+    int has_last = pk_arg_long(ctx, "decoder_last_pipeline_num_layers", &last);
+    int has_v = pk_arg_long(ctx, "virtual_pipeline_model_parallel_size", &v);
     int acc_e = pk_arg_on(ctx, "account_for_embedding_in_pipeline_split");
     int acc_l = pk_arg_on(ctx, "account_for_loss_in_pipeline_split");
     int first_set = pk_arg_set(ctx, "decoder_first_pipeline_num_layers");
     int last_set = pk_arg_set(ctx, "decoder_last_pipeline_num_layers");
 
-    arg_get(ctx, "num_layers", &layers);
+    pk_arg_long(ctx, "num_layers", &layers);
     if ((first_set || last_set) && (acc_e || acc_l)) {
         pk_startup(s, "folding.first_last_with_account_for",
                    UNEVEN_KNOBS,
