@@ -445,15 +445,33 @@ void mt_argparse_result_free(mt_argparse_result *res)
     res->n_toks = 0;
 }
 
+/* The default namespace of each dialect, built once: a command line's parse
+ * starts from a copy (in key order, so every insertion appends). */
+static mt_kv *defaults_of[N_VERSIONS];
+static pthread_mutex_t defaults_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void build_defaults(const mt_mlm_dialect *d, mt_kv *ns);
+
 static void set_defaults(const mt_mlm_dialect *d, mt_kv *ns)
+{
+    size_t slot = (size_t)(d - dialects), i;
+    const char *k, *v;
+    while (mt_kv_count(ns)) {
+        mt_kv_entry(ns, mt_kv_count(ns) - 1, &k, &v);
+        mt_kv_unset(ns, k);
+    }
+    pthread_mutex_lock(&defaults_lock);
+    if (!defaults_of[slot] && (defaults_of[slot] = mt_kv_new()))
+        build_defaults(d, defaults_of[slot]);
+    for (i = 0; defaults_of[slot] && mt_kv_entry(defaults_of[slot], i, &k, &v) == 0; i++)
+        mt_kv_set(ns, k, v);
+    pthread_mutex_unlock(&defaults_lock);
+}
+
+static void build_defaults(const mt_mlm_dialect *d, mt_kv *ns)
 {
     size_t i;
     char buf[1024];
-    while (mt_kv_count(ns)) {
-        const char *k, *v;
-        mt_kv_entry(ns, 0, &k, &v);
-        mt_kv_unset(ns, k);
-    }
     for (i = 0; i < d->n; i++) {
         const mt_flag *f = &d->flags[i];
         /* Aliases share a dest; the first row that sets a default wins, as
