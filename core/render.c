@@ -68,9 +68,101 @@ static int fixed_has(const mt_contract *c, const char *flag)
     return 0;
 }
 
-static void render_core(const mt_contract *c, const mt_kv *cfg, uint32_t dialect,
-                        mt_rendered *out)
+/* The contract's Megatron-Bridge reads main's table (core/dialects/bridge/):
+ * "main", an undeclared version, or anything after the 0.2 line; a 0.2.x
+ * version reads v0.2.2's. */
+static int bridge_main(const mt_contract *c)
 {
+    const char *v = mt_kv_get(c->view, "stack.megatron_bridge");
+    long major, minor;
+    char *end;
+    if (!v || !strcmp(v, "main"))
+        return 1;
+    while (*v && (*v < '0' || *v > '9'))
+        v++;
+    major = strtol(v, &end, 10);
+    minor = *end == '.' ? strtol(end + 1, NULL, 10) : 0;
+    return major > 0 || minor > 2;
+}
+
+/* Megatron's --moe-layer-freq as Bridge takes it: an integer as is, and a
+ * Python list expression ("([0]*3+[1]*58)", "[1,0,1]") written out as the
+ * explicit list "[0,0,0,1,...]" (Bridge does not evaluate it).  0, or -1
+ * when the expression is not a sum of [..] or [..]*k terms. */
+static int layer_freq_list(const char *v, char *out, size_t n)
+{
+    char body[1024];
+    size_t len, o = 0, i;
+    const char *p;
+    int first = 1;
+    while (*v == ' ')
+        v++;
+    len = strlen(v);
+    while (len && v[len - 1] == ' ')
+        len--;
+    if (len && v[0] != '(' && v[0] != '[') {
+        if (len >= n)
+            return -1;
+        memcpy(out, v, len);
+        out[len] = 0;
+        return strspn(out, "0123456789") == len ? 0 : -1;
+    }
+    while (len >= 2 && v[0] == '(' && v[len - 1] == ')')
+        v++, len -= 2;
+    if (len >= sizeof body)
+        return -1;
+    for (i = 0; i < len; i++)
+        if (v[i] != ' ')
+            body[o++] = v[i];
+    body[o] = 0;
+    o = 0;
+    if (n < 3)
+        return -1;
+    out[o++] = '[';
+    for (p = body; *p;) {
+        const char *close;
+        long rep = 1, k;
+        char *end;
+        if (*p != '[' || !(close = strchr(p, ']')))
+            return -1;
+        if (close[1] == '*') {
+            rep = strtol(close + 2, &end, 10);
+            if (end == close + 2 || rep < 0 || rep > 100000)
+                return -1;
+        } else {
+            end = (char *)close + 1;
+        }
+        for (k = 0; k < rep; k++) {
+            const char *q = p + 1;
+            while (q < close) {
+                size_t w = strcspn(q, ",]");
+                if (!w || strspn(q, "0123456789") != w)
+                    return -1;
+                if (o + w + 3 >= n)
+                    return -1;
+                if (!first)
+                    out[o++] = ',';
+                first = 0;
+                memcpy(out + o, q, w);
+                o += w;
+                q += w + (q[w] == ',');
+            }
+        }
+        p = end;
+        if (*p == '+')
+            p++;
+        else if (*p)
+            return -1;
+    }
+    out[o++] = ']';
+    out[o] = 0;
+    return 0;
+}
+
+static int render_core(const mt_contract *c, const mt_kv *cfg, uint32_t dialect,
+                       mt_rendered *out, mt_diag *d)
+{
+    int bmain = bridge_main(c);
     size_t i;
     char buf[1024];
     const char *heads = mt_kv_get(cfg, "num_attention_heads");
@@ -88,9 +180,31 @@ static void render_core(const mt_contract *c, const mt_kv *cfg, uint32_t dialect
         if (!on)
             continue;
         if (dialect == MT_DIALECT_BRIDGE) {
-            snprintf(buf, sizeof buf, "%s=%s", f->bridge,
-                     f->when == IS_TRUE ? "True" : v);
+            const char *path = f->bridge;
+            char list[1024];
+            if (!strcmp(f->knob, "moe_layer_freq")) {
+                if (layer_freq_list(v, list, sizeof list)) {
+                    mt_diag_add(d, NULL, 0, "moe_layer_freq",
+                                "--moe-layer-freq %s has no Megatron-Bridge form: "
+                                "model.moe_layer_freq takes an integer or a list of 0/1 "
+                                "written out, and this is neither [..] nor [..]*k terms",
+                                v);
+                    return -1;
+                }
+                v = list;
+            }
+            /* main: validation.*; 0.2.x: train.* (main copies those with a warning) */
+            if (!strcmp(f->knob, "eval_interval") && bmain)
+                path = "validation.eval_interval";
+            snprintf(buf, sizeof buf, "%s=%s", path, f->when == IS_TRUE ? "True" : v);
             mt_strlist_push(&out->argv, buf);
+            /* 0.2.x asserts model.seq_length == dataset.sequence_length; main
+             * copies dataset.seq_length over model.seq_length */
+            if (!strcmp(f->knob, "seq_length")) {
+                snprintf(buf, sizeof buf, "%s=%s",
+                         bmain ? "dataset.seq_length" : "dataset.sequence_length", v);
+                mt_strlist_push(&out->argv, buf);
+            }
             continue;
         }
         /* Megatron needs GQA switched on explicitly before it reads the group count. */
@@ -112,7 +226,7 @@ static void render_core(const mt_contract *c, const mt_kv *cfg, uint32_t dialect
     /* Without an eval interval the run must not evaluate at all. */
     if (!strcmp(mt_kv_get(cfg, "eval_interval") ? mt_kv_get(cfg, "eval_interval") : "0", "0")) {
         if (dialect == MT_DIALECT_BRIDGE)
-            mt_strlist_push(&out->argv, "train.eval_iters=0");
+            mt_strlist_push(&out->argv, bmain ? "validation.eval_iters=0" : "train.eval_iters=0");
         else if (!fixed_has(c, "--eval-iters"))
             mt_strlist_push(&out->argv, "--eval-iters"), mt_strlist_push(&out->argv, "0");
     }
@@ -122,6 +236,7 @@ static void render_core(const mt_contract *c, const mt_kv *cfg, uint32_t dialect
         else
             mt_strlist_push(&out->argv, "--mock-data");
     }
+    return 0;
 }
 
 int mt_render(mt_registry *r, const mt_contract *c, const mt_kv *cfg, uint32_t dialect,
@@ -132,7 +247,8 @@ int mt_render(mt_registry *r, const mt_contract *c, const mt_kv *cfg, uint32_t d
     const char *k, *v;
     for (i = 0; mt_kv_entry(c->launch_env, i, &k, &v) == 0; i++)
         mt_kv_set(out->env, k, v);
-    render_core(c, cfg, dialect, out);
+    if (render_core(c, cfg, dialect, out, d))
+        return -1;
     if (mt_registry_render(r, &ctx, dialect, out, d))
         return -1;
     /* The contract's fixed flags come last, verbatim. */

@@ -614,4 +614,84 @@ static inline void pk_runtime(mt_sink *s, const char *rule, const char *knobs, c
     pk_violation_in(s, MT_RULE_RUNTIME, rule, knobs, msg);
 }
 
+/* ---- Megatron-Bridge versions ---------------------------------------------
+ *
+ * The Bridge dialect renders ConfigContainer overrides (section.field=value)
+ * whose paths are those of core/dialects/bridge/<table>.tsv for the
+ * contract's stack.megatron_bridge: a 0.2.x version ("0.2.2", "v0.2.x")
+ * reads the v0.2.2 table, anything newer, "main" or an undeclared version
+ * reads main's.  Where the paths differ, a plugin asks pk_bridge_ge(ctx,
+ * PK_BRIDGE_MAIN). */
+
+#define PK_BRIDGE_MAIN "0.3" /* the first version after the 0.2 line */
+
+/* The contract's Megatron-Bridge is at least v ("0.4"); "main" and an
+ * undeclared version are newer than any number. */
+static inline int pk_bridge_ge(const mt_ctx_v1 *ctx, const char *v)
+{
+    const char *have = pk_get(ctx->contract, "stack.megatron_bridge");
+    if (!have || !strcmp(have, "main"))
+        return 1;
+    while (*have && (*have < '0' || *have > '9'))
+        have++; /* "v0.2.2" */
+    return pk_vercmp(have, v) >= 0;
+}
+
+/* The table the version reads: "v0.2.2" or "main". */
+static inline const char *pk_bridge_table(const mt_ctx_v1 *ctx)
+{
+    return pk_bridge_ge(ctx, PK_BRIDGE_MAIN) ? "main" : "v0.2.2";
+}
+
+/* A Megatron flag the Bridge version has no override path for: a render
+ * error naming it, never a guessed path. */
+static inline void pk_bridge_no_path(mt_sink *s, const mt_ctx_v1 *ctx, const char *flag)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "%s has no Megatron-Bridge override path in Bridge %s "
+             "(core/dialects/bridge/%s.tsv): it cannot be rendered in the Bridge dialect",
+             flag, pk_str(ctx->contract, "stack.megatron_bridge", "main"), pk_bridge_table(ctx));
+    pk_host->sink_error(s, msg);
+}
+
+/* A string value as a Hydra QuotedString: single quotes, a backslash before
+ * each single quote, and the backslashes before a quote or at the end
+ * doubled, so Hydra reads back exactly value.  Returns the length, or -1
+ * when out (n bytes) is too small. */
+static inline int pk_hydra_quote(const char *value, char *out, size_t n)
+{
+    size_t o = 0, i, run;
+    if (n < 3)
+        return -1;
+    out[o++] = '\'';
+    for (i = 0; value[i]; i++) {
+        if (value[i] == '\\') {
+            for (run = 0; value[i + run] == '\\'; run++)
+                ;
+            /* a run before a quote or the end is doubled, else kept */
+            if (value[i + run] == '\'' || value[i + run] == '\0')
+                run *= 2;
+            if (o + run + 2 >= n)
+                return -1;
+            for (; run; run--)
+                out[o++] = '\\';
+            while (value[i + 1] == '\\')
+                i++;
+            continue;
+        }
+        if (value[i] == '\'') {
+            if (o + 3 >= n)
+                return -1;
+            out[o++] = '\\';
+        } else if (o + 2 >= n) {
+            return -1;
+        }
+        out[o++] = value[i];
+    }
+    out[o++] = '\'';
+    out[o] = '\0';
+    return (int)o;
+}
+
 #endif /* MOETUNE_PLUGINKIT_H */

@@ -5,6 +5,8 @@
  */
 #include "testkit.h"
 
+#include "hydra.h"
+
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,6 +190,96 @@ START_TEST(golden_mlm_every_version)
 }
 END_TEST
 
+/* The example contract with stack.megatron_bridge set to version. */
+static tk *open_bridge_on(const char *file, const char *version)
+{
+    char *path = tk_example(file), *text = tk_slurp(path), *tmp;
+    const char *pat = "megatron_bridge = \"main\";";
+    char *at = strstr(text, pat), *buf;
+    mt_diag *d = mt_diag_new();
+    tk *t;
+    ck_assert_ptr_nonnull(at);
+    buf = malloc(strlen(text) + 64);
+    sprintf(buf, "%.*smegatron_bridge = \"%s\";%s", (int)(at - text), text, version,
+            at + strlen(pat));
+    tmp = tk_write_temp("render-bridge", buf);
+    t = tk_open_path(tmp, d);
+    ck_assert_msg(t != NULL, "%s", mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
+    mt_diag_destroy(&d);
+    unlink(tmp);
+    free(tmp), free(buf), free(text), free(path);
+    return t;
+}
+
+/* The override paths of core/dialects/bridge/<table>.tsv, one per line
+ * between newlines ("\npath\n"), read at test time. */
+static char *bridge_paths(const char *table)
+{
+    char file[1024], *text, *line, *save = NULL, *paths;
+    size_t o = 1;
+    snprintf(file, sizeof file, "%s/core/dialects/bridge/%s.tsv", MT_SOURCE_DIR, table);
+    text = tk_slurp(file);
+    ck_assert_ptr_nonnull(text);
+    paths = malloc(strlen(text) + 2);
+    paths[0] = '\n';
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        size_t n = strcspn(line, "\t");
+        if (!strncmp(line, "path\t", 5))
+            continue;
+        memcpy(paths + o, line, n);
+        o += n;
+        paths[o++] = '\n';
+    }
+    paths[o] = 0;
+    free(text);
+    return paths;
+}
+
+/* Contract facts the tables do not list (they hold the knobs' paths; the
+ * architecture is the recipe's, rendered so that it is stated). */
+static const char *const arch_paths[] = {
+    "model.hidden_size", "model.ffn_hidden_size", "model.num_attention_heads",
+    "model.num_query_groups", "model.kv_channels", "model.moe_router_topk",
+    "model.moe_ffn_hidden_size", "model.moe_shared_expert_intermediate_size",
+    "model.multi_latent_attention", "model.q_lora_rank", "model.kv_lora_rank",
+    "model.qk_head_dim", "model.qk_pos_emb_head_dim", "model.v_head_dim", "model.vocab_size",
+    "dataset.mock"};
+
+/* Every override parses as Bridge's Hydra takes it, its path is in the
+ * version's table, and none of the known-wrong forms is there. */
+static void check_bridge_argv(const mt_strlist *a, const char *table)
+{
+    char *paths = bridge_paths(table);
+    int is_main = !strcmp(table, "main");
+    size_t i, j;
+    for (i = 0; i < a->n; i++) {
+        const char *o = a->v[i], *eq = strchr(o, '=');
+        char err[512], key[256];
+        int ok = 0;
+        ck_assert_msg(strncmp(o, "--", 2), "MLM flag %s in a Bridge rendering", o);
+        ck_assert_msg(eq != NULL, "%s is not an override", o);
+        ck_assert_msg(mt_hydra_check_bridge(o, err, sizeof err) == 0, "%s: Hydra: %s", o, err);
+        snprintf(key, sizeof key, "\n%.*s\n", (int)(eq - o), o);
+        ok = strstr(paths, key) != NULL;
+        for (j = 0; j < sizeof arch_paths / sizeof arch_paths[0]; j++)
+            ok |= (size_t)(eq - o) == strlen(arch_paths[j]) && !strncmp(o, arch_paths[j], eq - o);
+        ck_assert_msg(ok, "%s: path not in core/dialects/bridge/%s.tsv", o, table);
+        ck_assert_msg(strncmp(o, "mixed_precision.", 16), "%s: library recipes hold a name", o);
+        ck_assert_msg(strncmp(o, "comm_overlap.", 13), "%s: comm_overlap is None there", o);
+        ck_assert_msg(strncmp(o, "model.pipeline_model_parallel_layout=", 37) || eq[1] == '\'',
+                      "%s: unquoted layout", o);
+        if (is_main)
+            ck_assert_msg(strncmp(o, "train.eval_", 11), "%s: main reads validation.*", o);
+        else
+            ck_assert_msg(strncmp(o, "validation.", 11), "%s: 0.2.x has no validation", o);
+    }
+    /* sequence length: 0.2.x asserts model == dataset; main copies dataset's */
+    if (find(a, "model.seq_length=4096") >= 0)
+        ck_assert_msg(find(a, is_main ? "dataset.seq_length=4096" : "dataset.sequence_length=4096") >= 0,
+                      "%s: model.seq_length without the dataset's", table);
+    free(paths);
+}
+
 START_TEST(golden_bridge)
 {
     tk *t = tk_open("qwen3-30b-a3b-h100x16-bridge.cfg");
@@ -197,23 +289,89 @@ START_TEST(golden_bridge)
         "model.tensor_model_parallel_size=1", "model.pipeline_model_parallel_size=1",
         "model.expert_model_parallel_size=16", "model.expert_tensor_parallel_size=1",
         "train.micro_batch_size=1", "train.global_batch_size=1024", "model.seq_length=4096",
-        "mixed_precision.bf16=True", "model.moe_router_dtype=fp32",
+        "dataset.seq_length=4096", "validation.eval_iters=0",
+        "mixed_precision=bf16_mixed", "model.moe_router_dtype=fp32",
         "model.moe_token_dispatcher_type=flex", "model.moe_flex_dispatcher_backend=hybridep",
-        "model.moe_flex_dispatcher_num_sms=32", "comm_overlap.overlap_moe_expert_parallel_comm=True",
+        "model.moe_flex_dispatcher_num_sms=32", "model.overlap_moe_expert_parallel_comm=True",
         "model.cuda_graph_impl=transformer_engine",
-        "model.cuda_graph_scope=[moe_router,moe_preprocess]", "model.moe_grouped_gemm=True",
+        "model.cuda_graph_modules=[moe_router,moe_preprocess]", "model.moe_grouped_gemm=True",
         "model.moe_router_force_load_balancing=True", "model.moe_permute_fusion=True",
+        "model.moe_permute_fusion_into_hybridep=True", "ddp.overlap_grad_reduce=True",
+        "ddp.overlap_param_gather=True", "ddp.use_distributed_optimizer=True",
+        "optimizer.use_distributed_optimizer=True",
         "logger.log_interval=1", "logger.log_throughput=True"};
     size_t i;
     for (i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(find(a, want[i]) >= 0, "missing %s", want[i]);
-    for (i = 0; i < a->n; i++) {
-        ck_assert_msg(strncmp(a->v[i], "--", 2), "MLM flag %s in a Bridge rendering", a->v[i]);
-        ck_assert_msg(strchr(a->v[i], '=') != NULL, "%s is not an override", a->v[i]);
+    check_bridge_argv(a, "main");
+    for (i = 0; i < a->n; i++)
         ck_assert_msg(!strstr(a->v[i], "delay_wgrad") && !strstr(a->v[i], "recompute_granularity") &&
-                          !strstr(a->v[i], "sequence_parallel"),
+                          !strstr(a->v[i], "sequence_parallel") && !strstr(a->v[i], "cuda_graph_scope"),
                       "unexpected %s", a->v[i]);
+    mt_rendered_free(&out);
+    tk_close(&t);
+}
+END_TEST
+
+/* The same recipe on Bridge 0.2.x: v0.2.2's paths. */
+START_TEST(golden_bridge_v022)
+{
+    static const char *const versions[] = {"0.2.2", "0.2.x"};
+    size_t v, i;
+    for (v = 0; v < 2; v++) {
+        tk *t = open_bridge_on("qwen3-30b-a3b-h100x16-bridge.cfg", versions[v]);
+        mt_rendered out = render_recipe(t, MT_DIALECT_BRIDGE);
+        const mt_strlist *a = &out.argv;
+        static const char *const want[] = {
+            "model.seq_length=4096", "dataset.sequence_length=4096", "train.eval_iters=0",
+            "mixed_precision=bf16_mixed", "model.moe_hybridep_num_sms=32",
+            "model.cuda_graph_scope=[moe_router,moe_preprocess]",
+            "model.overlap_moe_expert_parallel_comm=True"};
+        for (i = 0; i < sizeof want / sizeof want[0]; i++)
+            ck_assert_msg(find(a, want[i]) >= 0, "%s: missing %s", versions[v], want[i]);
+        check_bridge_argv(a, "v0.2.2");
+        ck_assert_int_eq(find(a, "dataset.seq_length=4096"), -1);
+        mt_rendered_free(&out);
+        tk_close(&t);
     }
+}
+END_TEST
+
+/* DeepSeek-V3: the layout quoted, the layer pattern written out, the MXFP8
+ * recipe by name, on both versions. */
+START_TEST(golden_bridge_deepseek)
+{
+    static const char *const versions[] = {"main", "0.2.2"};
+    size_t v;
+    for (v = 0; v < 2; v++) {
+        tk *t = open_bridge_on("deepseek-v3-gb200x256-bridge.cfg", versions[v]);
+        mt_rendered out;
+        mt_rendered_init(&out);
+        ck_assert_int_eq(mt_render(t->reg, t->contract, t->cfg, MT_DIALECT_BRIDGE, &out, t->diag), 0);
+        ck_assert(find(&out.argv, "model.pipeline_model_parallel_layout='Et|(tt|)*30mL'") >= 0);
+        ck_assert(find(&out.argv, "mixed_precision=bf16_with_mxfp8_mixed") >= 0);
+        ck_assert(find(&out.argv, "model.moe_layer_freq=[0,0,0,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
+                                  "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
+                                  "1,1,1,1,1,1,1,1,1,1,1,1,1,1]") >= 0);
+        check_bridge_argv(&out.argv, v ? "v0.2.2" : "main");
+        mt_rendered_free(&out);
+        tk_close(&t);
+    }
+}
+END_TEST
+
+/* FP8 e4m3 with tensorwise scaling has no recipe name: a render error that
+ * says so, never a mixed_precision.* override. */
+START_TEST(bridge_precision_without_name)
+{
+    tk *t = tk_open("qwen3-30b-a3b-h100x16-bridge.cfg");
+    mt_rendered out;
+    tk_set(t, "fp8_format=e4m3");
+    tk_set(t, "fp8_recipe=tensorwise");
+    mt_rendered_init(&out);
+    ck_assert_int_ne(mt_render(t->reg, t->contract, t->cfg, MT_DIALECT_BRIDGE, &out, t->diag), 0);
+    ck_assert_msg(mt_diag_contains(t->diag, "no Megatron-Bridge mixed_precision recipe name"),
+                  "the error should say the combination has no recipe name");
     mt_rendered_free(&out);
     tk_close(&t);
 }
@@ -246,6 +404,9 @@ int main(void)
     tcase_add_test(tc, golden_mlm);
     tcase_add_test(tc, golden_mlm_every_version);
     tcase_add_test(tc, golden_bridge);
+    tcase_add_test(tc, golden_bridge_v022);
+    tcase_add_test(tc, golden_bridge_deepseek);
+    tcase_add_test(tc, bridge_precision_without_name);
     tcase_add_test(tc, forced_logging);
     suite_add_tcase(s, tc);
     return tk_run(s);

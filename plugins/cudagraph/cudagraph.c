@@ -911,17 +911,25 @@ static int render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_sink *out)
         if (*mods)
             pk_render(out, d, "cuda_graph_modules", "model", NULL, mods);
     } else {
+        /* Bridge main names the module list model.cuda_graph_modules; 0.2.x
+         * has only the list model.cuda_graph_scope, and no full_iteration. */
+        const char *field = pk_bridge_ge(ctx, PK_BRIDGE_MAIN) ? "cuda_graph_modules"
+                                                              : "cuda_graph_scope";
         if (!strcmp(im, "none"))
             return 0;
+        if (!strcmp(im, "full_iteration") && !pk_bridge_ge(ctx, PK_BRIDGE_MAIN)) {
+            pk_bridge_no_path(out, ctx, "--cuda-graph-impl full_iteration");
+            return 0;
+        }
         pk_render(out, d, "cuda_graph_impl", "model", NULL, im);
         if (*mods) {
             if (!strchr(mods, ' ')) {
                 /* pk_render writes a Python list only for several words. */
                 char buf[128];
-                snprintf(buf, sizeof buf, "model.cuda_graph_scope=[%s]", mods);
-                pk_host->sink_arg(out, buf);
+                snprintf(buf, sizeof buf, "[%s]", mods);
+                pk_render(out, d, "cuda_graph_modules", "model", field, buf);
             } else {
-                pk_render(out, d, "cuda_graph_modules", "model", "cuda_graph_scope", mods);
+                pk_render(out, d, "cuda_graph_modules", "model", field, mods);
             }
         }
     }
@@ -932,7 +940,7 @@ static int render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_sink *out)
         if (d == MT_DIALECT_MLM)
             pk_host->sink_arg(out, "--no-check-for-nan-in-loss-and-grad");
         else
-            pk_host->sink_arg(out, "ddp.check_for_nan_in_grad=False");
+            pk_bridge_no_path(out, ctx, "--no-check-for-nan-in-loss-and-grad");
     }
     return 0;
 }

@@ -766,8 +766,13 @@ static int repair(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 /* The flag of the flex SM budget in this version: the unified flag from core
  * 0.19, the backend's own before (0.18: DeepEP or HybridEP; r0.15: DeepEP,
  * the only backend). */
-static const char *sms_knob(const mt_ctx_v1 *ctx, const char *backend)
+static const char *sms_knob(const mt_ctx_v1 *ctx, uint32_t d, const char *backend)
 {
+    /* Bridge: the unified field on main; the backend's own on 0.2.x */
+    if (d == MT_DIALECT_BRIDGE && pk_bridge_ge(ctx, PK_BRIDGE_MAIN))
+        return "moe_flex_dispatcher_num_sms";
+    if (d == MT_DIALECT_BRIDGE)
+        return !strcmp(backend, "hybridep") ? "moe_hybridep_num_sms" : "moe_deepep_num_sms";
     if (core_ge(ctx, "0.19"))
         return "moe_flex_dispatcher_num_sms";
     if (!strcmp(backend, "hybridep"))
@@ -799,12 +804,13 @@ static int render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_sink *out)
             pk_render_bool(out, d, "moe_enable_deepep", "model", NULL, 1);
     }
     if (pk_int(ctx->config, "moe_flex_dispatcher_num_sms", 0) > 0 &&
-        backend_available(ctx, backend) && sms_knob(ctx, backend))
-        pk_render(out, d, sms_knob(ctx, backend), "model", NULL, sms);
+        backend_available(ctx, backend) && sms_knob(ctx, d, backend))
+        pk_render(out, d, sms_knob(ctx, d, backend), "model", NULL, sms);
     if (pk_bool(ctx->config, "moe_permute_fusion")) {
         pk_render_bool(out, d, "moe_permute_fusion", "model", NULL, 1);
         /* HybridEP fuses the permute into its dispatch only when asked. */
-        if (flex && !strcmp(backend, "hybridep") && core_ge(ctx, "0.18"))
+        if (flex && !strcmp(backend, "hybridep") && core_ge(ctx, "0.18") &&
+            (d != MT_DIALECT_BRIDGE || pk_bridge_ge(ctx, PK_BRIDGE_MAIN)))
             pk_render_bool(out, d, "moe_permute_fusion_into_hybridep", "model", NULL, 1);
     }
     if (pk_bool(ctx->config, "moe_grouped_gemm"))
@@ -964,7 +970,7 @@ static int verify(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
     if (pk_int(ctx->config, "moe_flex_dispatcher_num_sms", 0) > 0) {
         const char *want = cfg(ctx, "moe_flex_dispatcher_num_sms"), *dumped;
         /* the dest the version's own flag writes */
-        const char *dest = sms_knob(ctx, backend);
+        const char *dest = sms_knob(ctx, MT_DIALECT_MLM, backend);
         int m = args_match(ctx, dest ? dest : "moe_flex_dispatcher_num_sms", want, &dumped);
         const char *k = "moe_flex_dispatcher_num_sms";
         if (!is_flex || flex.verdict == MT_VERDICT_NOT_APPLIED)

@@ -1605,7 +1605,12 @@ static int folding_render(void *state, const mt_ctx_v1 *ctx, uint32_t dialect, m
         pk_host->sink_arg(out, "--pipeline-model-parallel-layout");
         pk_host->sink_arg(out, layout);
     } else if (layout[0]) {
-        pk_render(out, dialect, "pipeline_model_parallel_layout", "model", NULL, layout);
+        /* ( ) , = are not allowed in an unquoted Hydra value: a quoted string */
+        static char quoted[sizeof layout * 2 + 3];
+        if (pk_hydra_quote(layout, quoted, sizeof quoted) < 0)
+            pk_host->sink_error(out, "the pipeline layout is too long to render");
+        else
+            pk_render(out, dialect, "pipeline_model_parallel_layout", "model", NULL, quoted);
     }
     render_given(ctx, out, dialect, "decoder_first_pipeline_num_layers",
                  "num_layers_in_first_pipeline_stage");

@@ -735,12 +735,14 @@ static int render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_sink *out)
     static const struct {
         const char *knob, *section;
     } flags[] = {
-        {"overlap_moe_expert_parallel_comm", "comm_overlap"},
-        {"delay_wgrad_compute", "comm_overlap"},
+        /* Library pretrain recipes hold comm_overlap = None, where every
+         * comm_overlap.* path fails: the switches go where the run reads them. */
+        {"overlap_moe_expert_parallel_comm", "model"},
+        {"delay_wgrad_compute", "model"},
         {"moe_shared_expert_overlap", "model"},
-        {"overlap_grad_reduce", "comm_overlap"},
-        {"overlap_param_gather", "comm_overlap"},
-        {"tp_comm_overlap", "comm_overlap"},
+        {"overlap_grad_reduce", "ddp"},
+        {"overlap_param_gather", "ddp"},
+        {"tp_comm_overlap", "model"},
         {"use_distributed_optimizer", "ddp"},
     };
     size_t i;
@@ -748,6 +750,9 @@ static int render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_sink *out)
     for (i = 0; i < sizeof flags / sizeof flags[0]; i++)
         if (on(ctx, flags[i].knob))
             pk_render_bool(out, d, flags[i].knob, flags[i].section, NULL, 1);
+    /* The optimizer's copy of the switch is kept equal to the DDP one. */
+    if (d == MT_DIALECT_BRIDGE && on(ctx, "use_distributed_optimizer"))
+        pk_render_bool(out, d, "use_distributed_optimizer", "optimizer", NULL, 1);
     return 0;
 }
 

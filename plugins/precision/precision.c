@@ -543,6 +543,48 @@ static int precision_render(void *state, const mt_ctx_v1 *ctx, uint32_t d, mt_si
     const char *rd = pk_str(c, "moe_router_dtype", "none");
     (void)state;
 
+    if (d == MT_DIALECT_BRIDGE) {
+        /* Library recipes hold mixed_precision as a recipe name (a string:
+         * mixed_precision.<field> fails there), and each name fixes the
+         * format with the recipe, so only the named combinations render. */
+        static const struct {
+            const char *f8, *r8, *f4, *name;
+        } names[] = {
+            {"none", "none", "none", "bf16_mixed"},
+            {"hybrid", "tensorwise", "none", "bf16_with_fp8_current_scaling_mixed"},
+            {"hybrid", "delayed", "none", "bf16_with_fp8_delayed_scaling_mixed"},
+            {"hybrid", "blockwise", "none", "bf16_with_fp8_subchannel_scaling_mixed"},
+            {"e4m3", "mxfp8", "none", "bf16_with_mxfp8_mixed"},
+            {"none", "none", "nvfp4", "bf16_with_nvfp4_mixed"},
+        };
+        const char *f4r = is_set(r4) ? r4 : is_set(f4) ? "nvfp4" : "none";
+        const char *name = NULL;
+        char msg[512];
+        size_t i;
+        for (i = 0; pk_bool(c, "bf16") && i < sizeof names / sizeof names[0]; i++)
+            if (!strcmp(names[i].f8, is_set(f8) ? f8 : "none") &&
+                /* a recipe without a format is unused, as in Megatron */
+                !strcmp(names[i].r8, is_set(f8) && is_set(r8) ? r8 : "none") &&
+                !strcmp(names[i].f4, f4r))
+                name = names[i].name;
+        if (!name) {
+            snprintf(msg, sizeof msg,
+                     "precision %s%s%s%s%s%s%s%s has no Megatron-Bridge mixed_precision recipe "
+                     "name (bf16_mixed; fp8 hybrid with tensorwise, delayed or blockwise; e4m3 "
+                     "with mxfp8; nvfp4): a library recipe cannot take it",
+                     pk_bool(c, "bf16") ? "bf16" : "fp32", is_set(f8) ? ", fp8 " : "",
+                     is_set(f8) ? f8 : "", is_set(r8) ? " + " : "", is_set(r8) ? r8 : "",
+                     is_set(f4) || is_set(r4) ? ", fp4 " : "", is_set(f4) ? f4 : "",
+                     is_set(r4) ? r4 : "");
+            pk_host->sink_error(out, msg);
+            return 0;
+        }
+        snprintf(msg, sizeof msg, "mixed_precision=%s", name);
+        pk_host->sink_arg(out, msg);
+        if (is_set(rd))
+            pk_render(out, d, "moe_router_dtype", "model", NULL, rd);
+        return 0;
+    }
     /* Megatron's own default is FP32 training, so --bf16 is always written. */
     if (pk_bool(c, "bf16"))
         pk_render_bool(out, d, "bf16", "mixed_precision", NULL, 1);

@@ -936,7 +936,9 @@ static int recompute_render(void *state, const mt_ctx_v1 *ctx, uint32_t dialect,
     }
     if (r.opt_offload)
         pk_render_bool(out, dialect, "optimizer_cpu_offload", "optimizer", NULL, 1);
-    if (r.precision_aware)
+    if (r.precision_aware && dialect == MT_DIALECT_BRIDGE)
+        pk_bridge_no_path(out, ctx, "--use-precision-aware-optimizer");
+    else if (r.precision_aware)
         pk_render_bool(out, dialect, "use_precision_aware_optimizer", "optimizer", NULL, 1);
     if (parse_fraction(r.fraction, &frac) == 0 && frac != 1.0)
         pk_render(out, dialect, "optimizer_offload_fraction", "optimizer", NULL, r.fraction);

@@ -493,6 +493,15 @@ static const bfield bfields[] = {
     {"train", "eval_iters", "eval_iters"},
     {"train", "manual_gc", "manual_gc"},
     {"train", "manual_gc_interval", "manual_gc_interval"},
+    {"model", "overlap_moe_expert_parallel_comm", "overlap_moe_expert_parallel_comm"},
+    {"model", "delay_wgrad_compute", "delay_wgrad_compute"},
+    {"model", "tp_comm_overlap", "tp_comm_overlap"},
+    {"model", "moe_deepep_num_sms", "moe_flex_dispatcher_num_sms"},
+    {"model", "moe_hybridep_num_sms", "moe_flex_dispatcher_num_sms"},
+    {"validation", "eval_interval", "eval_interval"},
+    {"validation", "eval_iters", "eval_iters"},
+    {"dataset", "seq_length", "seq_length"},
+    {"dataset", "sequence_length", "seq_length"},
     {"comm_overlap", "overlap_moe_expert_parallel_comm", "overlap_moe_expert_parallel_comm"},
     {"comm_overlap", "delay_wgrad_compute", "delay_wgrad_compute"},
     {"comm_overlap", "overlap_grad_reduce", "overlap_grad_reduce"},
@@ -532,6 +541,7 @@ static const char *section_class(const char *s, size_t n)
              {"mixed_precision", "MixedPrecisionConfig"}, {"optimizer", "OptimizerConfig"},
              {"logger", "LoggerConfig"},              {"checkpoint", "CheckpointConfig"},
              {"rng", "RNGConfig"},                    {"dataset", "GPTDatasetConfig"},
+             {"validation", "ValidationConfig"},
              {"profiling", "ProfilingConfig"}};
     size_t i;
     for (i = 0; i < sizeof m / sizeof m[0]; i++)
@@ -579,6 +589,39 @@ static int apply_override(parse_state *ps, const char *tok)
     size_t i, sl, fl;
     int rc;
     why[0] = '\0';
+    /* a mixed_precision recipe name: the precision it stands for */
+    if (eq && (size_t)(eq - tok) == 15 && !strncmp(tok, "mixed_precision", 15)) {
+        static const struct {
+            const char *name, *f8, *r8, *f4;
+        } mp[] = {{"bf16_mixed", NULL, NULL, NULL},
+                  {"bf16_with_fp8_current_scaling_mixed", "hybrid", "tensorwise", NULL},
+                  {"bf16_with_fp8_delayed_scaling_mixed", "hybrid", "delayed", NULL},
+                  {"bf16_with_fp8_subchannel_scaling_mixed", "hybrid", "blockwise", NULL},
+                  {"bf16_with_mxfp8_mixed", "e4m3", "mxfp8", NULL},
+                  {"bf16_with_nvfp4_mixed", NULL, NULL, "nvfp4"}};
+        for (i = 0; i < sizeof mp / sizeof mp[0]; i++)
+            if (!strcmp(eq + 1, mp[i].name))
+                break;
+        if (i == sizeof mp / sizeof mp[0]) {
+            snprintf(why, sizeof why, "Could not override 'mixed_precision'. Value '%.300s' is "
+                     "not a registered mixed precision recipe", eq + 1);
+            return bridge_error(ps, tok, "omegaconf.errors.ValidationError", why,
+                                "mixed_precision", "ConfigContainer");
+        }
+        rc = sim_cfg_set(ps->c, "bf16", "true", why, sizeof why);
+        if (!rc && mp[i].f8)
+            rc = sim_cfg_set(ps->c, "fp8_format", mp[i].f8, why, sizeof why);
+        if (!rc && mp[i].r8)
+            rc = sim_cfg_set(ps->c, "fp8_recipe", mp[i].r8, why, sizeof why);
+        if (!rc && mp[i].f4)
+            rc = sim_cfg_set(ps->c, "fp4_format", "e2m1", why, sizeof why);
+        if (!rc && mp[i].f4)
+            rc = sim_cfg_set(ps->c, "fp4_recipe", mp[i].f4, why, sizeof why);
+        if (rc)
+            return bridge_error(ps, tok, "omegaconf.errors.ValidationError", why,
+                                "mixed_precision", "ConfigContainer");
+        return 0;
+    }
     if (!eq || !dot || dot > eq || tok[0] == '+' || tok[0] == '~') {
         fprintf(ps->err, "hydra.errors.OverrideParseException: mismatched input '%.200s': "
                          "expecting key=value (section.field=value)\n",
@@ -612,6 +655,25 @@ static int apply_override(parse_state *ps, const char *tok)
     if (!val) {
         snprintf(why, sizeof why, "value too long");
         goto badvalue;
+    }
+    /* an explicit moe_layer_freq list [0,0,0,1,...]: leading dense layers */
+    if (!strcmp(bf->canonical, "moe_layer_freq") && val[0] == '[') {
+        long k = 0, ones = 0;
+        const char *q = val + 1;
+        while (*q == '0' || *q == '1') {
+            if (*q == '0' && ones)
+                break;
+            *q == '0' ? k++ : ones++;
+            q++;
+            if (*q == ',')
+                q++;
+        }
+        if (strcmp(q, "]") || !ones) {
+            snprintf(why, sizeof why, "the sim reads k dense layers then MoE ones");
+            goto badvalue;
+        }
+        snprintf(vbuf, sizeof vbuf, "([0]*%ld+[1]*%ld)", k, ones);
+        val = vbuf;
     }
     if (!strcmp(val, "None") || !strcmp(val, "null") || !strcmp(val, "~")) {
         /* unset: the field's own "nothing" */
