@@ -467,11 +467,10 @@ static inline double pk_arg_num(const mt_ctx_v1 *ctx, const char *dest, double d
     return *end ? def : x;
 }
 
-/* The integer value of dest into *out: 1, or 0 when it is None or not an
- * integer (*out untouched). */
-static inline int pk_arg_long(const mt_ctx_v1 *ctx, const char *dest, long *out)
+/* A whole decimal integer v into *out: 1, or 0 (NULL, empty, not an
+ * integer; *out untouched). */
+static inline int pk_parse_long(const char *v, long *out)
 {
-    const char *v = pk_arg(ctx, dest);
     char *end;
     long n;
     if (!v || !*v)
@@ -481,6 +480,13 @@ static inline int pk_arg_long(const mt_ctx_v1 *ctx, const char *dest, long *out)
         return 0;
     *out = n;
     return 1;
+}
+
+/* The integer value of dest into *out: 1, or 0 when it is None or not an
+ * integer. */
+static inline int pk_arg_long(const mt_ctx_v1 *ctx, const char *dest, long *out)
+{
+    return pk_parse_long(pk_arg(ctx, dest), out);
 }
 
 /* What the command line said for dest before one of the host's derivations
@@ -499,16 +505,7 @@ static inline const char *pk_arg_raw(const mt_ctx_v1 *ctx, const char *dest)
 /* pk_arg_long of the command line's value (pk_arg_raw). */
 static inline int pk_arg_raw_long(const mt_ctx_v1 *ctx, const char *dest, long *out)
 {
-    const char *v = pk_arg_raw(ctx, dest);
-    char *end;
-    long n;
-    if (!v || !*v)
-        return 0;
-    n = strtol(v, &end, 10);
-    if (*end)
-        return 0;
-    *out = n;
-    return 1;
+    return pk_parse_long(pk_arg_raw(ctx, dest), out);
 }
 
 static inline int pk_arg_is(const mt_ctx_v1 *ctx, const char *dest, const char *want)
