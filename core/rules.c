@@ -946,21 +946,6 @@ static void check_moe(const mt_ctx_v1 *ctx, mt_sink *s)
                            gk, groups);
         }
     }
-    /* T, EP A2A overlap block: one MTP layer at most (0.15/0.18 want None or
-     * exactly 1). */
-    if (pk_arg_on(ctx, "overlap_moe_expert_parallel_comm") && pk_arg_set(ctx, "mtp_num_layers")) {
-        long mtp = pk_arg_int(ctx, "mtp_num_layers", 0);
-        if (ver <= V18 && mtp != 1)
-            pk_startup(s, "core.ep_a2a_overlap_mtp", "mtp_num_layers",
-                       "MTP layernum only supports 1 when enabling "
-                       "overlap_moe_expert_parallel_comm. -- mtp_num_layers is %ld",
-                       mtp);
-        else if (ver >= V19 && mtp != 0 && mtp != 1)
-            pk_startup(s, "core.ep_a2a_overlap_mtp", "mtp_num_layers",
-                       "MTP supports at most one layer when enabling "
-                       "overlap_moe_expert_parallel_comm. -- mtp_num_layers is %ld",
-                       mtp);
-    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -970,17 +955,10 @@ static void check_config(const mt_ctx_v1 *ctx, mt_sink *s)
 {
     int ver = version(ctx);
     long tp = pk_arg_int(ctx, "tensor_model_parallel_size", 1), heads, groups;
-    long ep = pk_arg_int(ctx, "expert_model_parallel_size", 1);
     int mla = pk_arg_on(ctx, "multi_latent_attention");
 
-    /* M (0.15): the warning for EP with TP but no SP names an unimported
-     * module. */
-    if (ver == R15 && ep > 1 && tp > 1 && !pk_arg_on(ctx, "sequence_parallel"))
-        pk_startup(s, "core.r15_ep_tp_no_sp_nameerror", "sequence_parallel",
-                   "NameError: name 'warnings' is not defined (Megatron-Core 0.15 crashes "
-                   "warning about EP %ld with TP %ld and no sequence parallelism) -- turn "
-                   "sequence_parallel on",
-                   ep, tp);
+    /* The 0.15 NameError for EP with TP but no sequence parallelism is the
+     * overlap plugin's (overlap.r015_ep_tp_without_sp_nameerror). */
     if (tp == 0 || !pk_arg_long(ctx, "num_attention_heads", &heads))
         return;
     if (pymod(heads, tp))
