@@ -454,17 +454,12 @@ static void build_defaults(const mt_mlm_dialect *d, mt_kv *ns);
 
 static void set_defaults(const mt_mlm_dialect *d, mt_kv *ns)
 {
-    size_t slot = (size_t)(d - dialects), i;
-    const char *k, *v;
-    while (mt_kv_count(ns)) {
-        mt_kv_entry(ns, mt_kv_count(ns) - 1, &k, &v);
-        mt_kv_unset(ns, k);
-    }
+    size_t slot = (size_t)(d - dialects);
     pthread_mutex_lock(&defaults_lock);
     if (!defaults_of[slot] && (defaults_of[slot] = mt_kv_new()))
         build_defaults(d, defaults_of[slot]);
-    for (i = 0; defaults_of[slot] && mt_kv_entry(defaults_of[slot], i, &k, &v) == 0; i++)
-        mt_kv_set(ns, k, v);
+    /* the cache lives as long as the process and never changes */
+    mt_kv_borrow(ns, defaults_of[slot]);
     pthread_mutex_unlock(&defaults_lock);
 }
 

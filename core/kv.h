@@ -19,6 +19,16 @@ void mt_kv_destroy(mt_kv **kv);
 /* Deep copy; caller owns the return value. */
 mt_kv *mt_kv_dup(const mt_kv *kv);
 
+/* Removes every entry (keeps the allocation). */
+void mt_kv_clear(mt_kv *kv);
+/* Makes dst a copy of src (entries copied in order, no lookups).  0 or
+ * -ENOMEM (dst then holds a prefix of src). */
+int mt_kv_assign(mt_kv *dst, const mt_kv *src);
+/* As mt_kv_assign, but dst's entries point at src's strings until they are
+ * set again: src must not change, and must outlive dst (a cache of
+ * defaults).  Keys added or values set later are dst's own. */
+int mt_kv_borrow(mt_kv *dst, const mt_kv *src);
+
 /* Sets key to a copy of value (replacing any previous value). 0 or -ENOMEM. */
 int mt_kv_set(mt_kv *kv, const char *key, const char *value);
 int mt_kv_setf(mt_kv *kv, const char *key, const char *fmt, ...)

@@ -308,16 +308,7 @@ static void design(eng *e, mt_stats_design *ds, int validate, int seq)
 /* GPU-hours of one screen run of the current best (the latest seen). */
 static double screen_cost(eng *e)
 {
-    cJSON *x;
     double last = NAN;
-    cJSON_ArrayForEach(x, e->timeline)
-    {
-        double gh;
-        cJSON *p = cJSON_GetObjectItemCaseSensitive(x, "phase");
-        (void)p;
-        gh = eng_num(x, "gpu_hours");
-        (void)gh;
-    }
     if (e->runs > 0)
         last = e->gpu_hours / e->runs;
     return isfinite(last) && last > 0 ? last : 0;
