@@ -45,6 +45,10 @@ typedef struct mt_contract {
     int eval_interval, save_interval; /* 0 = never */
     int log_interval;                 /* --log-interval; moetune measures with 1 */
     double alpha, min_effect, memory_headroom, loss_tolerance;
+    /* the memory estimate's relative error: a config whose estimate passes
+     * the usable memory (HBM less the headroom) by no more than this is
+     * probed before it is rejected (search/engine.c) */
+    double memory_uncertainty;
     int replicates;
     mt_profile_rules profile;
     char **trace_classes; /* "class:pattern" kernel-name rules, in order */

@@ -46,6 +46,9 @@
 #endif
 
 #define EXIT_BAD_INPUT 2
+/* check: the contract is legal but its base does not fit by the estimate
+ * (the code `tune` uses when nothing fits) */
+#define EXIT_NO_FIT 4
 #define EXIT_USAGE 64
 
 static void usage(FILE *out)
@@ -54,7 +57,9 @@ static void usage(FILE *out)
             "usage: moetune <command> [options]\n"
             "\n"
             "  plugins [CONTRACT]            list loaded plugins, their knobs and load errors\n"
-            "  check CONTRACT                validate a contract; print meshes and memory\n"
+            "  check CONTRACT                validate a contract; print meshes and memory (exit 0\n"
+            "                                legal and the base fits, 2 not legal, 4 legal but\n"
+            "                                the base does not fit by the estimate)\n"
             "  check --startup-only CONTRACT  only what the training program's own start-up\n"
             "                                checks say of the base config (exit 0 legal, 2 not)\n"
             "  import [--stack NAME=VERSION]... [--hardware gpu=G,gpus_per_node=P,nodes=N]\n"
@@ -265,25 +270,46 @@ static int cmd_plugins(int argc, char **argv)
     return failed ? 1 : 0;
 }
 
-static void print_memory(const mt_kv *cfg, const mt_contract *c)
+/* What the analytic estimate counts on the hottest rank of m (filled by
+ * mt_memory_estimate), one term a line, against the contract's usable
+ * memory. */
+static void print_memory(const mt_mem_estimate *m, const mt_contract *c)
 {
-    mt_mem_estimate m;
-    const mt_mem_stage *h;
-    double cap;
-    if (mt_memory_estimate(cfg, c->hardware, &m)) {
-        printf("memory: cannot estimate (unusable parallel sizes)\n");
-        return;
-    }
-    h = m.hottest;
-    cap = m.hbm_gb * (1 - c->memory_headroom);
-    printf("model: %.2f B parameters\n", m.params_total);
-    printf("memory estimate per GPU, hottest rank (%s): %.1f GB of %.0f GB (%.0f GB usable at %.0f%% "
-           "headroom)%s\n",
-           m.hottest_name, h->total, m.hbm_gb, cap, c->memory_headroom * 100,
-           h->total > cap ? "  DOES NOT FIT" : "");
-    printf("  weights %.1f | grads %.1f | optimizer %.1f | activations %.1f | logits %.1f | "
-           "cuda graphs %.1f | buffers %.1f\n",
-           h->weights, h->grads, h->optimizer, h->activations, h->logits, h->graphs, h->buffers);
+    const mt_mem_stage *h = m->hottest;
+    double cap = m->hbm_gb * (1 - c->memory_headroom);
+    char shard[96] = "", flex[48] = "";
+    printf("model: %.2f B parameters\n", m->params_total);
+    printf("memory estimate per GPU, hottest rank (%s): %.1f GB of %.0f GB (%.1f GB usable at "
+           "%.0f%% headroom): %s\n",
+           m->hottest_name, h->total, m->hbm_gb, cap, c->memory_headroom * 100,
+           h->total <= cap ? "fits" : "does not fit");
+    printf("  on that rank: %.0f layer%s of the model, %d virtual chunk%s; %.0f microbatch%s per "
+           "step\n",
+           h->layers, h->layers == 1 ? "" : "s", m->vpp, m->vpp == 1 ? "" : "s", m->microbatches,
+           m->microbatches == 1 ? "" : "es");
+    if (m->dp_shard > 1 || m->edp_shard > 1)
+        snprintf(shard, sizeof shard, ", sharded over DPxCP %.0f (dense) / EDP %.0f (experts)",
+                 m->dp_shard, m->edp_shard);
+    printf("  %-12s %6.1f GB  BF16\n", "weights", h->weights);
+    printf("  %-12s %6.1f GB  main gradients in %s\n", "grads", h->grads,
+           m->grad_bytes >= 4 ? "FP32" : "BF16");
+    printf("  %-12s %6.1f GB  Adam master weights and moments, %.0f bytes a parameter%s%s\n",
+           "optimizer", h->optimizer, m->state_bytes, shard,
+           m->offload > 0 ? ", the offloaded moments on the CPU" : "");
+    printf("  %-12s %6.1f GB  saved for backward: %.0f microbatch-chunk%s in flight (%.2f "
+           "microbatches of this rank's layers)\n",
+           "activations", h->activations, h->inflight, h->inflight == 1 ? "" : "s",
+           h->inflight_mb);
+    printf("  %-12s %6.1f GB  the loss's FP32 softmax%s\n", "logits", h->logits,
+           h->logits > 0 ? "" : " (not on this rank)");
+    printf("  %-12s %6.1f GB  one layer's backward, or the loss's BF16 logits\n", "workspace",
+           h->workspace);
+    printf("  %-12s %6.1f GB  static buffers of the captured scopes\n", "cuda graphs",
+           h->graphs);
+    if (m->flex_buffer_gb > 0)
+        snprintf(flex, sizeof flex, ", %.1f GB flex dispatcher buffers", m->flex_buffer_gb);
+    printf("  %-12s %6.1f GB  outside PyTorch's allocator: CUDA context, NCCL%s\n", "buffers",
+           h->buffers, flex);
 }
 
 static void print_meshes(const mt_kv *cfg, const mt_contract *c, const char *indent)
@@ -299,7 +325,9 @@ static int cmd_check(const char *path)
 {
     session s;
     mt_diag *d;
+    mt_mem_estimate mem;
     char id[17];
+    int fit;
     int rc = session_open(&s, path, 0);
     if (rc) {
         session_close(&s);
@@ -319,7 +347,22 @@ static int cmd_check(const char *path)
     }
     mt_diag_destroy(&d);
     mt_config_id(s.cfg, id);
-    printf("contract %s: OK\n", s.contract->name);
+    /* legal; the verdict also says whether the base fits the estimate */
+    if (mt_memory_estimate(s.cfg, s.contract->hardware, &mem)) {
+        fit = -1;
+        printf("contract %s: legal, but its memory cannot be estimated (unusable parallel "
+               "sizes or layout)\n",
+               s.contract->name);
+    } else if (mem.hottest->total <= mem.hbm_gb * (1 - s.contract->memory_headroom)) {
+        fit = 1;
+        printf("contract %s: OK\n", s.contract->name);
+    } else {
+        fit = 0;
+        printf("contract %s: legal, but the base does not fit in memory: %.1f GB estimated on "
+               "the hottest GPU (%s), %.1f GB usable\n",
+               s.contract->name, mem.hottest->total, mem.hottest_name,
+               mem.hbm_gb * (1 - s.contract->memory_headroom));
+    }
     printf("fingerprint: %s\n", s.contract->fingerprint);
     printf("hardware: %s x %s (%s nodes x %s), NVLink domain %s\n",
            mt_kv_get(s.contract->hardware, "world_size"), mt_kv_get(s.contract->hardware, "gpu"),
@@ -328,13 +371,14 @@ static int cmd_check(const char *path)
            mt_kv_get(s.contract->hardware, "nvlink_domain"));
     printf("base config %s\n", id);
     print_meshes(s.cfg, s.contract, "  ");
-    print_memory(s.cfg, s.contract);
+    if (fit >= 0)
+        print_memory(&mem, s.contract);
     printf("windows: screen %d-%d of %d steps; validate %d-%d of %d steps\n",
            s.contract->screen.first, s.contract->screen.last, s.contract->screen.steps,
            s.contract->validate.first, s.contract->validate.last, s.contract->validate.steps);
     printf("search space: %zu knobs\n", mt_kv_count(s.contract->space));
     session_close(&s);
-    return 0;
+    return fit == 1 ? 0 : fit == 0 ? EXIT_NO_FIT : 1;
 }
 
 /* check --startup-only: what the training program's own start-up checks
@@ -787,6 +831,33 @@ static int cmd_calibration(int argc, char **argv)
     return bad ? 1 : 0;
 }
 
+/* The base's line of `moetune optimum`: its throughput only when it is a
+ * usable base (the sim runs it and its hottest rank keeps the headroom);
+ * otherwise why not, with the sim's peak and the analytic estimate. */
+static void print_optimum_base(const mt_optimum *o, const mt_kv *base, const mt_contract *c)
+{
+    mt_mem_estimate m;
+    char est[96] = "";
+    double usable = 0;
+    if (mt_memory_estimate(base, c->hardware, &m) == 0) {
+        usable = m.hbm_gb * (1 - c->memory_headroom);
+        snprintf(est, sizeof est, "estimate %.1f GB", m.hottest->total);
+    }
+    if (o->base_tflops <= 0) {
+        printf("base: not usable: the sim refuses it (run `moetune check` on the contract)\n");
+        return;
+    }
+    if (!o->base_fits) {
+        printf("base: does not fit (hottest GPU %.1f GB in the sim%s%s, of %.1f GB usable at "
+               "%.0f%% headroom); not a usable base, no gain over it is claimed\n",
+               o->base_peak_gb, est[0] ? ", " : "", est, usable, c->memory_headroom * 100);
+        return;
+    }
+    printf("base: %.1f TFLOP/s/GPU (fits: hottest GPU %.1f GB in the sim%s%s, of %.1f GB "
+           "usable)\n",
+           o->base_tflops, o->base_peak_gb, est[0] ? ", " : "", est, usable);
+}
+
 static int cmd_optimum(const char *path)
 {
     session s;
@@ -805,15 +876,18 @@ static int cmd_optimum(const char *path)
                o.grid, o.legal, o.fitting, s.contract->memory_headroom * 100);
         printf("evaluated in %.3f s (%.0f configs/s, legality by the plugins and the sim)\n",
                o.seconds, o.seconds > 0 ? o.grid / o.seconds : 0.0);
-        printf("base: %.1f TFLOP/s/GPU\n", o.base_tflops);
+        print_optimum_base(&o, s.cfg, s.contract);
         if (o.best) {
             mt_strlist diff = {0};
             size_t i;
-            char id[17];
+            char id[17], over[64] = "";
             mt_config_id(o.best, id);
-            printf("optimum: %.1f TFLOP/s/GPU, %.3f s/step (config %s, %+.1f%% over the base)\n",
-                   o.best_tflops, o.best_step_s, id,
-                   o.base_tflops > 0 ? 100 * (o.best_tflops / o.base_tflops - 1) : 0.0);
+            /* a gain is only claimed over a base that runs and fits */
+            if (o.base_tflops > 0 && o.base_fits)
+                snprintf(over, sizeof over, ", %+.1f%% over the base",
+                         100 * (o.best_tflops / o.base_tflops - 1));
+            printf("optimum: %.1f TFLOP/s/GPU, %.3f s/step (config %s%s)\n", o.best_tflops,
+                   o.best_step_s, id, over);
             mt_config_diff(s.cfg, o.best, &diff);
             for (i = 0; i < diff.n; i++)
                 printf("  %s\n", diff.v[i]);
@@ -1675,7 +1749,7 @@ static int cmd_demo(int argc, char **argv)
     printf("== moetune check %s\n", path);
     fflush(stdout);
     rc = cmd_check(path);
-    if (rc)
+    if (rc && rc != EXIT_NO_FIT) /* a base that does not fit is the tune's fit phase's job */
         return rc;
     /* an unattended tune on the simulated cluster, from the contract's naive
      * baseline to a validated recipe and its evidence bundle */

@@ -10,7 +10,8 @@
 
 /* Noise-free throughput of cfg, or 0 when the sim refuses it or it does not
  * fit in memory with the contract's headroom. */
-static double throughput(const mt_contract *c, const mt_kv *cfg, double *step, int *fits)
+static double throughput(const mt_contract *c, const mt_kv *cfg, double *step, int *fits,
+                         double *peak_gb)
 {
     sim_cfg sc;
     sim_breakdown b;
@@ -28,6 +29,8 @@ static double throughput(const mt_contract *c, const mt_kv *cfg, double *step, i
     sim_hottest_rank(&sc, &peak);
     *fits = g && peak <= g->hbm_gb * 1e9 * (1 - c->memory_headroom);
     *step = b.step_s;
+    if (peak_gb)
+        *peak_gb = peak / 1e9;
     return b.tflops_per_gpu;
 }
 
@@ -35,7 +38,7 @@ double mt_optimum_tflops(const mt_contract *c, const mt_kv *cfg, int *fits)
 {
     double step = 0;
     int f = 0;
-    double tf = throughput(c, cfg, &step, &f);
+    double tf = throughput(c, cfg, &step, &f, NULL);
     if (fits)
         *fits = f;
     return tf;
@@ -81,7 +84,7 @@ int mt_optimum_find(mt_registry *r, const mt_contract *c, const mt_kv *base, siz
         grid *= nv[i];
     }
     out->grid = grid;
-    out->base_tflops = throughput(c, base, &step, &fits);
+    out->base_tflops = throughput(c, base, &step, &out->base_fits, &out->base_peak_gb);
     cfg = mt_kv_dup(base);
     for (;;) {
         mt_violations vs = {0};
@@ -90,7 +93,7 @@ int mt_optimum_find(mt_registry *r, const mt_contract *c, const mt_kv *base, siz
             mt_kv_set(cfg, knobs[i], vals[i][idx[i]]);
         mt_legality(r, c, cfg, &vs, d);
         if (!vs.n) {
-            tf = throughput(c, cfg, &step, &fits);
+            tf = throughput(c, cfg, &step, &fits, NULL);
             if (tf > 0) {
                 out->legal++;
                 if (fits) {

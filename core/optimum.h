@@ -17,7 +17,9 @@ typedef struct mt_optimum {
     size_t fitting;     /* legal and within the memory headroom */
     double best_tflops; /* model TFLOP/s/GPU of the best */
     double best_step_s;
-    double base_tflops;
+    double base_tflops; /* the base's, whether it fits or not (0: the sim refuses it) */
+    int base_fits;      /* the base's hottest rank keeps the headroom (in the sim) */
+    double base_peak_gb; /* the base's hottest rank in the sim, GB (0 when refused) */
     mt_kv *best;        /* caller frees; NULL when nothing fits */
     double seconds;     /* wall time of the evaluation */
 } mt_optimum;

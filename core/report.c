@@ -411,6 +411,18 @@ typedef struct validation {
     const char *recommendation;
 } validation;
 
+/* baseline.fit: what the fit phase found of the base (absent or null: no
+ * fit phase ran, nothing is said). */
+typedef struct basefit {
+    int present;
+    int fits; /* 1, 0, -1 unknown (the base does not run) */
+    double est, usable, uncertainty, probe_peak;
+    const char *probe_outcome; /* NULL: not probed */
+    int has_fitted;
+    changes fitted; /* the fit phase's change, when one fits */
+    const char *reason;
+} basefit;
+
 typedef struct model {
     const char *version, *created;
     const char *contract_name, *contract_path, *fingerprint;
@@ -422,6 +434,7 @@ typedef struct model {
     const char *deadline, *stopped_because;
     map base_config;
     const char *base_label;
+    basefit fit;
     map config;
     const char *label;
     changes change;
@@ -844,6 +857,35 @@ static int tpoint_cmp(const void *a, const void *b)
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
+/* baseline.fit (optional: bundles written before it have none). */
+static void read_basefit(rd *r, const cJSON *base, const char *parent, basefit *f)
+{
+    char path[PATH_LEN], ep[PATH_LEN];
+    const cJSON *o, *j, *p;
+    memset(f, 0, sizeof *f);
+    f->est = f->usable = f->uncertainty = f->probe_peak = NAN;
+    if (!base || !(j = cJSON_GetObjectItemCaseSensitive(base, "fit")) || cJSON_IsNull(j))
+        return;
+    if (!(o = get(r, base, parent, "fit", J_OBJ, path)))
+        return;
+    f->present = 1;
+    j = get(r, o, path, "fits", J_BOOL | J_NULL, NULL);
+    f->fits = j ? cJSON_IsTrue(j) : -1;
+    f->est = get_num(r, o, path, "estimate_gb", J_NUM | J_NULL);
+    f->usable = get_num(r, o, path, "usable_gb", J_NUM | J_NULL);
+    f->uncertainty = get_num(r, o, path, "uncertainty", J_NUM);
+    if ((p = get(r, o, path, "probe", J_OBJ | J_NULL, ep))) {
+        f->probe_outcome = get_str(r, p, ep, "outcome", 0);
+        f->probe_peak = get_num(r, p, ep, "peak_gb", J_NUM | J_NULL);
+    }
+    j = get(r, o, path, "fitted", J_ARR | J_NULL, NULL);
+    if (j) {
+        f->has_fitted = 1;
+        f->fitted = get_changes(r, o, path, "fitted");
+    }
+    f->reason = get_str(r, o, path, "reason", 0);
+}
+
 static void read_bundle(rd *r, const cJSON *root, model *m)
 {
     static const char *const statuses[] = {"validated", "not_confirmed", "baseline_only", "failed",
@@ -893,6 +935,7 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
     o = get(r, root, "", "baseline", J_OBJ, path);
     m->base_config = get_map(r, o, path, "config", 0);
     m->base_label = get_str(r, o, path, "label", 0);
+    read_basefit(r, o, path, &m->fit);
 
     o = get(r, root, "", "recipe", J_OBJ, path);
     m->config = get_map(r, o, path, "config", 0);
@@ -1559,6 +1602,63 @@ static const char html_check[] =
     "s.getAttribute('data-plot'));});\n"
     "document.body.dataset.check=miss.length?'missing:'+miss.join(','):'ok';})();\n";
 
+/* Whether the base fits, in words (plain text; the caller escapes it). */
+static void fit_words(sb *t, const basefit *f)
+{
+    size_t i;
+    sb_puts(t, f->fits == 1 ? "yes" : f->fits == 0 ? "no" : "unknown (the base does not run)");
+    if (isfinite(f->est))
+        sb_printf(t, ": estimate %.1f GB", f->est);
+    else
+        sb_puts(t, ": no estimate");
+    if (f->probe_outcome) {
+        sb_printf(t, ", probe %s", f->probe_outcome);
+        if (isfinite(f->probe_peak))
+            sb_printf(t, " (hottest GPU %.1f GB)", f->probe_peak);
+    } else {
+        sb_puts(t, ", not probed");
+    }
+    if (isfinite(f->usable))
+        sb_printf(t, ", of %.1f GB usable", f->usable);
+    if (isfinite(f->uncertainty))
+        sb_printf(t, " (estimate uncertainty %.0f%%)", 100 * f->uncertainty);
+    if (f->fits == 1)
+        return;
+    if (f->has_fitted && f->fitted.n) {
+        sb_puts(t, ". Not a usable base: the fit phase made it fit with ");
+        for (i = 0; i < f->fitted.n; i++)
+            sb_printf(t, "%s%s=%s", i ? ", " : "", f->fitted.v[i].knob ? f->fitted.v[i].knob : "",
+                      f->fitted.v[i].to ? f->fitted.v[i].to : "");
+        sb_puts(t, ", and that config is the validation's control");
+    } else if (f->fits == 0) {
+        sb_puts(t, ". Not a usable base, and no memory change of the space made it fit");
+    }
+}
+
+/* A failed tune has no recipe: what stands in the recipe's place is the base
+ * as given, and the report says why it is not recommended. */
+static void no_recipe_words(sb *t, const model *m)
+{
+    const basefit *f = &m->fit;
+    sb_puts(t, "No usable recipe. ");
+    if (f->present && f->fits == 0)
+        sb_puts(t, "The base config does not fit in memory and no memory change of the space "
+                   "made it fit");
+    else if (f->present && f->fits < 0)
+        sb_puts(t, "The base config does not run");
+    else
+        sb_puts(t, "The tune failed");
+    sb_printf(t,
+              " (stopped because: %s). The config shown is the base as given, for "
+              "reference only; it is not a recommendation.",
+              m->stopped_because ? m->stopped_because : "unknown");
+}
+
+static int is_failed(const model *m)
+{
+    return m->status && !strcmp(m->status, "failed");
+}
+
 static void h_kv(sb *b, const char *key, const char *val)
 {
     sb_printf(b, "<tr><th>%s</th><td>", key);
@@ -1690,6 +1790,14 @@ static void h_summary(sb *b, const model *m)
         h_kv(b, "Deadline", m->deadline);
     h_kv(b, "Stopped because", m->stopped_because);
     h_kv(b, "Baseline", m->base_label);
+    if (m->fit.present) {
+        sb t = {0};
+        fit_words(&t, &m->fit);
+        h_kv(b, "Base fits in memory", t.s ? t.s : "");
+        if (t.oom)
+            b->oom = 1;
+        free(t.s);
+    }
     sb_puts(b, "</table>\n<h3>Stack</h3>\n");
     h_map_table(b, &m->stack, "component", "version");
     sb_puts(b, "</section>\n");
@@ -1711,8 +1819,21 @@ static void h_recipe(sb *b, const model *m)
         sb_html(b, m->val.recommendation);
         sb_puts(b, "</p>\n");
     }
+    if (is_failed(m)) {
+        sb t = {0};
+        no_recipe_words(&t, m);
+        sb_puts(b, "<p class=\"banner bad\">");
+        sb_html(b, t.s ? t.s : "");
+        sb_puts(b, "</p>\n");
+        if (t.oom)
+            b->oom = 1;
+        free(t.s);
+    }
     sb_puts(b, "<h3>Changes from the baseline</h3>\n");
-    if (!m->change.n)
+    if (!m->change.n && is_failed(m))
+        sb_puts(b, "<p class=\"note\">None: the config shown is the base, not a "
+                   "recommendation.</p>\n");
+    else if (!m->change.n)
         sb_puts(b, "<p class=\"note\">None: the baseline is the recommendation.</p>\n");
     else {
         sb_puts(b, "<table><tr><th>knob</th><th>from</th><th>to</th></tr>\n");
@@ -2271,6 +2392,15 @@ static void render_md(sb *b, const model *m)
     sb_md(b, m->stopped_because);
     sb_puts(b, " |\n| Baseline | ");
     sb_md(b, m->base_label);
+    if (m->fit.present) {
+        sb t = {0};
+        fit_words(&t, &m->fit);
+        sb_puts(b, " |\n| Base fits in memory | ");
+        sb_md(b, t.s ? t.s : "");
+        if (t.oom)
+            b->oom = 1;
+        free(t.s);
+    }
     sb_puts(b, " |\n\n### Stack\n\n");
     if (!m->stack.n)
         sb_puts(b, "none recorded\n\n");
@@ -2296,8 +2426,20 @@ static void render_md(sb *b, const model *m)
         sb_md(b, m->val.recommendation);
         sb_puts(b, "\n\n");
     }
+    if (is_failed(m)) {
+        sb t = {0};
+        no_recipe_words(&t, m);
+        sb_puts(b, "> **");
+        sb_md(b, t.s ? t.s : "");
+        sb_puts(b, "**\n\n");
+        if (t.oom)
+            b->oom = 1;
+        free(t.s);
+    }
     sb_puts(b, "### Changes from the baseline\n\n");
-    if (!m->change.n)
+    if (!m->change.n && is_failed(m))
+        sb_puts(b, "None: the config shown is the base, not a recommendation.\n\n");
+    else if (!m->change.n)
         sb_puts(b, "None: the baseline is the recommendation.\n\n");
     else {
         sb_puts(b, "| knob | from | to |\n|---|---|---|\n");

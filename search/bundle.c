@@ -215,6 +215,9 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
     o = cJSON_AddObjectToObject(b, "baseline");
     cJSON_AddItemToObject(o, "config", kv_json(e->baseline));
     cJSON_AddStringToObject(o, "label", "training-equivalent");
+    /* whether the base fits, as the fit phase found it (null: no fit phase ran) */
+    cJSON_AddItemToObject(o, "fit",
+                          e->base_fit ? cJSON_Duplicate(e->base_fit, 1) : cJSON_CreateNull());
 
     o = cJSON_AddObjectToObject(b, "recipe");
     cJSON_AddItemToObject(o, "config", kv_json(recipe));

@@ -168,24 +168,72 @@ static double hbm_gb(eng *e)
     return NAN;
 }
 
-/* The analytic estimate keeps the contract's headroom. */
-static int fits_estimate(eng *e, const mt_kv *cfg)
+/* What the analytic estimate says of a config against the usable memory
+ * (HBM less the contract's headroom).  The estimate is a model with a
+ * declared relative error (gates.memory_uncertainty): past the usable memory
+ * by no more than that, only a run can tell. */
+enum { MEM_FITS, MEM_UNSURE, MEM_OVER, MEM_UNKNOWN };
+
+typedef struct memview {
+    int verdict;
+    double est, usable, limit; /* GB; limit = usable x (1 + uncertainty) */
+} memview;
+
+static int mem_view(eng *e, const mt_kv *cfg, memview *m)
 {
     mt_mem_estimate est;
+    memset(m, 0, sizeof *m);
+    m->est = m->usable = m->limit = NAN;
+    m->verdict = MEM_UNKNOWN;
     if (mt_memory_estimate(cfg, e->c->hardware, &est))
-        return 0;
-    return est.hottest->total <= est.hbm_gb * (1 - e->c->memory_headroom);
+        return m->verdict;
+    m->est = est.hottest->total;
+    m->usable = est.hbm_gb * (1 - e->c->memory_headroom);
+    m->limit = m->usable * (1 + e->c->memory_uncertainty);
+    m->verdict = m->est <= m->usable ? MEM_FITS : m->est <= m->limit ? MEM_UNSURE : MEM_OVER;
+    return m->verdict;
 }
 
-/* A candidate worth measuring: the estimate does not put it past the GPU's
- * whole memory.  Within the headroom band the estimate cannot decide (it is
- * a model, a few GB either way); the measured peak does, at the gate. */
+/* The estimate's figures in words, for decisions and progress lines. */
+static void mem_words(eng *e, const memview *m, char *buf, size_t n)
+{
+    double u = 100 * e->c->memory_uncertainty;
+    switch (m->verdict) {
+    case MEM_FITS:
+        snprintf(buf, n, "estimate %.1f GB of %.1f GB usable", m->est, m->usable);
+        break;
+    case MEM_UNSURE:
+        snprintf(buf, n,
+                 "estimate %.1f GB, past the %.1f GB usable but within its %.0f%% uncertainty "
+                 "(%.1f GB)",
+                 m->est, m->usable, u, m->limit);
+        break;
+    case MEM_OVER:
+        snprintf(buf, n,
+                 "estimate %.1f GB, past the %.1f GB usable by more than its %.0f%% uncertainty "
+                 "(%.1f GB)",
+                 m->est, m->usable, u, m->limit);
+        break;
+    default:
+        snprintf(buf, n, "no estimate (unusable parallel sizes)");
+    }
+}
+
+/* A config worth measuring: the estimate fits, or misses by no more than its
+ * uncertainty.  Once the current best's peak has been measured, the
+ * estimate is read against it: the measured peak gives the level and the
+ * estimate only the difference between the two configs (one change apart),
+ * which a model's systematic error largely cancels out of.  The measured
+ * peak of the config itself decides, at the gate or in a probe. */
 static int may_fit(eng *e, const mt_kv *cfg)
 {
-    mt_mem_estimate est;
-    if (mt_memory_estimate(cfg, e->c->hardware, &est))
-        return 0;
-    return est.hottest->total <= est.hbm_gb;
+    memview m, b;
+    int v = mem_view(e, cfg, &m);
+    if (v != MEM_UNKNOWN && isfinite(e->best_peak_gb) && mem_view(e, e->best, &b) != MEM_UNKNOWN) {
+        double est = m.est - b.est + e->best_peak_gb;
+        return est <= m.limit;
+    }
+    return v == MEM_FITS || v == MEM_UNSURE;
 }
 
 static cJSON *diff_json(const mt_kv *from, const mt_kv *to)
@@ -774,24 +822,163 @@ static void record_simple(eng *e, const char *phase, const char *variable, const
     cJSON_Delete(stats);
 }
 
-/* Fit: the base if the estimate and a probe agree it fits; else the
- * memory-wall candidates in the plugins' order (smallest model parallelism
- * first, selective recompute before full, offload last). */
+/* The probe's figures in words. */
+static void probe_words(const cJSON *job, char *buf, size_t n)
+{
+    double peak = eng_num(job, "peak_gb");
+    if (isfinite(peak))
+        snprintf(buf, n, "probe %s, hottest GPU %.1f GB", eng_str(job, "outcome"), peak);
+    else
+        snprintf(buf, n, "probe %s (%s), no peak figure", eng_str(job, "outcome"),
+                 eng_str(job, "evidence"));
+}
+
+/* A figure in GB, null when there is none. */
+static void add_gb(cJSON *o, const char *k, double v)
+{
+    if (isfinite(v))
+        cJSON_AddNumberToObject(o, k, v);
+    else
+        cJSON_AddNullToObject(o, k);
+}
+
+/* What the fit phase found of the base, for the bundle (baseline.fit,
+ * search/BUNDLE.md): fits 1 / 0 / -1 unknown (the base does not run). */
+static void fit_record(eng *e, int fits, const memview *m, const cJSON *job, const char *reason)
+{
+    cJSON *o = cJSON_CreateObject(), *p;
+    if (fits < 0)
+        cJSON_AddNullToObject(o, "fits");
+    else
+        cJSON_AddBoolToObject(o, "fits", fits);
+    add_gb(o, "estimate_gb", m->est);
+    add_gb(o, "usable_gb", m->usable);
+    cJSON_AddNumberToObject(o, "uncertainty", e->c->memory_uncertainty);
+    if (job) {
+        p = cJSON_AddObjectToObject(o, "probe");
+        cJSON_AddStringToObject(p, "outcome", eng_str(job, "outcome"));
+        add_gb(p, "peak_gb", eng_num(job, "peak_gb"));
+    } else {
+        cJSON_AddNullToObject(o, "probe");
+    }
+    cJSON_AddNullToObject(o, "fitted"); /* the fit phase's change, once one fits */
+    cJSON_AddStringToObject(o, "reason", reason);
+    cJSON_Delete(e->base_fit);
+    e->base_fit = o;
+}
+
+#define MAX_FIT_PROBES 8 /* probe runs of memory changes in one fit phase */
+
+/* The fit steps of the MoE workflow, in its order: the parallel layout
+ * (lowest dense TP, then the largest EP), memory changes that add no work
+ * (optimizer sharding, allocator settings, precision), selective
+ * recompute, full recompute, offload last. */
+enum { FIT_LAYOUT, FIT_FREE, FIT_SELECTIVE, FIT_FULL, FIT_OFFLOAD };
+static const char *const fit_step_names[] = {"parallel layout", "memory setting",
+                                             "selective recompute", "full recompute", "offload"};
+
+static const char *const parallel_sizes[] = {
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+    "expert_model_parallel_size", "expert_tensor_parallel_size"};
+
+static long knob_long(const mt_kv *cfg, const char *k, long def)
+{
+    const char *v = mt_kv_get(cfg, k);
+    return v && *v ? strtol(v, NULL, 10) : def;
+}
+
+static int knob_differs(const mt_kv *a, const mt_kv *b, const char *k)
+{
+    const char *x = mt_kv_get(a, k), *y = mt_kv_get(b, k);
+    return strcmp(x ? x : "", y ? y : "");
+}
+
+/* A knob value that turns something on: not unset, false or zero (text such
+ * as a module list is on). */
+static int value_on(const char *v)
+{
+    char *end;
+    double x;
+    if (!*v || !strcmp(v, "false"))
+        return 0;
+    x = strtod(v, &end);
+    return *end || x != 0;
+}
+
+/* The step a memory change belongs to, from what it does to the config (not
+ * from which plugin offered it): the latest step of the workflow it
+ * reaches.  Offload: a knob named *offload* turned on (or to another
+ * non-zero value); recompute by recompute_granularity; layout by the
+ * parallel sizes. */
+static int fit_step(const mt_kv *base, const mt_kv *cfg)
+{
+    const char *k, *v, *g = mt_kv_get(cfg, "recompute_granularity");
+    size_t i;
+    for (i = 0; mt_kv_entry(cfg, i, &k, &v) == 0; i++)
+        if (strstr(k, "offload") && knob_differs(base, cfg, k) && value_on(v))
+            return FIT_OFFLOAD;
+    if (g && !strcmp(g, "full") && knob_differs(base, cfg, "recompute_granularity"))
+        return FIT_FULL;
+    if (g && !strcmp(g, "selective") &&
+        (knob_differs(base, cfg, "recompute_granularity") ||
+         knob_differs(base, cfg, "recompute_modules")))
+        return FIT_SELECTIVE;
+    for (i = 0; i < sizeof parallel_sizes / sizeof parallel_sizes[0]; i++)
+        if (knob_differs(base, cfg, parallel_sizes[i]))
+            return FIT_LAYOUT;
+    return FIT_FREE;
+}
+
+typedef struct fitrank {
+    int step;
+    long tp, ep, mp; /* dense TP; EP; the other model parallelism, PP x CP */
+    size_t at;       /* the plugins' order, the last tie-break */
+} fitrank;
+
+static int fitrank_cmp(const void *pa, const void *pb)
+{
+    const fitrank *a = pa, *b = pb;
+    if (a->step != b->step)
+        return a->step < b->step ? -1 : 1;
+    if (a->step == FIT_LAYOUT) {
+        if (a->tp != b->tp)
+            return a->tp < b->tp ? -1 : 1;
+        if (a->ep != b->ep)
+            return a->ep > b->ep ? -1 : 1;
+        if (a->mp != b->mp)
+            return a->mp < b->mp ? -1 : 1;
+    }
+    return a->at < b->at ? -1 : a->at > b->at;
+}
+
+/* Fit: the base when a probe confirms it fits (probed when the estimate
+ * fits or misses within its uncertainty; beyond that it is rejected unrun);
+ * else the memory-wall candidates in the workflow's order (fit_step), each
+ * estimated, probed within the uncertainty, the first that fits taken. */
 static int phase_fit(eng *e)
 {
     mt_candidates cs = {0};
     cJSON *job = NULL;
-    size_t i;
-    int tries = 0, r;
-    char why[512];
+    fitrank *order = NULL;
+    memview m, base_m;
+    size_t i, n = 0;
+    int probes = 0, r;
+    char why[1200], mw[256], pw[300];
     e->phase = "fit";
-    if (fits_estimate(e, e->best)) {
+    mem_view(e, e->best, &base_m);
+    mem_words(e, &base_m, mw, sizeof mw);
+    if (base_m.verdict == MEM_FITS || base_m.verdict == MEM_UNSURE) {
         r = probe_fits(e, e->best, &job);
         if (r < 0)
             return -1;
+        probe_words(job, pw, sizeof pw);
         if (r) {
-            eng_progress(e, "the base config fits (estimate and probe: hottest GPU %.1f GB)",
-                         eng_num(job, "peak_gb"));
+            e->best_peak_gb = eng_num(job, "peak_gb");
+            snprintf(why, sizeof why, "the base config fits: %s; %s", mw, pw);
+            eng_progress(e, "%s", why);
+            if (base_m.verdict == MEM_UNSURE) /* the probe overruled the estimate: evidence */
+                record_simple(e, "fit", "base", e->best, e->best, "kept", why);
+            fit_record(e, 1, &base_m, job, why);
             cJSON_Delete(job);
             return 0;
         }
@@ -802,42 +989,83 @@ static int phase_fit(eng *e)
                      eng_str(job, "outcome"), eng_str(job, "evidence"));
             snprintf(e->stopped, sizeof e->stopped, "the base config does not run (%.40s)",
                      eng_str(job, "outcome"));
+            fit_record(e, -1, &base_m, job, why);
             cJSON_Delete(job);
             eng_progress(e, "%s", why);
             record_simple(e, "fit", "base", e->best, e->best, "failed", why);
             return 1;
         }
-        snprintf(why, sizeof why, "the probe says it does not fit: %s (%s)",
-                 eng_str(job, "outcome"), eng_str(job, "evidence"));
+        snprintf(why, sizeof why, "the base config does not fit: %s; %s, over the %.1f GB usable",
+                 mw, pw, base_m.usable);
+        fit_record(e, 0, &base_m, job, why);
         cJSON_Delete(job);
     } else {
-        snprintf(why, sizeof why, "the analytic estimate exceeds HBM less the headroom");
+        snprintf(why, sizeof why, "the base config does not fit: %s; not probed", mw);
+        fit_record(e, 0, &base_m, NULL, why);
     }
-    eng_progress(e, "the base config does not fit: %s", why);
+    eng_progress(e, "%s", why);
     record_simple(e, "fit", "base", e->best, e->best, "rejected", why);
+
     mt_candidates_for(e->reg, e->c, e->best, NULL, MT_WALL_MEMORY, &cs, e->d);
-    for (i = 0; i < cs.n && tries < 8; i++) {
+    order = calloc(cs.n + 1, sizeof *order);
+    for (i = 0; order && i < cs.n; i++) {
         mt_candidate *k = &cs.v[i];
         if (k->reject || k->violations.n || !k->config || !label_allowed(e, k->label) ||
-            !in_space(e, e->best, k->config) || !fits_estimate(e, k->config))
+            !in_space(e, e->best, k->config))
             continue;
-        tries++;
+        order[n].step = fit_step(e->best, k->config);
+        order[n].tp = knob_long(k->config, "tensor_model_parallel_size", 1);
+        order[n].ep = knob_long(k->config, "expert_model_parallel_size", 1);
+        order[n].mp = knob_long(k->config, "pipeline_model_parallel_size", 1) *
+                      knob_long(k->config, "context_parallel_size", 1);
+        order[n++].at = i;
+    }
+    if (n > 1)
+        qsort(order, n, sizeof *order, fitrank_cmp);
+    for (i = 0; i < n; i++) {
+        mt_candidate *k = &cs.v[order[i].at];
+        const char *step = fit_step_names[order[i].step];
+        mem_view(e, k->config, &m);
+        mem_words(e, &m, mw, sizeof mw);
+        if (m.verdict == MEM_OVER || m.verdict == MEM_UNKNOWN) {
+            snprintf(why, sizeof why, "%s (%s): %s; not probed", k->summary, step, mw);
+            record_simple(e, "fit", k->variable, e->best, k->config, "rejected", why);
+            eng_progress(e, "%s", why);
+            continue;
+        }
+        if (probes == MAX_FIT_PROBES) {
+            eng_progress(e, "the fit phase stops after %d probes", MAX_FIT_PROBES);
+            break;
+        }
+        probes++;
         r = probe_fits(e, k->config, &job);
         if (r < 0)
             break;
-        snprintf(why, sizeof why, "%s: probe %s, hottest GPU %.1f GB", k->summary,
-                 eng_str(job, "outcome"), eng_num(job, "peak_gb"));
+        probe_words(job, pw, sizeof pw);
+        snprintf(why, sizeof why, "%s (%s): %s; %s%s", k->summary, step, mw, pw,
+                 r ? "" : ", over the usable memory");
+        if (r)
+            e->best_peak_gb = eng_num(job, "peak_gb");
         cJSON_Delete(job);
         record_simple(e, "fit", k->variable, e->best, k->config, r ? "accepted" : "rejected", why);
         eng_progress(e, "%s", why);
         if (r) {
+            char note[2600];
+            /* the base's own figures stay; the record gains the change */
+            snprintf(note, sizeof note, "%s; made to fit by %s", eng_str(e->base_fit, "reason"),
+                     why);
+            cJSON_ReplaceItemInObjectCaseSensitive(e->base_fit, "fitted",
+                                                   diff_json(e->baseline, k->config));
+            cJSON_ReplaceItemInObjectCaseSensitive(e->base_fit, "reason", cJSON_CreateString(note));
             mt_kv_destroy(&e->best);
             e->best = mt_kv_dup(k->config);
             e->fitted = mt_kv_dup(k->config);
+            free(order);
             mt_candidates_free(&cs);
             return 0;
         }
     }
+    free(order);
     mt_candidates_free(&cs);
     snprintf(e->stopped, sizeof e->stopped, "nothing fits in memory");
     return 1;
@@ -987,6 +1215,9 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
             e->best_ms = eng_num(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"),
                                  "median") *
                          1000;
+            /* the gate read its replicates' hottest GPU */
+            e->best_peak_gb =
+                eng_num(cJSON_GetObjectItemCaseSensitive(out.decision, "evidence"), "peak_gb");
         }
     }
     (void)wall;
@@ -1294,6 +1525,7 @@ static int phase_ablate(eng *e)
             if (drop) {
                 mt_kv_destroy(&e->best);
                 e->best = mt_kv_dup(k.config);
+                e->best_peak_gb = NAN; /* the ablation's statistics read no peak */
             }
         }
         cJSON_AddItemToArray(e->ablation, row);
@@ -1591,7 +1823,7 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     e.budget_gh = o->gpu_hours > 0 ? o->gpu_hours : c->gpu_hours;
     e.budget_runs = o->runs > 0 ? o->runs : c->max_runs;
     e.until = o->until > 0 ? o->until : e.started + c->deadline_hours * 3600;
-    e.best_ms = e.baseline_ms = NAN;
+    e.best_ms = e.baseline_ms = e.best_peak_gb = NAN;
     e.decisions = cJSON_CreateArray();
     e.timeline = cJSON_CreateArray();
     e.accepted = cJSON_CreateArray();
@@ -1656,6 +1888,7 @@ out:
     mt_kv_destroy(&e.baseline);
     mt_kv_destroy(&e.best);
     mt_kv_destroy(&e.fitted);
+    cJSON_Delete(e.base_fit);
     cJSON_Delete(e.decisions);
     cJSON_Delete(e.timeline);
     cJSON_Delete(e.accepted);

@@ -82,9 +82,10 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
  * seeded by seed (0: the contract's sim seed), as the tune's seed option.
  * Returns the job's memo as JSON text (caller frees; NULL when out of
  * memory): outcome ("ok" | "oom" | "crash"), ms (median step of the
- * contract's window), tflops, gpu_hours (what the tune charges), peak_gb,
- * evidence.  The plugins' legality is not asked: the engine only submits
- * configs that pass it. */
+ * contract's window), window {first, last, n} (the steps that median
+ * covers), tflops, gpu_hours (what the tune charges), peak_gb, evidence.
+ * The plugins' legality is not asked: the engine only submits configs that
+ * pass it. */
 char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep,
                    uint64_t seed);
 

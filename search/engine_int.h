@@ -39,7 +39,9 @@ typedef struct eng {
     const char *phase;
     mt_kv *baseline, *best;
     mt_kv *fitted;            /* the base made to fit by the fit phase; NULL: the base fits */
+    cJSON *base_fit;          /* what the fit phase found of the base (bundle baseline.fit) */
     double best_ms, baseline_ms;
+    double best_peak_gb;      /* the best's measured hottest GPU, GB; NAN: not measured */
     cJSON *decisions, *timeline, *accepted, *ablation, *walls_before, *walls_after;
     cJSON *validation, *mem_baseline, *mem_winner;
     double best_tflops_seen;

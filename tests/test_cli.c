@@ -61,14 +61,24 @@ START_TEST(check_every_example)
         "qwen3-30b-a3b-h100x16.cfg", "qwen3-30b-a3b-h100x16-bridge.cfg",
         "deepseek-v3-gb200x256.cfg", "deepseek-v3-gb200x256-bridge.cfg",
         "qwen3-30b-a3b-gb300x8.cfg", "qwen3-30b-a3b-gb300x8-bridge.cfg",
-        "qwen3-30b-a3b-h100x16-core_r0.15.cfg"};
+        "qwen3-30b-a3b-h100x16-core_r0.15.cfg", "qwen3-235b-a22b-h100x256.cfg"};
     size_t i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++) {
         char *path = tk_example(names[i]);
         const char *args[] = {"check", path, NULL};
         run r = moetune(args);
-        ck_assert_msg(r.status == 0, "%s: exit %d\n%s", names[i], r.status, r.err);
-        ck_assert_ptr_nonnull(strstr(r.out, ": OK"));
+        /* legal: OK when the base fits the estimate, else exit 4 and a
+         * verdict that says so (never both) */
+        ck_assert_msg(r.status == 0 || r.status == 4, "%s: exit %d\n%s", names[i], r.status,
+                      r.err);
+        if (r.status == 0) {
+            ck_assert_ptr_nonnull(strstr(r.out, ": OK\n"));
+            ck_assert_ptr_nonnull(strstr(r.out, "headroom): fits\n"));
+        } else {
+            ck_assert_ptr_null(strstr(r.out, ": OK"));
+            ck_assert_ptr_nonnull(strstr(r.out, ": legal, but the base does not fit in memory"));
+            ck_assert_ptr_nonnull(strstr(r.out, "headroom): does not fit\n"));
+        }
         ck_assert_ptr_nonnull(strstr(r.out, "Attention: TP"));
         ck_assert_ptr_nonnull(strstr(r.out, "MoE: ETP"));
         ck_assert_ptr_nonnull(strstr(r.out, "memory estimate per GPU"));
@@ -149,6 +159,31 @@ START_TEST(import_check_render)
         done(&r);
         free(path);
     }
+}
+END_TEST
+
+/* A legal contract whose base does not fit: the verdict says so, the exit
+ * status is 4, and the report names what the estimate counts on the
+ * hottest rank. */
+START_TEST(check_base_that_does_not_fit)
+{
+    char path[512];
+    const char *args[] = {"check", path, NULL};
+    static const char *const terms[] = {"  weights ", "  grads ", "  optimizer ",
+                                        "  activations ", "  logits ", "  workspace ",
+                                        "  cuda graphs ", "  buffers ", "microbatch-chunk"};
+    run r;
+    size_t i;
+    snprintf(path, sizeof path, "%s/tests/contracts/qwen3-30b-a3b-h100x1.cfg", MT_SOURCE_DIR);
+    r = moetune(args);
+    ck_assert_msg(r.status == 4, "exit %d\n%s%s", r.status, r.out, r.err);
+    ck_assert_ptr_null(strstr(r.out, ": OK"));
+    ck_assert_ptr_nonnull(strstr(r.out, "contract qwen3-30b-a3b-h100x1: legal, but the base does "
+                                        "not fit in memory: "));
+    ck_assert_ptr_nonnull(strstr(r.out, "hottest rank (every rank): "));
+    for (i = 0; i < sizeof terms / sizeof terms[0]; i++)
+        ck_assert_msg(strstr(r.out, terms[i]), "no '%s' in\n%s", terms[i], r.out);
+    done(&r);
 }
 END_TEST
 
@@ -435,6 +470,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, check_every_example);
     tcase_add_test(tc, check_bad_contract_exits_2);
+    tcase_add_test(tc, check_base_that_does_not_fit);
     tcase_add_test(tc, import_check_render);
     tcase_add_test(tc, render_sets_and_errors);
     tcase_add_test(tc, candidates_by_wall);

@@ -86,6 +86,33 @@ START_TEST(wrong_types_and_ranges)
     expect_load_error("routing = \"forced\";", "routing = \"random\";", "data.routing",
                       "is not one of forced|natural");
     expect_load_error("steps = 50;", "steps = 40;", "windows.validate.steps", "between 50");
+    expect_load_error("loss_tolerance = 0.02;",
+                      "loss_tolerance = 0.02;\n  memory_uncertainty = 1.5;",
+                      "gates.memory_uncertainty", "out of range");
+}
+END_TEST
+
+/* gates.memory_uncertainty: 0.15 unless given; it is part of the fingerprint
+ * (it decides which configs the fit phase probes). */
+START_TEST(memory_uncertainty_default_and_given)
+{
+    char *base = example_text();
+    char *given = edit(base, "loss_tolerance = 0.02;",
+                       "loss_tolerance = 0.02;\n  memory_uncertainty = 0.25;");
+    char *same = edit(base, "loss_tolerance = 0.02;",
+                      "loss_tolerance = 0.02;\n  memory_uncertainty = 0.15;");
+    mt_diag *d = mt_diag_new();
+    mt_contract *a = mt_contract_load_string(base, "a", d);
+    mt_contract *g = mt_contract_load_string(given, "g", d);
+    mt_contract *s = mt_contract_load_string(same, "s", d);
+    ck_assert_uint_eq(mt_diag_count(d), 0);
+    ck_assert_double_eq_tol(a->memory_uncertainty, 0.15, 1e-12);
+    ck_assert_double_eq_tol(g->memory_uncertainty, 0.25, 1e-12);
+    ck_assert_str_ne(a->fingerprint, g->fingerprint);
+    ck_assert_str_eq(a->fingerprint, s->fingerprint);
+    mt_contract_destroy(&a), mt_contract_destroy(&g), mt_contract_destroy(&s);
+    mt_diag_destroy(&d);
+    free(base), free(given), free(same);
 }
 END_TEST
 
@@ -288,6 +315,7 @@ int main(void)
     tcase_add_test(tc, syntax_error);
     tcase_add_test(tc, unknown_names_suggest);
     tcase_add_test(tc, wrong_types_and_ranges);
+    tcase_add_test(tc, memory_uncertainty_default_and_given);
     tcase_add_test(tc, missing_required);
     tcase_add_test(tc, semantic_errors);
     tcase_add_test(tc, missing_file);

@@ -398,6 +398,92 @@ START_TEST(no_validation_no_decisions)
 }
 END_TEST
 
+/* baseline.fit as the fit phase writes it (search/BUNDLE.md). */
+static cJSON *base_fit(int fits, double est, double peak, cJSON *fitted)
+{
+    cJSON *f = cJSON_CreateObject(), *p = cJSON_CreateObject();
+    cJSON_AddItemToObject(f, "fits", fits < 0 ? cJSON_CreateNull() : cJSON_CreateBool(fits));
+    cJSON_AddNumberToObject(f, "estimate_gb", est);
+    cJSON_AddNumberToObject(f, "usable_gb", 73.6);
+    cJSON_AddNumberToObject(f, "uncertainty", 0.15);
+    cJSON_AddStringToObject(p, "outcome", peak > 80 ? "oom" : "ok");
+    cJSON_AddItemToObject(p, "peak_gb", peak > 80 ? cJSON_CreateNull() : cJSON_CreateNumber(peak));
+    cJSON_AddItemToObject(f, "probe", p);
+    cJSON_AddItemToObject(f, "fitted", fitted ? fitted : cJSON_CreateNull());
+    cJSON_AddStringToObject(f, "reason", "the fit phase's words");
+    return f;
+}
+
+/* A base that does not fit is never presented as usable: a failed tune's
+ * recipe section says there is no usable recipe (not "the baseline is the
+ * recommendation"), and the summary gives the figures. */
+START_TEST(base_that_does_not_fit_is_not_usable)
+{
+    cJSON *j = fixture();
+    out o;
+    set(j, "validation", cJSON_CreateNull());
+    set(j, "total_gain", cJSON_CreateNull());
+    set(j, "ablation", cJSON_CreateArray());
+    set(j, "memory", cJSON_CreateArray());
+    set(j, "status", cJSON_CreateString("failed"));
+    set(at(j, "budget"), "stopped_because", cJSON_CreateString("nothing fits in memory"));
+    set(at(j, "recipe"), "changes", cJSON_CreateArray());
+    set(at(j, "recipe"), "command_diff", cJSON_CreateArray());
+    set(at(j, "baseline"), "fit", base_fit(0, 81.2, 90, NULL));
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_lacks(o.html, "the baseline is the recommendation");
+    ck_lacks(o.md, "the baseline is the recommendation");
+    ck_has(o.html, "No usable recipe. The base config does not fit in memory and no memory "
+                   "change of the space made it fit (stopped because: nothing fits in memory)");
+    ck_has(o.md, "| Base fits in memory | no: estimate 81.2 GB, probe oom, of 73.6 GB usable "
+                 "(estimate uncertainty 15%). Not a usable base, and no memory change of the "
+                 "space made it fit |");
+    ck_has(o.md, "None: the config shown is the base, not a recommendation.");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+/* A base made to fit: the summary says the base does not fit, which change
+ * made it fit, and that the fitted config is the validation's control; a
+ * base that fits says so with the probe's figure. */
+START_TEST(fitted_base_and_fitting_base_say_so)
+{
+    cJSON *j = fixture(), *ch = cJSON_CreateArray(), *c = cJSON_CreateObject();
+    out o;
+    cJSON_AddStringToObject(c, "knob", "recompute_modules");
+    cJSON_AddStringToObject(c, "from", "");
+    cJSON_AddStringToObject(c, "to", "moe_act");
+    cJSON_AddItemToArray(ch, c);
+    set(at(j, "baseline"), "fit", base_fit(0, 78.0, 75.1, ch));
+    render_ok(&o, j);
+    ck_has(o.md, "| Base fits in memory | no: estimate 78.0 GB, probe ok (hottest GPU 75.1 GB), "
+                 "of 73.6 GB usable (estimate uncertainty 15%). Not a usable base: the fit "
+                 "phase made it fit with recompute_modules=moe_act, and that config is the "
+                 "validation's control |");
+    ck_has(o.html, "<tr><th>Base fits in memory</th><td>no: estimate 78.0 GB");
+    out_free(&o);
+    set(at(j, "baseline"), "fit", base_fit(1, 70.5, 61.3, NULL));
+    render_ok(&o, j);
+    ck_has(o.md, "| Base fits in memory | yes: estimate 70.5 GB, probe ok (hottest GPU 61.3 GB), "
+                 "of 73.6 GB usable (estimate uncertainty 15%) |");
+    out_free(&o);
+    /* a bundle without baseline.fit (written before it) says nothing of it */
+    cJSON_DeleteItemFromObjectCaseSensitive(at(j, "baseline"), "fit");
+    render_ok(&o, j);
+    ck_lacks(o.md, "Base fits in memory");
+    out_free(&o);
+    /* and a malformed one is named */
+    set(at(j, "baseline"), "fit", base_fit(1, 70.5, 61.3, NULL));
+    set(at(at(j, "baseline"), "fit"), "uncertainty", cJSON_CreateString("15%"));
+    render_json(&o, j);
+    ck_refused(&o, "baseline.fit.uncertainty");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
 /* ---- edge cases in the data ------------------------------------------- */
 
 static cJSON *numbers(int n, double first, double step)
@@ -657,6 +743,8 @@ int main(void)
     tcase_add_test(tc, total_gain_is_validation_gain);
     tcase_add_test(tc, other_schema_refused);
     tcase_add_test(tc, many_problems_capped);
+    tcase_add_test(tc, base_that_does_not_fit_is_not_usable);
+    tcase_add_test(tc, fitted_base_and_fitting_base_say_so);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

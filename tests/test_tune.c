@@ -35,6 +35,7 @@ extern char **environ;
 
 #define SMALL MT_SOURCE_DIR "/tests/contracts/tune-small.cfg"
 #define SMALL_FIT MT_SOURCE_DIR "/tests/contracts/tune-small-fit.cfg"
+#define SMALL_FIT_WALK MT_SOURCE_DIR "/tests/contracts/tune-small-fit-walk.cfg"
 
 /* Under the sanitizers every moetune and sim process runs several times
  * slower: two independent kill points and one chain of eight kills during
@@ -422,6 +423,46 @@ START_TEST(gate_loss_divergence_by_label)
 }
 END_TEST
 
+/* The tolerance is two-sided: a training-equivalent change whose loss falls
+ * past it has changed the training as surely as one whose loss rises (a
+ * lower loss at the same seed means different numerics, not a better model).
+ * At exactly the tolerance it passes; the values are exact in binary. */
+START_TEST(gate_loss_divergence_falling)
+{
+    static const double two[3] = {2.0, 2.0, 2.0};
+    mt_stats_decision dec;
+    mt_gate_in g;
+    char why[600];
+    size_t i;
+    decide(fast_ms, &dec);
+    gate_in(&g, &dec);
+    for (i = 0; i < 3; i++)
+        loss_cand[i] = loss_ctl[i] * 0.97; /* 3% below, tolerance 2% */
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "the loss diverges from the control's"), "%s", why);
+    ck_assert_ptr_nonnull(strstr(why, "-3.00%"));
+    for (i = 0; i < 3; i++)
+        loss_cand[i] = loss_ctl[i] * 0.99;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 1);
+    /* the boundary, both sides: |x - c| = tolerance x |c| passes, past it fails */
+    g.control_loss = two;
+    g.loss_tolerance = 0.03125; /* 0.0625 of a 2.0 loss */
+    for (i = 0; i < 3; i++)
+        loss_cand[i] = 1.9375;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 1);
+    for (i = 0; i < 3; i++)
+        loss_cand[i] = 1.9375 - 0x1p-20;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "the loss diverges from the control's"), "%s", why);
+    for (i = 0; i < 3; i++)
+        loss_cand[i] = 2.0625;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 1);
+    for (i = 0; i < 3; i++)
+        loss_cand[i] = 2.0625 + 0x1p-20;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+}
+END_TEST
+
 START_TEST(gate_refuses_memory_over_headroom)
 {
     mt_stats_decision dec;
@@ -447,6 +488,10 @@ START_TEST(gate_refuses_label_not_allowed)
     gate_in(&g, &dec);
     g.label = MT_LABEL_BENCHMARK_ONLY;
     g.allowed_labels = MT_LABEL_TRAINING_EQUIVALENT;
+    ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
+    ck_assert_msg(starts(why, "the label (benchmark-only) is not allowed"), "%s", why);
+    /* every bit of the label must be allowed: one allowed bit is not enough */
+    g.label = MT_LABEL_TRAINING_EQUIVALENT | MT_LABEL_BENCHMARK_ONLY;
     ck_assert_int_eq(mt_gate(&g, why, sizeof why), 0);
     ck_assert_msg(starts(why, "the label (benchmark-only) is not allowed"), "%s", why);
     g.label = 0; /* no label at all */
@@ -947,10 +992,23 @@ START_TEST(status_of_a_finished_tune)
 }
 END_TEST
 
+/* The sim's peak of cfg in a fit probe, as the model executor measures it. */
+static double model_peak(const mt_contract *c, const mt_kv *cfg)
+{
+    char *text = mt_model_job(c, cfg, "fit", 0, 0);
+    cJSON *j = cJSON_Parse(text);
+    double p = num(j, "peak_gb");
+    cJSON_Delete(j);
+    free(text);
+    return p;
+}
+
 /* (a) fit: the base config does not fit; a change of the space does.  The
  * validation's control is the base as the fit phase made it (the base
- * itself cannot run), and the recipe fits.  With --runs 40 nothing else is
- * screened in time: the fitted base alone is validated and recommended;
+ * itself cannot run), and the recipe fits.  With --runs 12 nothing else is
+ * screened in time (the fit's probes and the profile leave less than a
+ * screen plus the validation's reserve): the fitted base alone is validated
+ * and recommended;
  * with --runs 60 a retune change is accepted and validated against it. */
 static void fit_tune(const char *runs, const char *status)
 {
@@ -989,8 +1047,15 @@ static void fit_tune(const char *runs, const char *status)
     ck_assert_ptr_nonnull(first);
     ck_assert_str_eq(str(first, "variable"), "base");
     ck_assert_str_eq(str(first, "verdict"), "rejected");
-    ck_assert_msg(starts(str(first, "reason"), "the analytic estimate exceeds HBM"), "%s",
+    /* the figures, and a probe only within the estimate's declared uncertainty */
+    ck_assert_msg(starts(str(first, "reason"), "the base config does not fit: estimate "), "%s",
                   str(first, "reason"));
+    ck_assert_msg(strstr(str(first, "reason"),
+                         est.hottest->total > est.hbm_gb * (1 - t->contract->memory_headroom) *
+                                                  (1 + t->contract->memory_uncertainty)
+                             ? "; not probed"
+                             : "; probe "),
+                  "%s", str(first, "reason"));
     ck_assert_ptr_nonnull(fitted);
     ck_assert_ptr_nonnull(strstr(str(fitted, "reason"), "probe ok"));
     /* the recipe holds the fit's change */
@@ -999,7 +1064,9 @@ static void fit_tune(const char *runs, const char *status)
     cJSON_ArrayForEach(x, get(get(b, "recipe"), "changes"))
         seen += !strcmp(str(x, "knob"), str(ch, "knob")) && !strcmp(str(x, "to"), str(ch, "to"));
     ck_assert_msg(seen == 1, "the recipe lacks the fit's %s=%s", str(ch, "knob"), str(ch, "to"));
-    /* the recipe fits: by the estimate, and as measured in the validation */
+    /* the recipe fits as measured in the validation (below): the measured
+     * peak is the judge, not the estimate (a probe overrules it within its
+     * uncertainty, and the search reads it against the best's measured peak) */
     recipe = mt_kv_new();
     cJSON_ArrayForEach(x, get(get(b, "recipe"), "config"))
     {
@@ -1007,10 +1074,6 @@ static void fit_tune(const char *runs, const char *status)
         mt_kv_set(recipe, x->string, x->valuestring);
     }
     ck_assert_uint_eq(mt_kv_count(recipe), mt_kv_count(t->cfg));
-    ck_assert_int_eq(mt_memory_estimate(recipe, t->contract->hardware, &est), 0);
-    ck_assert_msg(est.hottest->total <= est.hbm_gb * (1 - t->contract->memory_headroom),
-                  "the recipe's estimate %.1f GB exceeds %.1f GB (%s)", est.hottest->total,
-                  est.hbm_gb * (1 - t->contract->memory_headroom), str(b, "status"));
     ck_assert_int_eq(cJSON_GetArraySize(get(b, "memory")), 2);
     cJSON_ArrayForEach(mem, get(b, "memory"))
     {
@@ -1035,10 +1098,331 @@ static void fit_tune(const char *runs, const char *status)
     rm_rf(base);
 }
 
-START_TEST(fit_then_the_fitted_base_alone) { fit_tune("40", "baseline_only"); }
+START_TEST(fit_then_the_fitted_base_alone) { fit_tune("12", "baseline_only"); }
 END_TEST
 
 START_TEST(fit_then_a_winner_validated_against_the_fitted_base) { fit_tune("60", "validated"); }
+END_TEST
+
+/* ---- the fit phase: probes within the estimate's uncertainty, the workflow's order -------- */
+
+/* The config a fit decision tried: the base with the decision's change. */
+static mt_kv *tried_config(const mt_kv *base, const cJSON *dec)
+{
+    mt_kv *cfg = mt_kv_dup(base);
+    const cJSON *x;
+    cJSON_ArrayForEach(x, get(dec, "change"))
+        mt_kv_set(cfg, str(x, "knob"), str(x, "to"));
+    return cfg;
+}
+
+/* The workflow step a fit decision names, in the workflow's order; -1: none. */
+static int fit_step_of(const char *reason)
+{
+    static const char *const steps[] = {"(parallel layout)", "(memory setting)",
+                                        "(selective recompute)", "(full recompute)",
+                                        "(offload)"};
+    int i;
+    for (i = 0; i < 5; i++)
+        if (strstr(reason, steps[i]))
+            return i;
+    return -1;
+}
+
+static long kv_long(const mt_kv *kv, const char *k)
+{
+    const char *v = mt_kv_get(kv, k);
+    return v && *v ? atol(v) : 1;
+}
+
+/* A tune in process on the sim's model (MT_EXEC_MODEL) in a fresh directory
+ * under base; its bundle (caller frees). */
+static cJSON *model_tune(tk *t, const char *base, const char *tag, int runs)
+{
+    char dir[400];
+    mt_tune_opts o;
+    mt_tune_result res;
+    mt_diag *d = mt_diag_new();
+    cJSON *b;
+    snprintf(dir, sizeof dir, "%s/%s", base, tag);
+    mt_tune_opts_init(&o);
+    o.dir = dir;
+    o.executor = MT_EXEC_MODEL;
+    o.runs = runs;
+    ck_assert_msg(mt_tune(t->reg, t->contract, &o, &res, d) == 0, "%s",
+                  mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
+    b = tk_bundle(dir);
+    mt_tune_result_free(&res);
+    mt_diag_destroy(&d);
+    return b;
+}
+
+/* The base leaves no room, and the memory-wall candidates span the workflow:
+ * they are tried in its order (parallel layouts by lowest TP, then largest
+ * EP; selective before full recompute; offload last), whatever order the
+ * plugins offered them in.  Each is estimated; one within the declared
+ * uncertainty is probed, one beyond it is rejected unrun with its figures;
+ * the first whose probe fits is the fitted base. */
+START_TEST(fit_walks_in_the_workflows_order)
+{
+    char base[256];
+    mt_diag *d = mt_diag_new();
+    tk *t = tk_open_path(SMALL_FIT_WALK, d);
+    const cJSON *x, *accepted = NULL, *fit;
+    cJSON *b;
+    int last = -1, probes = 0, fit_jobs = 0, seen = 0, n = 0;
+    long last_tp = 0, last_ep = 0;
+    ck_assert_ptr_nonnull(t);
+    fresh(base, sizeof base, "walk");
+    b = model_tune(t, base, "W", 40);
+    cJSON_ArrayForEach(x, get(b, "decisions"))
+    {
+        const char *why = str(x, "reason");
+        mt_mem_estimate est;
+        mt_kv *cfg;
+        double usable, limit;
+        int step;
+        if (strcmp(str(x, "phase"), "fit"))
+            continue;
+        cfg = tried_config(t->cfg, x);
+        ck_assert_int_eq(mt_memory_estimate(cfg, t->contract->hardware, &est), 0);
+        usable = est.hbm_gb * (1 - t->contract->memory_headroom);
+        limit = usable * (1 + t->contract->memory_uncertainty);
+        if (n++ == 0) {
+            /* the premise: the base itself does not fit by the estimate */
+            ck_assert_str_eq(str(x, "variable"), "base");
+            ck_assert_str_eq(str(x, "verdict"), "rejected");
+            ck_assert(est.hottest->total > usable);
+            probes += est.hottest->total <= limit;
+            mt_kv_destroy(&cfg);
+            continue;
+        }
+        step = fit_step_of(why);
+        ck_assert_msg(step >= last, "out of the workflow's order: %s", why);
+        if (step == 0) {
+            long tp = kv_long(cfg, "tensor_model_parallel_size");
+            long ep = kv_long(cfg, "expert_model_parallel_size");
+            ck_assert_msg(last != 0 || tp > last_tp || (tp == last_tp && ep <= last_ep),
+                          "TP%ld EP%ld after TP%ld EP%ld: %s", tp, ep, last_tp, last_ep, why);
+            last_tp = tp, last_ep = ep;
+        }
+        last = step;
+        seen |= 1 << step;
+        /* the figures, and a probe exactly within the declared uncertainty */
+        ck_assert_msg(strstr(why, "estimate "), "%s", why);
+        if (est.hottest->total > limit) {
+            ck_assert_msg(strstr(why, "; not probed"), "%.1f GB > %.1f GB: %s",
+                          est.hottest->total, limit, why);
+            ck_assert_str_eq(str(x, "verdict"), "rejected");
+        } else {
+            /* the probe decides: the sim's peak (the model executor's) */
+            double peak = model_peak(t->contract, cfg);
+            ck_assert_msg(strstr(why, "; probe "), "%.1f GB <= %.1f GB: %s", est.hottest->total,
+                          limit, why);
+            ck_assert_msg(!strcmp(str(x, "verdict"), isfinite(peak) && peak <= usable
+                                                         ? "accepted"
+                                                         : "rejected"),
+                          "probe %.1f GB against %.1f GB usable: %s", peak, usable, why);
+            probes++;
+        }
+        if (!strcmp(str(x, "verdict"), "accepted")) {
+            ck_assert_ptr_null(accepted);
+            accepted = x;
+        }
+        mt_kv_destroy(&cfg);
+    }
+    /* the premise: the walk spans the workflow, from layouts to offload */
+    ck_assert_msg((seen & 1) && (seen & (1 << 4)), "steps seen: %#x", seen);
+    /* every probe ran once, and nothing else ran in the fit phase */
+    cJSON_ArrayForEach(x, get(b, "timeline"))
+        fit_jobs += !strcmp(str(x, "phase"), "fit");
+    ck_assert_int_eq(fit_jobs, probes);
+    /* the bundle says the base does not fit, and how it was made to */
+    fit = get(get(b, "baseline"), "fit");
+    ck_assert(cJSON_IsFalse(get(fit, "fits")));
+    ck_assert(isfinite(num(fit, "estimate_gb")) && isfinite(num(fit, "usable_gb")));
+    if (accepted) {
+        char *a = cJSON_PrintUnformatted(get(accepted, "change"));
+        char *f = cJSON_PrintUnformatted(get(fit, "fitted"));
+        ck_assert_str_eq(a, f);
+        free(a), free(f);
+        ck_assert_str_ne(str(b, "status"), "failed");
+    } else {
+        ck_assert(cJSON_IsNull(get(fit, "fitted")));
+        ck_assert_str_eq(str(b, "status"), "failed");
+    }
+    cJSON_Delete(b);
+    tk_close(&t);
+    mt_diag_destroy(&d);
+    rm_rf(base);
+}
+END_TEST
+
+/* A base where the estimate and the sim's peak part by the most in the
+ * asked direction (over: the estimate is the larger): tune-small.cfg and
+ * three examples, their bases with the layout, micro-batch and recompute
+ * varied.  Returns that contract (caller closes) with its base set to it;
+ * *est and *peak get both figures. */
+static tk *base_where_estimate_errs(int over, double *est, double *peak)
+{
+    static const char *const paths[] = {
+        SMALL, MT_SOURCE_DIR "/examples/contracts/qwen3-30b-a3b-h100x16.cfg",
+        MT_SOURCE_DIR "/examples/contracts/deepseek-v3-gb200x256.cfg",
+        MT_SOURCE_DIR "/examples/contracts/qwen3-235b-a22b-h100x256.cfg"};
+    static const char *const tps[] = {"", "1", "2"}, *const mbs[] = {"", "1", "2", "4"},
+                             *const rcs[] = {NULL, "", "moe_act", "core_attn moe_act"};
+    const char *pick[3] = {NULL};
+    double best = -1;
+    size_t c, bc = 0;
+    int i, j, l;
+    tk *t = NULL;
+    for (c = 0; c < sizeof paths / sizeof paths[0]; c++) {
+        mt_diag *d = mt_diag_new();
+        tk *u = tk_open_path(paths[c], d);
+        ck_assert_ptr_nonnull(u);
+        for (i = 0; i < 3; i++)
+            for (j = 0; j < 4; j++)
+                for (l = 0; l < 4; l++) {
+                    mt_kv *cfg = mt_kv_dup(u->cfg);
+                    mt_violations vs = {0};
+                    mt_mem_estimate m;
+                    double p, gap;
+                    /* "" and NULL: the contract's own value */
+                    if (*tps[i]) {
+                        mt_kv_set(cfg, "tensor_model_parallel_size", tps[i]);
+                        mt_kv_set(cfg, "sequence_parallel", strcmp(tps[i], "1") ? "true" : "false");
+                    }
+                    if (*mbs[j])
+                        mt_kv_set(cfg, "micro_batch_size", mbs[j]);
+                    if (rcs[l]) {
+                        mt_kv_set(cfg, "recompute_granularity", *rcs[l] ? "selective" : "none");
+                        mt_kv_set(cfg, "recompute_modules", rcs[l]);
+                    }
+                    mt_legality(u->reg, u->contract, cfg, &vs, u->diag);
+                    if (!vs.n && mt_memory_estimate(cfg, u->contract->hardware, &m) == 0) {
+                        p = model_peak(u->contract, cfg);
+                        gap = over ? m.hottest->total - p : p - m.hottest->total;
+                        if (isfinite(p) && p < m.hbm_gb && m.hottest->total < m.hbm_gb &&
+                            gap > best) {
+                            best = gap, bc = c;
+                            pick[0] = tps[i], pick[1] = mbs[j], pick[2] = rcs[l];
+                            *est = m.hottest->total, *peak = p;
+                        }
+                    }
+                    mt_violations_free(&vs);
+                    mt_kv_destroy(&cfg);
+                }
+        tk_close(&u);
+        mt_diag_destroy(&d);
+    }
+    /* the premise: two independent models part somewhere, by more than the
+     * figures' rounding */
+    ck_assert_msg(best > 0.5, "no base where the estimate is %s the sim's peak",
+                  over ? "above" : "below");
+    printf("estimate %s the sim's peak: %s (TP %s, MBS %s, recompute %s): %.1f GB vs %.1f GB\n",
+           over ? "above" : "below", strrchr(paths[bc], '/') + 1, *pick[0] ? pick[0] : "as given",
+           *pick[1] ? pick[1] : "as given", pick[2] ? pick[2] : "as given", *est, *peak);
+    {
+        mt_diag *d = mt_diag_new();
+        t = tk_open_path(paths[bc], d);
+        ck_assert_ptr_nonnull(t);
+        mt_diag_destroy(&d);
+    }
+    if (*pick[0]) {
+        mt_kv_set(t->contract->base, "tensor_model_parallel_size", pick[0]);
+        mt_kv_set(t->contract->base, "sequence_parallel", strcmp(pick[0], "1") ? "true" : "false");
+    }
+    if (*pick[1])
+        mt_kv_set(t->contract->base, "micro_batch_size", pick[1]);
+    if (pick[2]) {
+        mt_kv_set(t->contract->base, "recompute_granularity", *pick[2] ? "selective" : "none");
+        mt_kv_set(t->contract->base, "recompute_modules", pick[2]);
+    }
+    return t;
+}
+
+/* The estimate says the base does not fit but lies within its declared
+ * uncertainty, and the sim's peak fits: the probe decides, the base is kept
+ * with its figures recorded.  With no uncertainty declared, the same base
+ * is rejected unrun. */
+START_TEST(fit_probe_keeps_a_base_within_the_uncertainty)
+{
+    char base[256];
+    double est, peak, hbm, usable;
+    tk *t = base_where_estimate_errs(1, &est, &peak);
+    const cJSON *first = NULL, *x, *fit;
+    cJSON *b;
+    hbm = strtod(mt_kv_get(t->contract->hardware, "hbm_gb"), NULL);
+    /* the usable memory between the two figures; the estimate inside the band */
+    usable = (est + peak) / 2;
+    t->contract->memory_headroom = 1 - usable / hbm;
+    t->contract->memory_uncertainty = est / usable - 1 + 0.01;
+    fresh(base, sizeof base, "band");
+    b = model_tune(t, base, "K", 30);
+    cJSON_ArrayForEach(x, get(b, "decisions")) if (!first && !strcmp(str(x, "phase"), "fit"))
+        first = x;
+    ck_assert_ptr_nonnull(first);
+    ck_assert_str_eq(str(first, "variable"), "base");
+    ck_assert_str_eq(str(first, "verdict"), "kept");
+    ck_assert_msg(strstr(str(first, "reason"), "within its") &&
+                      strstr(str(first, "reason"), "; probe ok, hottest GPU"),
+                  "%s", str(first, "reason"));
+    fit = get(get(b, "baseline"), "fit");
+    ck_assert(cJSON_IsTrue(get(fit, "fits")));
+    ck_assert_double_eq_tol(num(fit, "estimate_gb"), est, 1e-6);
+    ck_assert_double_eq_tol(num(get(fit, "probe"), "peak_gb"), peak, 1e-6);
+    ck_assert(cJSON_IsNull(get(fit, "fitted")));
+    ck_assert_str_ne(str(b, "status"), "failed");
+    cJSON_Delete(b);
+
+    /* no uncertainty: the estimate alone rejects it, and nothing ran for it */
+    t->contract->memory_uncertainty = 0;
+    b = model_tune(t, base, "Z", 30);
+    first = NULL;
+    cJSON_ArrayForEach(x, get(b, "decisions")) if (!first && !strcmp(str(x, "phase"), "fit"))
+        first = x;
+    ck_assert_ptr_nonnull(first);
+    ck_assert_str_eq(str(first, "verdict"), "rejected");
+    ck_assert_msg(strstr(str(first, "reason"), "by more than its 0% uncertainty") &&
+                      strstr(str(first, "reason"), "; not probed"),
+                  "%s", str(first, "reason"));
+    fit = get(get(b, "baseline"), "fit");
+    ck_assert(cJSON_IsFalse(get(fit, "fits")));
+    ck_assert(cJSON_IsNull(get(fit, "probe")));
+    cJSON_Delete(b);
+    tk_close(&t);
+    rm_rf(base);
+}
+END_TEST
+
+/* The estimate says the base fits, the probe measures more than the usable
+ * memory: the probe wins, the base is rejected with both figures. */
+START_TEST(fit_probe_rejects_a_base_the_estimate_passes)
+{
+    char base[256];
+    double est, peak, hbm;
+    tk *t = base_where_estimate_errs(0, &est, &peak);
+    const cJSON *first = NULL, *x, *fit;
+    cJSON *b;
+    hbm = strtod(mt_kv_get(t->contract->hardware, "hbm_gb"), NULL);
+    t->contract->memory_headroom = 1 - (est + peak) / 2 / hbm;
+    fresh(base, sizeof base, "under");
+    b = model_tune(t, base, "U", 30);
+    cJSON_ArrayForEach(x, get(b, "decisions")) if (!first && !strcmp(str(x, "phase"), "fit"))
+        first = x;
+    ck_assert_ptr_nonnull(first);
+    ck_assert_str_eq(str(first, "variable"), "base");
+    ck_assert_str_eq(str(first, "verdict"), "rejected");
+    ck_assert_msg(strstr(str(first, "reason"), " GB usable; probe ok, hottest GPU") &&
+                      strstr(str(first, "reason"), "over the"),
+                  "%s", str(first, "reason"));
+    fit = get(get(b, "baseline"), "fit");
+    ck_assert(cJSON_IsFalse(get(fit, "fits")));
+    ck_assert_double_eq_tol(num(get(fit, "probe"), "peak_gb"), peak, 1e-6);
+    cJSON_Delete(b);
+    tk_close(&t);
+    rm_rf(base);
+}
 END_TEST
 
 /* (f) the deadline: mt_tune in process, the local executor, `until` one
@@ -1083,7 +1467,7 @@ START_TEST(deadline_stops_search_but_validates)
     ck_assert_int_eq(res.runs_executed, res.runs);
     ck_assert_uint_eq(store_runs(dir), (size_t)res.runs);
     ck_assert(exists(dir, "report.html"));
-    /* the validation began before the deadline: the reserve was kept */
+    /* the reserve was kept: no screen started after the deadline */
     st = mt_store_open(dir, NULL, d);
     ck_assert_ptr_nonnull(st);
     ck_assert_int_eq(mt_store_list_events(st, &ev, &nev, d), 0);
@@ -1095,8 +1479,10 @@ START_TEST(deadline_stops_search_but_validates)
             ck_assert_msg(ev[i].time < o.until, "%s: %.2f s after the deadline", ev[i].text,
                           ev[i].time - o.until);
     }
-    ck_assert_msg(validate_at < o.until, "validation began %.2f s after the deadline",
-                  validate_at - o.until);
+    /* and validation followed: a screen that starts before the deadline can
+     * end after it on a loaded machine, so when validation starts is the
+     * engine's estimate, not a guarantee this test could hold to */
+    ck_assert_msg(isfinite(validate_at), "no validation event");
     mt_store_events_free(ev, nev);
     mt_store_close(&st);
     cJSON_Delete(b);
@@ -1221,13 +1607,14 @@ int main(void)
 {
     Suite *s = suite_create("tune");
     TCase *gate = tcase_create("gate"), *ref = tcase_create("reference"),
-          *alone = tcase_create("alone");
+          *alone = tcase_create("alone"), *fit = tcase_create("fit");
     tcase_add_test(gate, gate_accepts_a_real_gain);
     tcase_add_test(gate, gate_refuses_unresolved_noise);
     tcase_add_test(gate, gate_refuses_below_min_effect);
     tcase_add_test(gate, gate_refuses_slower);
     tcase_add_test(gate, gate_refuses_bad_iterations);
     tcase_add_test(gate, gate_loss_divergence_by_label);
+    tcase_add_test(gate, gate_loss_divergence_falling);
     tcase_add_test(gate, gate_refuses_memory_over_headroom);
     tcase_add_test(gate, gate_refuses_label_not_allowed);
     tcase_add_test(gate, gate_refuses_unverified_activation);
@@ -1251,5 +1638,11 @@ int main(void)
     tcase_add_test(alone, gpu_hour_budget_leaves_only_validation);
     tcase_add_test(alone, grid_and_random_strategies);
     suite_add_tcase(s, alone);
+
+    tcase_set_timeout(fit, 120 * SLOW);
+    tcase_add_test(fit, fit_walks_in_the_workflows_order);
+    tcase_add_test(fit, fit_probe_keeps_a_base_within_the_uncertainty);
+    tcase_add_test(fit, fit_probe_rejects_a_base_the_estimate_passes);
+    suite_add_tcase(s, fit);
     return tk_run(s);
 }

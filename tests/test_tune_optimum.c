@@ -1,0 +1,227 @@
+/*
+ * test_tune_optimum.c - a tune against the limit of its space: the
+ * Qwen3-235B-A22B example on 256 x H100 (examples/contracts/
+ * qwen3-235b-a22b-h100x256.cfg, point I of shared/facts/calibration.md)
+ * starts from a naive layout (TP2 EP8 PP32 VPP3, alltoall, recompute), and
+ * `moetune tune` on the sim must end in a validated recipe whose noise-free
+ * throughput is within 5% of the noise-free optimum of the declared space
+ * (core/optimum.c, the evaluator behind `moetune optimum`).  Also what
+ * `moetune optimum` says of a base that fits and of one that does not.
+ *
+ * The tune is a real `moetune` process with the model executor (the sim's
+ * model in process, with its noise: the same engine and budget as a tune
+ * whose jobs are sim processes, as the search benchmark runs it).
+ */
+#include "config.h"
+#include "memory.h"
+#include "optimum.h"
+#include "testkit.h"
+
+#include <check.h>
+#include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define EXAMPLE "qwen3-235b-a22b-h100x256.cfg"
+#define SMALL_FIT MT_SOURCE_DIR "/tests/contracts/tune-small-fit.cfg"
+
+/* The share of the optimum the recipe must reach (the bar). */
+#define MIN_SHARE 0.95
+
+typedef struct run {
+    int status;
+    char *out, *err;
+} run;
+
+/* Runs moetune with args (NULL-terminated), capturing both streams. */
+static run moetune(const char *const *args)
+{
+    char outp[] = "/tmp/moetune-opt-out-XXXXXX", errp[] = "/tmp/moetune-opt-err-XXXXXX";
+    int fo = mkstemp(outp), fe = mkstemp(errp), st = 0;
+    posix_spawn_file_actions_t fa;
+    char *argv[32];
+    pid_t pid;
+    size_t i;
+    run r;
+    argv[0] = (char *)MT_MOETUNE_BIN;
+    for (i = 0; args[i] && i < 30; i++)
+        argv[i + 1] = (char *)args[i];
+    argv[i + 1] = NULL;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    posix_spawn_file_actions_adddup2(&fa, fe, 2);
+    ck_assert_int_eq(posix_spawn(&pid, MT_MOETUNE_BIN, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    close(fo), close(fe);
+    ck_assert(WIFEXITED(st));
+    r.status = WEXITSTATUS(st);
+    r.out = tk_slurp(outp);
+    r.err = tk_slurp(errp);
+    unlink(outp), unlink(errp);
+    ck_assert_ptr_nonnull(r.out);
+    ck_assert_ptr_nonnull(r.err);
+    return r;
+}
+
+static void done(run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static const cJSON *get(const cJSON *o, const char *k)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, k);
+}
+
+/* The example's space holds both published layouts of point I, and each is
+ * legal under every plugin and the training program's start-up rules. */
+START_TEST(space_holds_point_i_layouts)
+{
+    static const char *const layouts[][8] = {
+        /* TP2 EP32 PP8 VPP4, flex DeepEP, recompute layernorm + moe_act */
+        {"expert_model_parallel_size=32", "pipeline_model_parallel_size=8",
+         "pipeline_model_parallel_layout=Et*2|(t*3|)*30t*2L", "moe_token_dispatcher_type=flex",
+         "moe_flex_dispatcher_backend=deepep", NULL},
+        /* TP4 EP8 PP8 VPP4, flex DeepEP, no recompute */
+        {"tensor_model_parallel_size=4", "pipeline_model_parallel_size=8",
+         "pipeline_model_parallel_layout=Et*2|(t*3|)*30t*2L", "moe_token_dispatcher_type=flex",
+         "moe_flex_dispatcher_backend=deepep", "recompute_granularity=none",
+         "recompute_modules=", NULL}};
+    size_t i, j;
+    for (i = 0; i < 2; i++) {
+        tk *t = tk_open(EXAMPLE);
+        mt_violations vs = {0};
+        mt_mesh m;
+        for (j = 0; layouts[i][j]; j++) {
+            char knob[128];
+            const char *eq = strchr(layouts[i][j], '='), *vals;
+            snprintf(knob, sizeof knob, "%.*s", (int)(eq - layouts[i][j]), layouts[i][j]);
+            vals = mt_kv_get(t->contract->space, knob);
+            ck_assert_msg(vals, "%s is not declared in the space", knob);
+            tk_set(t, layouts[i][j]);
+        }
+        mt_legality(t->reg, t->contract, t->cfg, &vs, t->diag);
+        ck_assert_msg(vs.n == 0, "layout %zu: %s", i, vs.n ? vs.v[0].message : "");
+        mt_violations_free(&vs);
+        /* 94 layers + embedding + loss on 32 stages: VPP 4 at PP 8 */
+        mt_config_mesh(t->cfg, t->contract->hardware, &m);
+        ck_assert_int_eq(m.pp, 8);
+        ck_assert_int_eq(m.vpp, 4);
+        tk_close(&t);
+    }
+}
+END_TEST
+
+/* `moetune check` and `moetune optimum` accept the example; the space is
+ * small enough to enumerate in seconds; the base is a usable one (it fits
+ * in the sim) and optimum says so with its figures. */
+START_TEST(check_and_optimum_accept_the_example)
+{
+    char *path = tk_example(EXAMPLE);
+    const char *check[] = {"check", path, NULL}, *opt[] = {"optimum", path, NULL};
+    run r = moetune(check);
+    ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, ": OK"));
+    ck_assert_ptr_nonnull(strstr(r.out, "Attention: TP2 x CP1 x DP4 x PP32"));
+    done(&r);
+    r = moetune(opt);
+    ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
+    ck_assert_msg(strstr(r.out, "\nbase: ") && strstr(r.out, " TFLOP/s/GPU (fits: hottest GPU "),
+                  "%s", r.out);
+    ck_assert_msg(strstr(r.out, "\noptimum: ") && strstr(r.out, "% over the base)"), "%s", r.out);
+    done(&r);
+    free(path);
+}
+END_TEST
+
+/* A base that does not fit is never shown as a usable base: no throughput
+ * for it and no gain over it, with the figures that say why. */
+START_TEST(optimum_refuses_a_base_that_does_not_fit)
+{
+    const char *opt[] = {"optimum", SMALL_FIT, NULL};
+    run r = moetune(opt);
+    const char *line;
+    ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
+    line = strstr(r.out, "\nbase: ");
+    ck_assert_ptr_nonnull(line);
+    ck_assert_msg(!strncmp(line, "\nbase: does not fit (hottest GPU ", 33), "%s", r.out);
+    ck_assert_msg(strstr(line, " GB usable at 10% headroom); not a usable base"), "%s", r.out);
+    ck_assert_ptr_null(strstr(r.out, "TFLOP/s/GPU (fits"));
+    ck_assert_ptr_null(strstr(r.out, "over the base"));
+    done(&r);
+}
+END_TEST
+
+/* The tune of the example on the sim: a validated recipe within 5% of the
+ * space's noise-free optimum, and it fits. */
+START_TEST(tune_reaches_the_optimum)
+{
+    char *path = tk_example(EXAMPLE);
+    char base[] = "/tmp/moetune-opt-tune-XXXXXX", dir[64], cmd[128];
+    const char *args[] = {"tune", path, "--dir", dir, "--executor", "model", "--quiet", NULL};
+    tk *t = tk_open(EXAMPLE);
+    mt_optimum o;
+    mt_kv *recipe = mt_kv_new();
+    const cJSON *x;
+    cJSON *b;
+    double tf;
+    int fits = 0;
+    run r;
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    snprintf(dir, sizeof dir, "%s/T", base);
+    ck_assert_int_eq(mt_optimum_find(t->reg, t->contract, t->cfg, 5000000, &o, t->diag), 0);
+    ck_assert_ptr_nonnull(o.best);
+    r = moetune(args);
+    ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
+    b = tk_bundle(dir);
+    ck_assert_str_eq(get(b, "status")->valuestring, "validated");
+    /* the base fits in the sim, and the fit phase says so too */
+    ck_assert(o.base_fits);
+    ck_assert(cJSON_IsTrue(get(get(get(b, "baseline"), "fit"), "fits")));
+    cJSON_ArrayForEach(x, get(get(b, "recipe"), "config"))
+        mt_kv_set(recipe, x->string, x->valuestring);
+    tf = mt_optimum_tflops(t->contract, recipe, &fits);
+    ck_assert_msg(fits, "the recipe does not fit in the sim");
+    ck_assert_msg(tf >= MIN_SHARE * o.best_tflops,
+                  "recipe %.1f TFLOP/s/GPU is %.1f%% of the optimum %.1f (base %.1f); "
+                  "stopped: %s",
+                  tf, 100 * tf / o.best_tflops, o.best_tflops, o.base_tflops,
+                  get(get(b, "budget"), "stopped_because")->valuestring);
+    printf("tune of %s: recipe %.1f TFLOP/s/GPU, optimum %.1f (share %.3f), base %.1f; %zu "
+           "configs, %zu fit\n",
+           EXAMPLE, tf, o.best_tflops, tf / o.best_tflops, o.base_tflops, o.grid, o.fitting);
+    cJSON_Delete(b);
+    mt_kv_destroy(&recipe);
+    mt_kv_destroy(&o.best);
+    done(&r);
+    tk_close(&t);
+    free(path);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    if (system(cmd)) {
+        /* leftovers in /tmp are harmless */
+    }
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tune_optimum");
+    TCase *tc = tcase_create("example");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, space_holds_point_i_layouts);
+    tcase_add_test(tc, check_and_optimum_accept_the_example);
+    tcase_add_test(tc, optimum_refuses_a_base_that_does_not_fit);
+    tcase_add_test(tc, tune_reaches_the_optimum);
+    suite_add_tcase(s, tc);
+    return tk_run(s);
+}
