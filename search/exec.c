@@ -135,6 +135,7 @@ char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int
     cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject();
     double peak = 0, steps[1024], step_s, world;
     int validate = !strcmp(kind, "validate"), n = 0, it, first, last, total;
+    int used_first = -1, used_last = -1;
     size_t i;
     const char *k, *val;
     first = validate ? c->validate.first : c->screen.first;
@@ -159,8 +160,12 @@ char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int
                            rep, sc.noise_offset_sd, sc.noise_jitter_cv, sc.noise_rho);
             for (it = 1; it <= total && it <= last; it++) {
                 double t = b.step_s * sim_noise_step(&nz);
-                if (it >= first && n < 1024)
+                if (it >= first && n < 1024) {
                     steps[n++] = t;
+                    if (used_first < 0)
+                        used_first = it;
+                    used_last = it;
+                }
             }
             mt_stats_median(steps, (size_t)n, &step_s);
             cJSON_AddStringToObject(o, "outcome", "ok");
@@ -174,6 +179,14 @@ char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int
             cJSON_AddNumberToObject(o, "peak_gb", peak / 1e9);
             cJSON_AddNumberToObject(o, "gpu_hours",
                                     (sc.startup_s + total * b.step_s) * world / 3600);
+            if (n > 0) {
+                /* the steps the median covers, as measure.c records them */
+                cJSON *w = cJSON_CreateObject();
+                cJSON_AddNumberToObject(w, "first", used_first);
+                cJSON_AddNumberToObject(w, "last", used_last);
+                cJSON_AddNumberToObject(w, "n", n);
+                cJSON_AddItemToObject(o, "window", w);
+            }
             /* the model honours every knob: each is applied by construction */
             for (i = 0; mt_kv_entry(cfg, i, &k, &val) == 0; i++) {
                 cJSON *x = cJSON_CreateObject();

@@ -339,9 +339,13 @@ START_TEST(several_loss_keys_and_nan)
         "513.0 "
         "| learning rate: 2.984000E-04 | global batch size:  4096 | lm loss: NAN | "
         "load_balancing_loss: nan | loss scale: 1.0 | grad norm: nan | number of skipped "
-        "iterations:   0 | number of nan iterations:   1 |\n";
+        "iterations:   0 | number of nan iterations:   1 |\n"
+        /* a bare "loss" key, and a key given twice (the later value stands) */
+        " [2026-03-01 10:00:14.000001] iteration       43/     100 | elapsed time per iteration "
+        "(ms): 7001.0 | loss: 2.500000E+00 | lm loss: 2.400000E+00 | lm loss: 2.300000E+00 | "
+        "number of skipped iterations:   0 | number of nan iterations:   0 |\n";
     mt_logparse *p = parse(text);
-    const mt_iteration *a = iter(p, 0), *b = iter(p, 1);
+    const mt_iteration *a = iter(p, 0), *b = iter(p, 1), *c = iter(p, 2);
     mt_kv *ev = mt_kv_new();
     ck_assert_int_eq(a->n_losses, 5);
     ck_assert_str_eq(a->loss_key[0], "lm loss");
@@ -357,6 +361,9 @@ START_TEST(several_loss_keys_and_nan)
     ck_assert(isnan(loss(b, "load_balancing_loss")));
     ck_assert(b->has & MT_IT_GRAD_NORM && isnan(b->grad_norm));
     ck_assert_int_eq(b->nan_count, 1);
+    ck_assert_int_eq(c->n_losses, 2);
+    ck_assert_double_eq(loss(c, "loss"), 2.5);
+    ck_assert_double_eq(loss(c, "lm loss"), 2.3);
     /* no NaN error line: the evidence still says which iteration went NaN */
     ck_assert_int_eq(mt_logparse_evidence(p, ev), 0);
     ck_assert_str_eq(mt_kv_get(ev, "log.nan"), "iteration 42: number of nan iterations: 1");

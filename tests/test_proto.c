@@ -717,6 +717,13 @@ START_TEST(malformed_rejected)
          "field \"job_id\": expected an id (1-200 characters of A-Z a-z 0-9 . _ : / @ + = -), got "
          "a string with byte 0x20 at offset 1"},
         {{T, "job",
+          "{\"job_id\":\"\",\"retry\":0,\"kind\":\"screen\",\"contract\":\"c\","
+          "\"config\":\"\",\"replicate\":0,\"time_limit_s\":0}"},
+         3,
+         -EPROTO,
+         "field \"job_id\": expected an id (1-200 characters of A-Z a-z 0-9 . _ : / @ + = -), got "
+         "a string of 0 characters"},
+        {{T, "job",
           "{\"job_id\":\"j1\",\"retry\":0,\"kind\":\"screen\",\"contract\":\"\","
           "\"config\":\"\",\"replicate\":0,\"time_limit_s\":0}"},
          3,

@@ -200,6 +200,12 @@ START_TEST(bad_input_is_refused)
     ck_assert_int_eq(mt_stats_median(x, 0, &med), -EINVAL);
     ck_assert_int_eq(mt_stats_median(y, 3, &med), 0);
     ck_assert_double_eq(med, 3);
+    {
+        /* an even count: the mean of the two middle values, whatever the order */
+        static const double four[] = {4, 1, 3, 2};
+        ck_assert_int_eq(mt_stats_median(four, 4, &med), 0);
+        ck_assert_double_eq(med, 2.5);
+    }
     ck_assert_int_eq(mt_stats_bootstrap_ci(x, 3, y, 3, 5, 0.9, 1, &lo, &hi), -EINVAL);
     ck_assert_int_eq(mt_stats_bootstrap_ci(x, 3, y, 3, 100, 1.0, 1, &lo, &hi), -EINVAL);
     ck_assert_int_eq(mt_stats_bootstrap_ci(neg, 3, y, 3, 100, 0.9, 1, &lo, &hi), -EDOM);
@@ -397,6 +403,30 @@ START_TEST(verdicts_follow_the_rule)
     ck_assert_int_eq(r.verdict, MT_STATS_UNKNOWN);
     ck_assert_int_eq(r.capped, 1);
     ck_assert_int_eq(r.add_control + r.add_candidate, 0);
+
+    /* each look spends its own share of alpha: p 0.0070 is under the design's
+     * alpha 0.01 but over look 0's 0.0062, so a 2% gain is not BETTER yet */
+    mt_stats_design_default(&d);
+    {
+        static const double gain[] = {4.917, 5.028, 4.809, 4.922, 5.001, 4.955, 5.037, 4.927};
+        ck_assert_int_eq(mt_stats_decide(&d, ctrl, 8, gain, 8, 0, &r), 0);
+        ck_assert_double_gt(r.p, r.alpha_look);
+        ck_assert_double_le(r.p, d.alpha);
+        ck_assert_double_le(r.effect, -d.min_effect);
+        ck_assert_int_eq(r.verdict, MT_STATS_UNKNOWN);
+        ck_assert_int_gt(r.add_control, 0);
+    }
+    /* "same" needs the whole interval inside the band: an effect under 1%
+     * whose interval reaches a 4% slowdown (two slow runs) is not SAME */
+    {
+        static const double skew[] = {5.025, 5.068, 5.385, 5.069, 5.093, 5.015, 5.092, 5.512};
+        ck_assert_int_eq(mt_stats_decide(&d, ctrl, 8, skew, 8, 0, &r), 0);
+        ck_assert_double_gt(r.p, r.alpha_look);
+        ck_assert_double_lt(fabs(r.effect), d.min_effect);
+        ck_assert_double_gt(r.ci_lo, -d.same_band);
+        ck_assert_double_ge(r.ci_hi, d.same_band);
+        ck_assert_int_eq(r.verdict, MT_STATS_UNKNOWN);
+    }
 }
 END_TEST
 

@@ -981,6 +981,30 @@ START_TEST(hand_steps_nvtx_and_ranks)
 }
 END_TEST
 
+/* Every rank marks its own steps: the window of a step runs from the earliest
+ * rank's start to the latest rank's end, so that no rank's tail is cut off. */
+START_TEST(step_window_spans_every_rank)
+{
+    static const char json[] =
+        "{\"traceEvents\": ["
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#3\",\"pid\":1,"
+        "\"tid\":1,\"ts\":5,\"dur\":100},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#3\",\"pid\":2,"
+        "\"tid\":1,\"ts\":0,\"dur\":90},"
+        "{\"ph\":\"X\",\"cat\":\"user_annotation\",\"name\":\"ProfilerStep#3\",\"pid\":3,"
+        "\"tid\":1,\"ts\":10,\"dur\":115},"
+        "{\"ph\":\"X\",\"cat\":\"kernel\",\"name\":\"gemm_a\",\"pid\":0,\"tid\":7,\"ts\":20,"
+        "\"dur\":50,\"args\":{\"device\":0}}"
+        "]}";
+    mt_trace *t = parse_ok(json);
+    int64_t a = 0, b = 0;
+    ck_assert_int_eq(mt_trace_step_window(t, 3, 3, &a, &b), 0);
+    ck_assert_int_eq(a, 0);
+    ck_assert_int_eq(b, 125000);
+    mt_trace_destroy(&t);
+}
+END_TEST
+
 START_TEST(wall_rule)
 {
     mt_wall_input in;
@@ -1004,6 +1028,15 @@ START_TEST(wall_rule)
     ck_assert_int_eq(v.wall, MT_WALL_IDX_COMM);
     ck_assert_int_eq(v.runner_up, MT_WALL_IDX_COMPUTE);
     ck_assert_double_eq_tol(v.confidence, 0.5, 1e-9);
+    /* exposed exactly at its 20% threshold ties with compute: a tie goes to
+     * the earlier wall (memory, communication, host, compute), with no
+     * confidence either way */
+    in.exposed_comm_ns = 200000;
+    mt_wall_classify(&in, &r, &v);
+    ck_assert_int_eq(v.wall, MT_WALL_IDX_COMM);
+    ck_assert_int_eq(v.runner_up, MT_WALL_IDX_COMPUTE);
+    ck_assert_double_eq_tol(v.confidence, 0.0, 1e-12);
+    in.exposed_comm_ns = 400000;
     /* idle 30% with many gaps beats exposed 40% (1.5 < 3) */
     in.idle_ns = 300000;
     mt_wall_classify(&in, &r, &v);
@@ -1061,6 +1094,7 @@ static Suite *suite(void)
     tcase_add_test(t, sim_evidence_hybridep);
     tcase_add_test(t, sim_evidence_graph_replay_after_capture);
     tcase_add_test(t, hand_steps_nvtx_and_ranks);
+    tcase_add_test(t, step_window_spans_every_rank);
     tcase_add_test(t, wall_rule);
     suite_add_tcase(s, t);
     return s;

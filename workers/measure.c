@@ -167,6 +167,7 @@ static void summarize(mt_measure *m)
     double *steps = calloc(n + 1, sizeof *steps), *tf = calloc(n + 1, sizeof *tf);
     m->loss_finite = 1;
     m->last_loss = NAN;
+    m->used_first = m->used_last = -1;
     for (i = 0; i < n; i++) {
         mt_iteration itv, *it = &itv;
         int j, found = 0;
@@ -183,6 +184,14 @@ static void summarize(mt_measure *m)
                 m->loss_finite = 0;
         if (it->iteration < m->first || it->iteration > m->last)
             continue;
+        if (it->has & (MT_IT_ELAPSED | MT_IT_STEP_TIME)) {
+            /* what the median covers, for the memo: checked against the
+             * declared window (tests/test_window.c) */
+            if (m->used_first < 0 || it->iteration < m->used_first)
+                m->used_first = (long)it->iteration;
+            if (it->iteration > m->used_last)
+                m->used_last = (long)it->iteration;
+        }
         if (it->has & MT_IT_ELAPSED)
             steps[k++] = it->elapsed_ms;
         else if (it->has & MT_IT_STEP_TIME)
@@ -504,6 +513,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     memset(m, 0, sizeof *m);
     memset(&g, 0, sizeof g);
     m->run_id = -1;
+    m->used_first = m->used_last = -1; /* no window summarized (yet) */
     mt_rendered_init(&r);
     if (!strcmp(spec->kind, "validate")) {
         m->first = c->validate.first, m->last = c->validate.last;
@@ -745,6 +755,13 @@ char *mt_measure_memo_json(const mt_measure *m)
         if (!strncmp(k, "trace.", 6))
             cJSON_AddStringToObject(ev, k, val);
     cJSON_AddItemToObject(o, "trace", ev);
+    if (m->used_first >= 0) {
+        cJSON *w = cJSON_CreateObject();
+        cJSON_AddNumberToObject(w, "first", (double)m->used_first);
+        cJSON_AddNumberToObject(w, "last", (double)m->used_last);
+        cJSON_AddNumberToObject(w, "n", (double)m->n_window);
+        cJSON_AddItemToObject(o, "window", w);
+    }
     if (m->profiled) {
         cJSON *w = cJSON_CreateObject();
         cJSON_AddStringToObject(w, "wall", mt_wall_name(m->wall.wall));

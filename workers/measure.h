@@ -64,6 +64,8 @@ typedef struct mt_measure {
     char evidence[600];          /* the line that decided it */
     int first, last;             /* the declared window */
     size_t n_window;             /* iterations seen inside it */
+    long used_first, used_last;  /* the first and last of them whose step time entered
+                                    median_step_ms (-1 when none did) */
     double median_step_ms;       /* over the window; NAN when none */
     double median_tflops;        /* over the window; NAN when none */
     int loss_finite;             /* every loss in the run finite */
@@ -96,7 +98,9 @@ void mt_measure_clear(mt_measure *m);
 /* The measurement's summary as the engine memoizes it (one JSON object:
  * outcome, evidence, ms, tflops, loss, loss_finite, skipped, nan, peak_gb,
  * gpu_hours, wall_s, run_id, verdicts {knob: {verdict, evidence}}, trace
- * {trace.*}, and wall {...} for a profiled run).  Caller frees; NULL on OOM. */
+ * {trace.*}, window {first, last, n}: the iterations whose step times the
+ * median ms summarizes, when there were any, and wall {...} for a profiled
+ * run).  Caller frees; NULL on OOM. */
 char *mt_measure_memo_json(const mt_measure *m);
 /* The memo of a job that produced no run (it could not be set up, was
  * refused, or its process died): outcome, evidence, no GPU-hours, no run.

@@ -12,6 +12,16 @@
  * Between fork and _exit the shepherd calls only async-signal-safe
  * functions: moetune may have threads, and a lock held by one of them at
  * fork time would never be released in the child.
+ *
+ * Stopping signals the job's process group and, separately, every
+ * descendant found by walking /proc.  Either alone misses something: the
+ * walk misses a process forked between its scan and the signal, one whose
+ * /proc entry it cannot read, or a pid past its limit; the group misses a
+ * descendant that left it (setsid).  The test hook MOETUNE_RUNNER_FAULT=
+ * no_proc_walk (read in mt_runner_start, so a run started without it is
+ * unaffected; any other value is ignored) makes the walk find nothing, so
+ * that tests/test_runner.c can show the group signal alone still reaches a
+ * grandchild in the job's group.  Never set it outside tests.
  */
 #include "runner.h"
 
@@ -72,6 +82,7 @@ typedef struct shep_args {
     const char *cwd;
     int sock, out_w, err_w;
     long grace_ms;
+    int no_walk; /* MOETUNE_RUNNER_FAULT=no_proc_walk (tests only) */
 } shep_args;
 
 #define PID_LIMIT (1 << 22) /* PID_MAX_LIMIT on 64-bit Linux */
@@ -85,6 +96,7 @@ typedef struct walk {
     unsigned char *mark; /* PID_LIMIT bits: descendant or self */
     pid_pair *pairs;
     size_t cap;
+    int blind; /* the test hook: the walk finds no descendant */
 } walk;
 
 static double now_s(void)
@@ -175,6 +187,8 @@ static int signal_descendants(walk *w, pid_t self, int sig)
     size_t n = 0, i;
     int fd, count = 0, changed;
     ssize_t got;
+    if (w->blind)
+        return 0;
     fd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -334,6 +348,7 @@ static __attribute__((noreturn)) void shepherd_main(const shep_args *a)
     sigaddset(&mask, SIGTERM);
     sigprocmask(SIG_BLOCK, &mask, NULL);
     sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    w.blind = a->no_walk;
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0 || sfd < 0 || walk_init(&w) != 0 ||
         pipe2(exec_pipe, O_CLOEXEC) != 0) {
         send_msg(a->sock, MSG_EXEC_FAILED, STAGE_FORK, errno);
@@ -666,6 +681,7 @@ mt_run *mt_runner_start(const mt_run_spec *spec, mt_diag *d)
 {
     mt_run *run;
     int out[2] = {-1, -1}, err[2] = {-1, -1}, sp[2] = {-1, -1}, e, s;
+    const char *fault;
     shep_args a;
     if (!spec || !spec->argv || !spec->argv[0]) {
         mt_diag_add(d, NULL, 0, NULL, "runner: no program to run (empty argv)");
@@ -741,6 +757,8 @@ mt_run *mt_runner_start(const mt_run_spec *spec, mt_diag *d)
     a.out_w = out[1];
     a.err_w = err[1];
     a.grace_ms = (long)(run->grace_s * 1000.0);
+    fault = getenv("MOETUNE_RUNNER_FAULT"); /* before fork: getenv is not async-signal-safe */
+    a.no_walk = fault && !strcmp(fault, "no_proc_walk");
     run->shepherd = fork();
     if (run->shepherd < 0) {
         mt_diag_add(d, NULL, 0, NULL, "runner: cannot fork: %s", strerror(errno));

@@ -774,6 +774,26 @@ static void note_memory(const mt_ctx_v1 *ctx, mt_sink *out)
                      "the memory gate decides");
 }
 
+/* Delayed wgrad under per-layer TE graphs of mods, as the start-up rules
+ * judge it from the config: with EP overlap it needs TE >= 2.10
+ * (cudagraph.delay_wgrad_te210_partial); with grad-reduce overlap and the
+ * wgrad GEMMs inside the graphs (attn, or moe_router with a shared expert
+ * off its side stream) TE >= 2.12 (cudagraph.delay_wgrad_te_version). */
+static int delay_wgrad_refuses(const mt_ctx_v1 *ctx, const char *mods)
+{
+    long shared = pk_int(ctx->config, "moe_shared_expert_intermediate_size", -1);
+    if (shared < 0)
+        shared = pk_int(ctx->model, "moe_shared_expert_intermediate_size", 0);
+    if (!pk_bool(ctx->config, "delay_wgrad_compute"))
+        return 0;
+    if (pk_bool(ctx->config, "overlap_moe_expert_parallel_comm") && !pk_te_ge(ctx, "2.10"))
+        return 1;
+    return pk_bool(ctx->config, "overlap_grad_reduce") && !pk_te_ge(ctx, "2.12") &&
+           (pk_word_in(mods, "attn") ||
+            (pk_word_in(mods, "moe_router") && shared > 0 &&
+             !pk_bool(ctx->config, "moe_shared_expert_overlap")));
+}
+
 /* A per-layer Transformer Engine scope, unless it is the current one, illegal
  * here, or outside the contract's space. */
 static void propose_te(const mt_ctx_v1 *ctx, mt_sink *out, const char *mods, const char *summary,
@@ -783,7 +803,15 @@ static void propose_te(const mt_ctx_v1 *ctx, mt_sink *out, const char *mods, con
     if (pk_eq(ctx->config, "cuda_graph_impl", te) && !strcmp(scope(ctx), mods))
         return;
     if (pk_eq(ctx->config, "recompute_granularity", "full") ||
-        (captures_experts(ctx, te, mods) && !drop_and_pad(ctx)))
+        (captures_experts(ctx, te, mods) && !drop_and_pad(ctx)) || delay_wgrad_refuses(ctx, mods))
+        return;
+    /* moe recompute beside a moe_router graph (cudagraph.moe_recompute_with_router_graph) */
+    if (pk_eq(ctx->config, "recompute_granularity", "selective") &&
+        pk_has(ctx->config, "recompute_modules", "moe") && pk_word_in(mods, "moe_router"))
+        return;
+    /* TE graphs with expandable segments need NCCL_GRAPH_REGISTER=0, which no
+     * knob sets (cudagraph.nccl_graph_register) */
+    if (strstr(pk_str(ctx->config, "env.PYTORCH_CUDA_ALLOC_CONF", ""), "expandable_segments:True"))
         return;
     if (!pk_core_ge(ctx, "0.18") && !r015_expressible(te, mods))
         return; /* needs_core */

@@ -587,6 +587,14 @@ static int pad_refuses(const mt_ctx_v1 *ctx, const char *backend)
            (!core_ge(ctx, "0.18") || !strcmp(backend, "deepep"));
 }
 
+/* An odd moe_flex_dispatcher_num_sms is legal outside flex, but DeepEP
+ * refuses it (dispatcher.num_sms_even, a runtime rule). */
+static int sms_refuse(const mt_ctx_v1 *ctx, const char *backend)
+{
+    long sms = pk_int(ctx->config, "moe_flex_dispatcher_num_sms", 0);
+    return sms > 0 && sms % 2 && !strcmp(backend, "deepep");
+}
+
 /* flex with `backend`: legal here, runnable, and inside the contract's
  * space? */
 static int flex_possible(const mt_ctx_v1 *ctx, const char *backend)
@@ -595,7 +603,7 @@ static int flex_possible(const mt_ctx_v1 *ctx, const char *backend)
            pk_space_allows(ctx, "moe_flex_dispatcher_backend", backend) &&
            backend_available(ctx, backend) && backend_supported(ctx, backend) == 1 &&
            (!flex_group_required(ctx, backend) || flex_group(ctx) > 1) &&
-           !pad_refuses(ctx, backend);
+           !pad_refuses(ctx, backend) && !sms_refuse(ctx, backend);
 }
 
 static void propose_flex(const mt_ctx_v1 *ctx, mt_sink *out, const char *backend,
@@ -741,7 +749,10 @@ static int repair(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
 
     /* Another plugin shrank the expert group or asked for padding: flex can no
      * longer run, and alltoall is what the stack would fall back to anyway. */
+    /* A candidate that picked this backend itself is left as it is: legality
+     * refuses it, and a repair must never undo the change it is about. */
     if (!strcmp(type, "flex") && !pk_get(ctx->changed, "moe_token_dispatcher_type") &&
+        !pk_get(ctx->changed, "moe_flex_dispatcher_backend") &&
         (small || pad_refuses(ctx, backend))) {
         pk_host->sink_set(out, "moe_token_dispatcher_type", "alltoall");
         if (strcmp(cfg(ctx, "moe_flex_dispatcher_backend"), "none"))
