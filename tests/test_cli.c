@@ -6,54 +6,18 @@
 
 #include <check.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
+typedef tk_proc run;
 
-typedef struct run {
-    int status;
-    char *out, *err;
-} run;
+/* Runs moetune with args (NULL-terminated), capturing both streams. */
+static run moetune(const char *const *args) { return tk_spawn(MT_MOETUNE_BIN, args); }
 
-/* Runs moetune with args (NULL-terminated), capturing both streams in files. */
-static run moetune(const char *const *args)
-{
-    char outp[] = "/tmp/moetune-cli-out-XXXXXX", errp[] = "/tmp/moetune-cli-err-XXXXXX";
-    int fo = mkstemp(outp), fe = mkstemp(errp), st = 0;
-    posix_spawn_file_actions_t fa;
-    char *argv[96];
-    pid_t pid;
-    size_t i;
-    run r;
-    argv[0] = (char *)MT_MOETUNE_BIN;
-    for (i = 0; args[i] && i < 94; i++)
-        argv[i + 1] = (char *)args[i];
-    argv[i + 1] = NULL;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fo, 1);
-    posix_spawn_file_actions_adddup2(&fa, fe, 2);
-    ck_assert_int_eq(posix_spawn(&pid, MT_MOETUNE_BIN, &fa, NULL, argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    close(fo), close(fe);
-    ck_assert(WIFEXITED(st));
-    r.status = WEXITSTATUS(st);
-    r.out = tk_slurp(outp);
-    r.err = tk_slurp(errp);
-    unlink(outp), unlink(errp);
-    return r;
-}
-
-static void done(run *r)
-{
-    free(r->out);
-    free(r->err);
-}
+static void done(run *r) { tk_proc_free(r); }
 
 START_TEST(check_every_example)
 {

@@ -21,14 +21,10 @@
 #include <cjson/cJSON.h>
 #include <fcntl.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 #define EXAMPLE "qwen3-235b-a22b-h100x256.cfg"
 #define SMALL_FIT MT_SOURCE_DIR "/tests/contracts/tune-small-fit.cfg"
@@ -36,47 +32,12 @@ extern char **environ;
 /* The share of the optimum the recipe must reach (the bar). */
 #define MIN_SHARE 0.95
 
-typedef struct run {
-    int status;
-    char *out, *err;
-} run;
+typedef tk_proc run;
 
 /* Runs moetune with args (NULL-terminated), capturing both streams. */
-static run moetune(const char *const *args)
-{
-    char outp[] = "/tmp/moetune-opt-out-XXXXXX", errp[] = "/tmp/moetune-opt-err-XXXXXX";
-    int fo = mkstemp(outp), fe = mkstemp(errp), st = 0;
-    posix_spawn_file_actions_t fa;
-    char *argv[32];
-    pid_t pid;
-    size_t i;
-    run r;
-    argv[0] = (char *)MT_MOETUNE_BIN;
-    for (i = 0; args[i] && i < 30; i++)
-        argv[i + 1] = (char *)args[i];
-    argv[i + 1] = NULL;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fo, 1);
-    posix_spawn_file_actions_adddup2(&fa, fe, 2);
-    ck_assert_int_eq(posix_spawn(&pid, MT_MOETUNE_BIN, &fa, NULL, argv, environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
-    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-    close(fo), close(fe);
-    ck_assert(WIFEXITED(st));
-    r.status = WEXITSTATUS(st);
-    r.out = tk_slurp(outp);
-    r.err = tk_slurp(errp);
-    unlink(outp), unlink(errp);
-    ck_assert_ptr_nonnull(r.out);
-    ck_assert_ptr_nonnull(r.err);
-    return r;
-}
+static run moetune(const char *const *args) { return tk_spawn(MT_MOETUNE_BIN, args); }
 
-static void done(run *r)
-{
-    free(r->out);
-    free(r->err);
-}
+static void done(run *r) { tk_proc_free(r); }
 
 static const cJSON *get(const cJSON *o, const char *k)
 {

@@ -1,6 +1,8 @@
 #include "testkit.h"
 
 #include <check.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,4 +137,44 @@ cJSON *tk_bundle(const char *dir)
     ck_assert_msg(b != NULL, "%s: not JSON", p);
     free(text);
     return b;
+}
+
+extern char **environ;
+
+tk_proc tk_spawn(const char *program, const char *const *args)
+{
+    char outp[] = "/tmp/moetune-tk-out-XXXXXX", errp[] = "/tmp/moetune-tk-err-XXXXXX";
+    int fo = mkstemp(outp), fe = mkstemp(errp), st = 0;
+    posix_spawn_file_actions_t fa;
+    char *argv[96];
+    pid_t pid;
+    size_t i;
+    tk_proc r;
+    ck_assert(fo >= 0 && fe >= 0);
+    argv[0] = (char *)program;
+    for (i = 0; args[i] && i < 94; i++)
+        argv[i + 1] = (char *)args[i];
+    argv[i + 1] = NULL;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fo, 1);
+    posix_spawn_file_actions_adddup2(&fa, fe, 2);
+    ck_assert_int_eq(posix_spawn(&pid, program, &fa, NULL, argv, environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    close(fo), close(fe);
+    ck_assert(WIFEXITED(st));
+    r.status = WEXITSTATUS(st);
+    r.out = tk_slurp(outp);
+    r.err = tk_slurp(errp);
+    unlink(outp), unlink(errp);
+    ck_assert_ptr_nonnull(r.out);
+    ck_assert_ptr_nonnull(r.err);
+    return r;
+}
+
+void tk_proc_free(tk_proc *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
 }

@@ -51,4 +51,15 @@ char *tk_slurp(const char *path);
 /* Writes text to a new temporary file named after tag; caller frees path. */
 char *tk_write_temp(const char *tag, const char *text);
 
+/* A finished child: its exit status and both captured streams. */
+typedef struct tk_proc {
+    int status;
+    char *out, *err;
+} tk_proc;
+/* Runs program with args (NULL-terminated, at most 94), stdout and stderr
+ * captured in temporary files; aborts the test when it cannot start or is
+ * killed by a signal.  Free with tk_proc_free. */
+tk_proc tk_spawn(const char *program, const char *const *args);
+void tk_proc_free(tk_proc *r);
+
 #endif
