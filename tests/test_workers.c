@@ -626,7 +626,17 @@ static void same_as_reference(const char *dir)
     rc = recipe_text(b);
     ck_assert_str_eq(str(b, "status"), "validated");
     ck_assert_int_ge((int)strlen(ref_decisions), 10);
-    ck_assert_str_eq(dl, ref_decisions);
+    if (strcmp(dl, ref_decisions)) {
+        /* name the first decision that differs (Check truncates long messages) */
+        size_t at = 0, line = 1;
+        while (dl[at] && dl[at] == ref_decisions[at])
+            line += dl[at++] == '\n';
+        while (at > 0 && dl[at - 1] != '\n')
+            at--;
+        fprintf(stderr, "decisions here:\n%s\nthe reference's:\n%s\n", dl, ref_decisions);
+        ck_abort_msg("decision %zu differs from the local reference: \"%.160s\" vs \"%.160s\"",
+                     line, dl + at, ref_decisions + at);
+    }
     ck_assert_str_eq(rc, ref_recipe);
     ck_assert_int_eq(store_runs(dir), ref_runs);
     one_run_per_memo(dir);
