@@ -18,16 +18,64 @@ START_TEST(calibration_points)
     int total = 0, fitted = 0;
     for (p = sim_points(); p->id; p++) {
         double v = sim_point_value(p), err = (v - p->published) / p->published;
-        double tol = p->fitted ? 0.10 : 0.20;
-        total++;
-        fitted += p->fitted;
+        double tol = p->fitted == SIM_FITTED ? 0.10 : 0.20;
         ck_assert_msg(isfinite(v), "%s: cannot evaluate", p->id);
+        if (p->fitted == SIM_SHOWN) {
+            ck_assert_msg(p->why && *p->why, "%s is shown without a reason", p->id);
+            continue;
+        }
+        total++;
+        fitted += p->fitted == SIM_FITTED;
         ck_assert_msg(fabs(err) <= tol, "%s (%s): published %.3f, simulated %.3f (%+.1f%%, %s)",
                       p->id, p->what, p->published, v, 100 * err,
-                      p->fitted ? "fitted, 10%" : "predicted, 20%");
+                      p->fitted == SIM_FITTED ? "fitted, 10%" : "predicted, 20%");
     }
     ck_assert_int_ge(total, 30);
     ck_assert_msg(fitted * 2 <= total, "%d of %d points fitted: at most half may be", fitted, total);
+}
+END_TEST
+
+/* The held-out check: the fitted points in FOLDS folds (every FOLDS-th one);
+ * each fold is left out of a refit from the committed constants, and the
+ * refitted model must predict the points it was not fitted to within the
+ * predicted tolerance (20%). */
+START_TEST(held_out_refit)
+{
+    enum { FOLDS = 4, ROUNDS = 20 };
+    const sim_point *p;
+    const char *fitted[64];
+    int nf = 0, fold, judged = 0;
+    for (p = sim_points(); p->id; p++)
+        if (p->fitted == SIM_FITTED && nf < 63)
+            fitted[nf++] = p->id;
+    ck_assert_int_ge(nf, 2 * FOLDS);
+    for (fold = 0; fold < FOLDS; fold++) {
+        const char *out[64];
+        sim_constants saved = K;
+        int n = 0, i;
+        for (i = fold; i < nf; i += FOLDS)
+            out[n++] = fitted[i];
+        out[n] = NULL;
+        sim_calibration_refit(out, ROUNDS);
+        for (i = 0; i < n; i++) {
+            for (p = sim_points(); p->id && strcmp(p->id, out[i]); p++)
+                ;
+            {
+                double v = sim_point_value(p), err = (v - p->published) / p->published;
+                fprintf(stderr, "held out in fold %d: %-4s published %8.3f, predicted %8.3f (%+.1f%%)\n",
+                        fold, p->id, p->published, v, 100 * err);
+                if (fabs(err) > 0.20) {
+                    K = saved;
+                    ck_abort_msg("fold %d: %s (%s) left out of the fit is predicted %.3f against "
+                                 "%.3f published (%+.1f%%, tolerance 20%%)",
+                                 fold, p->id, p->what, v, p->published, 100 * err);
+                }
+                judged++;
+            }
+        }
+        K = saved;
+    }
+    ck_assert_int_eq(judged, nf);
 }
 END_TEST
 
@@ -153,6 +201,7 @@ int main(void)
     SRunner *sr;
     int failed;
     tcase_add_test(tc, calibration_points);
+    tcase_add_test(tc, held_out_refit);
     tcase_add_test(tc, landscape);
     tcase_add_test(tc, model_flops);
     tcase_add_test(tc, noise_statistics);

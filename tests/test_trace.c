@@ -785,7 +785,7 @@ START_TEST(sim_host_bound_blackwell)
 {
     static const char *const sets[] = {
         "moe_token_dispatcher_type=flex", "moe_flex_dispatcher_backend=hybridep",
-        "moe_flex_dispatcher_num_sms=32", "moe_permute_fusion=true", NULL};
+        "moe_flex_dispatcher_num_sms=32", "moe_permute_fusion=true", "micro_batch_size=4", NULL};
     mt_trace *t = sim_open("qwen3-30b-a3b-gb300x8.cfg", sets, NULL);
     mt_wall_verdict v = sim_wall(t);
     ck_assert_int_eq(v.wall, MT_WALL_IDX_HOST);

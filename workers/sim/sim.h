@@ -52,6 +52,7 @@ enum {
 
 enum sim_gran { SIM_GRAN_NONE, SIM_GRAN_FULL, SIM_GRAN_SELECTIVE };
 enum sim_method { SIM_METHOD_NONE, SIM_METHOD_UNIFORM, SIM_METHOD_BLOCK };
+enum sim_opt_dtype { SIM_OPTDT_FP32, SIM_OPTDT_FP16, SIM_OPTDT_BF16, SIM_OPTDT_FP8 };
 enum sim_dispatcher { SIM_DISP_ALLGATHER, SIM_DISP_ALLTOALL, SIM_DISP_FLEX };
 enum sim_backend { SIM_BACKEND_NONE, SIM_BACKEND_DEEPEP, SIM_BACKEND_HYBRIDEP, SIM_BACKEND_NCCLEP };
 enum sim_fp8_format { SIM_FP8F_NONE, SIM_FP8F_E4M3, SIM_FP8F_HYBRID };
@@ -99,6 +100,8 @@ typedef struct sim_cfg {
     int fine_grained_activation_offloading;
     unsigned offload_modules; /* SIM_OFF_* */
     int optimizer_cpu_offload;
+    int use_precision_aware_optimizer; /* exp_avg / exp_avg_sq / main_params dtypes below apply */
+    int exp_avg_dtype, exp_avg_sq_dtype, main_params_dtype; /* SIM_OPTDT_* */
     double optimizer_offload_fraction;
     /* dispatcher */
     int moe_token_dispatcher_type, moe_flex_dispatcher_backend, moe_flex_dispatcher_num_sms;

@@ -42,6 +42,7 @@ static const char *const cg_v[] = {"attn", "mlp", "moe", "moe_router", "moe_prep
 static const char *const bind_v[] = {"none", "numa", NULL};
 static const char *const inject_v[] = {"none", "nan", "skip", "hang", "nccl", "crash", "degrade", NULL};
 static const char *const routing_v[] = {"forced", "natural", NULL};
+static const char *const optdt_v[] = {"fp32", "fp16", "bf16", "fp8", NULL};
 static const char *const stack_v[] = {"pdl", "graph_shared_expert", "cpu_work", "quant_in_norm", NULL};
 
 #define F(name, type, id) {#name, type, offsetof(sim_cfg, name), 0, NULL, id}
@@ -69,6 +70,8 @@ static const setting settings[] = {
     F(recompute_num_layers, T_INT, 1), B(recompute_modules, rc_v, 1),
     F(fine_grained_activation_offloading, T_BOOL, 1), B(offload_modules, off_v, 1),
     F(optimizer_cpu_offload, T_BOOL, 1), F(optimizer_offload_fraction, T_DOUBLE, 1),
+    F(use_precision_aware_optimizer, T_BOOL, 1), E(exp_avg_dtype, optdt_v, 1),
+    E(exp_avg_sq_dtype, optdt_v, 1), E(main_params_dtype, optdt_v, 1),
     E(moe_token_dispatcher_type, disp_v, 1), E(moe_flex_dispatcher_backend, backend_v, 1),
     F(moe_flex_dispatcher_num_sms, T_INT, 1), F(moe_permute_fusion, T_BOOL, 1),
     F(moe_grouped_gemm, T_BOOL, 1), F(moe_router_force_load_balancing, T_BOOL, 1),

@@ -122,7 +122,41 @@ static double stage_layers(const sim_cfg *c, int stage, int *vpp)
     }
 }
 
-static double busiest_stage_layers(const sim_cfg *c, int *vpp) { return stage_layers(c, -1, vpp); }
+static double busiest_stage_layers(const sim_cfg *c, int *vpp)
+{
+    return stage_layers(c, -1, vpp);
+}
+
+/* Parameters one GPU of pipeline stage `stage` holds: the non-expert ones
+ * (sharded over TP, replicated over DP) and its local experts' (sharded over
+ * EP x ETP, replicated over the expert-DP group). */
+static void rank_params(const sim_cfg *c, int stage, double *nonexp, double *exp)
+{
+    double tp = c->tensor_model_parallel_size, ep = c->expert_model_parallel_size, etp = sim_etp(c);
+    double h = c->hidden_size, heads = c->num_attention_heads, V = c->vocab_size, attn_p;
+    double groups = c->num_query_groups > 0 ? c->num_query_groups : heads;
+    double kvc = c->kv_channels > 0 ? c->kv_channels : h / heads;
+    int pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1, vpp;
+    double layers = stage_layers(c, stage, &vpp);
+    double dense_here = stage == 0 ? fmin(c->first_k_dense, layers) : 0;
+    double moe_layers = layers - dense_here;
+    if (c->multi_latent_attention) {
+        double ql = c->q_lora_rank, kl = c->kv_lora_rank, qk = c->qk_head_dim;
+        double rope = c->qk_pos_emb_head_dim, v = c->v_head_dim;
+        attn_p = (ql > 0 ? h * ql + ql * heads * (qk + rope) : h * heads * (qk + rope)) +
+                 h * (kl + rope) + kl * heads * (qk + v) + heads * v * h;
+    } else {
+        attn_p = h * heads * kvc + 2 * h * groups * kvc + heads * kvc * h;
+    }
+    *nonexp =
+        layers * attn_p / tp + dense_here * 3 * h * c->ffn_hidden_size / tp +
+        moe_layers * (3 * h * c->moe_shared_expert_intermediate_size / tp + h * c->num_experts);
+    if (stage == 0)
+        *nonexp += V * h / tp;
+    if (stage == pp - 1)
+        *nonexp += V * h / tp;
+    *exp = moe_layers * c->num_experts * 3 * h * c->moe_ffn_hidden_size / (ep * etp);
+}
 
 /* Imbalance of the hottest expert rank under natural routing: the load of a
  * rank is the sum over its E/EP experts; with a long-tailed expert popularity
@@ -130,8 +164,7 @@ static double busiest_stage_layers(const sim_cfg *c, int *vpp) { return stage_la
 static double routing_imbalance(const sim_cfg *c)
 {
     double ep = c->expert_model_parallel_size, e_local;
-    if (!c->routing_natural || c->moe_router_force_load_balancing || ep <= 1 ||
-        c->num_experts <= 0)
+    if (!c->routing_natural || c->moe_router_force_load_balancing || ep <= 1 || c->num_experts <= 0)
         return 1.0;
     if (c->moe_expert_capacity_factor > 0)
         return fmin(1.0 + K.imbalance * sqrt(ep / c->num_experts * ep),
@@ -161,16 +194,17 @@ static void dispatcher_bw(const sim_cfg *c, const mt_gpu_spec *g, int backend, d
     double sm_eff = fmin(1.0, 0.8 + 0.2 * sms / 32.0);
     /* DeepEP's intranode figure was measured on H800, whose NVLink runs at
      * 400 GB/s; H100/H200 have 900 GB/s */
-    double hopper_nvl = nvl72 ? 1.0 : fmin(2.25, g->nvlink_gbps / 400.0);
+    double hopper_nvl = nvl72 ? 1.0 : fmin(K.flex_nvl_hopper, g->nvlink_gbps / 400.0);
     switch (backend) {
     case SIM_BACKEND_DEEPEP:
-        *intra = (nvl72 ? K.deepep_nvl72 : 155.0 * hopper_nvl) * sm_eff; /* 153/158 GB/s, H800 node */
-        *inter = 50.0 * sm_eff;                             /* 43-58 GB/s over RDMA */
+        *intra =
+            (nvl72 ? K.deepep_nvl72 : 155.0 * hopper_nvl) * sm_eff; /* 153/158 GB/s, H800 node */
+        *inter = 50.0 * sm_eff;                                     /* 43-58 GB/s over RDMA */
         *fixed_us = 25;
         break;
     case SIM_BACKEND_HYBRIDEP:
         *intra = (nvl72 ? 500.0 : 160.0 * hopper_nvl) * sm_eff; /* ~480-550 GB/s on NVL72, 32 SMs */
-        *inter = 77.0 * sm_eff;                    /* ~77 GB/s across H100 nodes, 16 ranks */
+        *inter = 77.0 * sm_eff; /* ~77 GB/s across H100 nodes, 16 ranks */
         *fixed_us = 20;
         break;
     case SIM_BACKEND_NCCLEP:
@@ -202,6 +236,26 @@ static int effective_backend(const sim_cfg *c, const mt_gpu_spec *g, const char 
         return SIM_BACKEND_NONE;
     }
     return c->moe_flex_dispatcher_backend;
+}
+
+/* Low-precision GEMM inputs one layer quantizes per microbatch, forward
+ * and backward (input, output gradient, the transposed copy wgrad reads):
+ * in the attention block and in the MLP side, where TE's grouped linear
+ * quantizes each local expert's split on its own.  Current (tensorwise)
+ * scaling needs the whole tensor's amax before the cast can start: an amax
+ * reduction, the scale, then the cast (3 kernels); delayed and block
+ * scaling compute the scale inside the cast (1 kernel). */
+static int lowp_tensors(const sim_cfg *c, double *attn, double *mlp)
+{
+    double ep = c->expert_model_parallel_size > 0 ? c->expert_model_parallel_size : 1;
+    double local = c->num_experts > 0 ? ceil(c->num_experts / (ep * sim_etp(c))) : 0;
+    int kernels = c->fp8_recipe == SIM_FP8R_TENSORWISE ? 3 : 1;
+    *attn = *mlp = 0;
+    if (c->fp8_recipe == SIM_FP8R_NONE && !c->fp4_recipe)
+        return 0;
+    *attn = 3 * 2 * kernels;
+    *mlp = 3 * (2 * local + (c->moe_shared_expert_intermediate_size > 0 ? 2 : 0)) * kernels;
+    return kernels;
 }
 
 /* Kernel launches per layer and microbatch (fwd+bwd) by scope, used for the
@@ -236,6 +290,12 @@ static double host_launches(const sim_cfg *c, int backend)
         shared = 1;
     if (c->moe_shared_expert_intermediate_size <= 0)
         shared = 0;
+    {
+        double q_attn, q_mlp;
+        lowp_tensors(c, &q_attn, &q_mlp);
+        attn += (m & SIM_CG_ATTN) ? 0 : q_attn;
+        experts += (m & SIM_CG_MOE) ? 0 : q_mlp;
+    }
     launches = attn + router + prep + experts + disp + shared;
     if (c->recompute_granularity == SIM_GRAN_FULL)
         launches *= 1.33;
@@ -253,7 +313,7 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
     double dp, tokens_step, micro, mb_tokens_gpu, layers_stage, bubble;
     double peak_bf16, peak_gemm, hbm, eff, gemm_t, attn_t, mem_t, rc_t = 0;
     double a2a_bytes, intra_bw, inter_bw, fixed_us, fin, ep_comm, imb, ep_hidden = 0;
-    double tp_comm = 0, cp_comm = 0, dp_t, host_t, gpu_t, busy, launch_us;
+    double tp_comm = 0, cp_comm = 0, dp_t, host_t, gpu_t, busy, launch_us, sync_t = 0;
     int vpp, backend, fp8, fp4;
     const char *why;
 
@@ -265,8 +325,9 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
     if (dp < 1)
         return -1;
     model_flops(c, &f);
-    tokens_step = (double)(c->global_batch_size > 0 ? c->global_batch_size : c->micro_batch_size * dp) *
-                  c->seq_length;
+    tokens_step =
+        (double)(c->global_batch_size > 0 ? c->global_batch_size : c->micro_batch_size * dp) *
+        c->seq_length;
     b->model_tflop = f.total * tokens_step / 1e12;
     micro = tokens_step / (c->micro_batch_size * (double)c->seq_length) / dp; /* per DP rank */
     if (micro < 1)
@@ -310,18 +371,53 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
         gemm_t += replica_tok * f.logits / (peak_bf16 * eff) * (pp > 1 ? 0.5 : 1.0);
         /* Blackwell Ultra (GB300) doubles the exponent throughput that bounds
          * softmax: attention runs faster at the same GEMM peak */
-        attn_t = per_gpu * f.attn_core / (peak_bf16 * K.attn_eff * (!strcmp(g->name, "GB300") ? K.gb300_attn : 1.0));
+        attn_t = per_gpu * f.attn_core /
+                 (peak_bf16 * K.attn_eff * (!strcmp(g->name, "GB300") ? K.gb300_attn : 1.0));
         /* memory-bound passes per layer and token (bytes over HBM): norms and
          * residuals, quantization, router, permute/unpermute, activation */
         {
-            double h = c->hidden_size, k = c->moe_router_topk, L = c->num_layers + c->mtp_num_layers;
+            double h = c->hidden_size, k = c->moe_router_topk,
+                   L = c->num_layers + c->mtp_num_layers;
             double act_bytes = k * c->moe_ffn_hidden_size * 2.0 * 3;
-            double permute = (c->moe_permute_fusion ? K.permute_fused : K.permute_unfused) * k * h * 2;
+            double permute =
+                (c->moe_permute_fusion ? K.permute_fused : K.permute_unfused) * k * h * 2;
             double norm = (c->stack & SIM_STACK_QUANT_IN_NORM ? 0.6 : 1.0) * 16 * h * 2;
-            double quant = (fp8 || fp4) ? 6 * h * 2 * (c->stack & SIM_STACK_QUANT_IN_NORM ? 0.3 : 1) : 0;
             double router = (c->moe_router_fusion ? 0.4 : 1.0) * 8 * h * 2;
-            double per_tok_layer = (norm + quant + router + (permute + act_bytes) * imb) / tp;
+            double per_tok_layer = (norm + router + (permute + act_bytes) * imb) / tp;
             mem_t = per_gpu * L * per_tok_layer * 3 * K.mem_passes / hbm;
+            {
+                /* every microbatch reads each weight twice (forward, dgrad)
+                 * and accumulates its FP32 main gradient in place (read and
+                 * write, 8 bytes): per microbatch, not per token, so it
+                 * weighs on GPUs with many local experts and few tokens
+                 * each */
+                double nonexp_p, exp_p, wb = fp8 || fp4 ? 1.0 : 2.0;
+                int st, v, best_st = 0;
+                for (st = 1; st < (int)pp; st++)
+                    if (stage_layers(c, st, &v) > stage_layers(c, best_st, &v))
+                        best_st = st;
+                rank_params(c, best_st, &nonexp_p, &exp_p);
+                mem_t += micro * (nonexp_p + exp_p) * (2 * wb + 8) / hbm;
+            }
+            if (fp8 || fp4) {
+                /* quantization: every GEMM input element is read in BF16 and
+                 * written in 8 bits (3 bytes), forward, as an output gradient
+                 * and transposed for wgrad; current scaling reads it once
+                 * more for the amax (5 bytes).  A norm that quantizes its
+                 * own output (a stack fusion) saves the attention input's
+                 * pass.  Each cast is a kernel of fixed cost besides. */
+                double q_attn, q_mlp;
+                int kernels = lowp_tensors(c, &q_attn, &q_mlp);
+                double ffn_e = c->moe_ffn_hidden_size, sh = c->moe_shared_expert_intermediate_size;
+                double attn_in =
+                    h * (c->stack & SIM_STACK_QUANT_IN_NORM ? 0.3 : 1) +
+                    c->num_attention_heads *
+                        (c->kv_channels > 0 ? c->kv_channels : h / c->num_attention_heads);
+                double mlp_in = k * (h + ffn_e) * imb + (sh > 0 ? h + sh : 0);
+                double bytes = kernels == 3 ? 5.0 : 3.0;
+                mem_t += per_gpu * L * 3 * (attn_in / tp + mlp_in / tp) * bytes / hbm;
+                mem_t += micro * layers_stage * (q_attn + q_mlp) * K.quant_kernel_us * 1e-6;
+            }
             /* recompute: the forward of what is recomputed, once more */
             if (c->recompute_granularity == SIM_GRAN_FULL) {
                 rc_t = (gemm_t + attn_t + mem_t) / 3.0;
@@ -343,7 +439,8 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
                 if (m & SIM_RC_LAYERNORM)
                     rc_t += per_gpu * L * h * 2 * K.norm_recompute / hbm / tp;
                 if (m & SIM_RC_MLP)
-                    rc_t += per_gpu * (f.f_dense_mlp * c->first_k_dense + f.f_shared * moe_frac * L) /
+                    rc_t += per_gpu *
+                            (f.f_dense_mlp * c->first_k_dense + f.f_shared * moe_frac * L) /
                             (peak_gemm * eff);
                 if (m & SIM_RC_SHARED_EXPERTS)
                     rc_t += per_gpu * L * moe_frac * f.f_shared / (peak_gemm * eff);
@@ -359,19 +456,35 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
     {
         /* each routed token's hidden state goes out (dispatch) and back
          * (combine), in forward and backward: 4 transfers per MoE layer */
-        double moe_layers = (c->num_layers - c->first_k_dense + c->mtp_num_layers) *
-                            layers_stage / (c->num_layers + c->mtp_num_layers);
+        double moe_layers = (c->num_layers - c->first_k_dense + c->mtp_num_layers) * layers_stage /
+                            (c->num_layers + c->mtp_num_layers);
         double tok = mb_tokens_gpu / tp; /* SP shards tokens over TP before dispatch */
         double leave = ep > 1 ? (ep - 1) / ep : 0;
         double bytes_per = fp8 && backend != SIM_BACKEND_NONE ? 1.5 : 2.0;
         a2a_bytes = 4 * moe_layers * tok * c->moe_router_topk * c->hidden_size * bytes_per * leave;
         /* NVLink and the scale-out NICs move their shares at the same time;
          * the published dispatcher figures count the bytes of the link that
-         * limits them */
-        ep_comm = ep > 1 ? fmax(a2a_bytes * (1 - fin) / (intra_bw * 1e9),
-                                a2a_bytes * fin / (inter_bw * 1e9)) +
-                               4 * moe_layers * fixed_us * 1e-6
-                         : 0;
+         * limits them.  NCCL's all-to-all sends every routed copy that leaves
+         * the node over the NIC.  DeepEP and HybridEP are hierarchical: a
+         * token crosses to each remote node it has experts on once, and that
+         * node's NVLink fans it out, so the NIC carries the expected number
+         * of distinct remote nodes among top-k uniform picks (forced balance)
+         * and NVLink carries every copy. */
+        {
+            double intra_bytes = a2a_bytes * (1 - fin), inter_bytes = a2a_bytes * fin;
+            if (fin > 0 && backend != SIM_BACKEND_NONE && backend != SIM_BACKEND_NCCLEP) {
+                double domain = c->nvlink_domain > 0 ? c->nvlink_domain : g->nvlink_domain;
+                double nodes = ceil(ep * sim_etp(c) / domain), k = c->moe_router_topk;
+                double distinct = (nodes - 1) * (1 - pow(1 - 1 / nodes, k));
+                double copies = k * fin;
+                intra_bytes = a2a_bytes;
+                inter_bytes = copies > 0 ? a2a_bytes * fin * distinct / copies : 0;
+            }
+            ep_comm = ep > 1
+                          ? fmax(intra_bytes / (intra_bw * 1e9), inter_bytes / (inter_bw * 1e9)) +
+                                4 * moe_layers * fixed_us * 1e-6
+                          : 0;
+        }
         if (backend == SIM_BACKEND_HYBRIDEP && !c->moe_permute_fusion)
             ep_comm *= 1.10; /* HybridEP's extra copy: 10-20% of comm unless fused into permute */
         if (c->moe_token_dispatcher_type == SIM_DISP_ALLGATHER)
@@ -393,8 +506,19 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
 
     /* ---- TP and CP communication on NVLink -------------------------------- */
     if (tp > 1) {
-        double bytes = 4 * 2 * layers_stage * mb_tokens_gpu * c->hidden_size * 2 * (tp - 1) / tp;
-        tp_comm = micro * bytes / (g->nvlink_gbps * 0.6e9);
+        /* with sequence parallelism every TP block (attention; the dense MLP
+         * or the TP-sharded shared expert) all-gathers its input and
+         * reduce-scatters its output: 2 collectives forward, 2 backward, and
+         * 2 more forward when the layer is recomputed in full; without SP the
+         * same bytes move as one all-reduce.  A ring collective over TP ranks
+         * takes tp-1 steps of latency plus (tp-1)/tp of the tensor at the bus
+         * bandwidth.  The routed experts (ETP 1) need none. */
+        double blocks =
+            1 + ((c->first_k_dense > 0 || c->moe_shared_expert_intermediate_size > 0) ? 1.0 : 0.0);
+        double colls = blocks * (4 + (c->recompute_granularity == SIM_GRAN_FULL ? 2 : 0));
+        double bytes = mb_tokens_gpu * c->hidden_size * 2 * (tp - 1) / tp;
+        double busbw = K.tp_busbw * g->nvlink_gbps * 1e9;
+        tp_comm = micro * layers_stage * colls * ((tp - 1) * K.tp_step_us * 1e-6 + bytes / busbw);
         if (c->tp_comm_overlap)
             tp_comm *= 0.3;
     }
@@ -422,8 +546,33 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
             factor *= 0.97; /* no Python GC pauses between launches */
         launch_us = K.launch_us * (c->stack & SIM_STACK_PDL ? 0.8 : 1.0);
         host_t = micro * layers_stage * (per_layer + launches * launch_us) * factor * 1e-6;
-        if (c->moe_token_dispatcher_type != SIM_DISP_FLEX || backend == SIM_BACKEND_NONE)
-            host_t += micro * layers_stage * 2 * K.a2a_sync_us * 1e-6; /* D2H token-count syncs */
+        /* host-blocking syncs: the alltoall and allgather dispatchers copy
+         * the token counts to the host every MoE layer, DeepEP's normal
+         * kernels (and NCCL EP) make the host wait for the receive counts
+         * it allocates by; HybridEP does not, nor do static shapes (drop
+         * and pad to capacity, which full-iteration graphs need).  After
+         * each one the host cannot run ahead: the Python and launches up to
+         * the next long kernel are on the GPU's critical path, less what the
+         * dispatch it launches first covers.  Recomputing
+         * the MoE forward dispatches again. */
+        {
+            double syncs = 0, moe_frac = (c->num_layers - c->first_k_dense + c->mtp_num_layers) /
+                                         (double)(c->num_layers + c->mtp_num_layers);
+            if (c->moe_token_dispatcher_type != SIM_DISP_FLEX || backend == SIM_BACKEND_NONE ||
+                backend == SIM_BACKEND_DEEPEP || backend == SIM_BACKEND_NCCLEP)
+                syncs = 1;
+            if (c->recompute_granularity == SIM_GRAN_FULL ||
+                (c->recompute_granularity == SIM_GRAN_SELECTIVE &&
+                 (c->recompute_modules & SIM_RC_MOE)))
+                syncs *= 2;
+            if (c->cuda_graph_impl == SIM_CG_FULL_ITERATION ||
+                (c->moe_expert_capacity_factor > 0 && c->moe_pad_expert_input_to_capacity))
+                syncs = 0;
+            /* the dispatch the host launches first after the sync runs
+             * while it goes on: only the rest of its work is exposed */
+            double n = micro * layers_stage * moe_frac, dispatch = n > 0 ? ep_comm / (4 * n) : 0;
+            sync_t = n * syncs * fmax(0, K.sync_us * 1e-6 - dispatch);
+        }
     }
 
     /* ---- combine: GPU stream vs host stream (whole step) ----------------- */
@@ -431,7 +580,7 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
     /* host and GPU run as a pipeline of kernels: the slower stream sets the
      * pace, and where they are close the GPU still waits between kernels (a
      * smooth maximum; host_p large = a hard maximum) */
-    busy = pow(pow(gpu_t, K.host_p) + pow(host_t, K.host_p), 1.0 / K.host_p);
+    busy = pow(pow(gpu_t, K.host_p) + pow(host_t, K.host_p), 1.0 / K.host_p) + sync_t;
     b->compute = gemm_t + attn_t + mem_t + rc_t;
     b->host = busy - gpu_t > 0 ? busy - gpu_t : 0;
 
@@ -443,18 +592,38 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
 
     /* ---- DP gradient reduce / param gather, optimizer ---------------------- */
     {
-        double params_gpu = f.total / 6.0 / (tp * pp) / 1; /* rough: params ~ flops/token/6 */
-        double bytes = params_gpu * 2 * 2;
-        double bw = (dp * tp * pp * cp > c->gpus_per_node ? g->scaleout_gbps : g->nvlink_gbps * 0.6) * 1e9;
-        dp_t = dp > 1 ? bytes / bw : 0;
-        dp_t *= c->overlap_grad_reduce ? (c->overlap_param_gather ? K.dp_exposed_overlap : 0.5)
-                                       : 1.0;
+        /* the busiest stage's GPU: its non-expert parameters are reduced
+         * over DP, its experts' over the expert-DP group (EDP = world / (EP x
+         * ETP x PP)); FP32 gradients are reduce-scattered and BF16
+         * parameters all-gathered (distributed optimizer), (n-1)/n of them
+         * per GPU, over the NIC once the group leaves the node */
+        double edp = floor(world / (ep * sim_etp(c) * pp)), nonexp, expp, shard;
+        int busiest = 0, s_i, v;
+        for (s_i = 1; s_i < (int)pp; s_i++)
+            if (stage_layers(c, s_i, &v) > stage_layers(c, busiest, &v))
+                busiest = s_i;
+        rank_params(c, busiest, &nonexp, &expp);
+        {
+            double dense_span = dp * tp * cp, exp_span = edp * ep * sim_etp(c);
+            double bw_d =
+                (dense_span > c->gpus_per_node ? g->scaleout_gbps : g->nvlink_gbps * 0.6) * 1e9;
+            double bw_e =
+                (exp_span > c->gpus_per_node ? g->scaleout_gbps : g->nvlink_gbps * 0.6) * 1e9;
+            double per =
+                c->use_distributed_optimizer ? 4 + 2 : 2 * 4; /* RS fp32 + AG bf16, or AR */
+            dp_t = (dp > 1 ? nonexp * per * (dp - 1) / dp / bw_d : 0) +
+                   (edp > 1 ? expp * per * (edp - 1) / edp / bw_e : 0);
+        }
+        dp_t *=
+            c->overlap_grad_reduce ? (c->overlap_param_gather ? K.dp_exposed_overlap : 0.5) : 1.0;
         b->dp_exposed = dp_t;
-        b->optimizer = params_gpu * (c->use_distributed_optimizer ? 1.0 / dp : 1.0) * 16 / hbm +
-                       0.05;
+        /* Adam over the GPU's shard: ~30 bytes of HBM traffic per parameter
+         * (FP32 master, moments and gradient read, master/moments/BF16
+         * parameter written) */
+        shard = c->use_distributed_optimizer ? nonexp / dp + expp / fmax(1, edp) : nonexp + expp;
+        b->optimizer = shard * 30 / hbm + 0.05;
         if (c->optimizer_cpu_offload)
-            b->offload = c->optimizer_offload_fraction * params_gpu *
-                         (c->use_distributed_optimizer ? 1.0 / dp : 1.0) * K.cpu_opt_s_per_param;
+            b->offload = c->optimizer_offload_fraction * shard * K.cpu_opt_s_per_param;
         if (c->fine_grained_activation_offloading)
             b->offload += micro * layers_stage * mb_tokens_gpu * c->hidden_size * 2 * 2 /
                           (K.offload_gbps * 1e9) * 0.3;
@@ -481,7 +650,7 @@ void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
     double groups = c->num_query_groups > 0 ? c->num_query_groups : heads;
     double kvc = c->kv_channels > 0 ? c->kv_channels : h / heads, V = c->vocab_size;
     double s = c->seq_length, b = c->micro_batch_size, tokens, layers, moe_layers, dense_here;
-    double attn_p, nonexp, exp, sbh, a_norm, a_attn, a_mla = 0, a_moe, a_act, a_shared, a_mlp;
+    double nonexp, exp, sbh, a_norm, a_attn, a_mla = 0, a_moe, a_act, a_shared, a_mlp;
     double micro_act, inflight, nmicro, imb = 1, stage_size;
     int stage, vpp, pp_i = (int)pp, first, last;
     int fp8 = c->fp8_recipe != SIM_FP8R_NONE, fp4 = c->fp4_recipe != 0;
@@ -506,25 +675,20 @@ void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
     if ((int)(fmod(rank, stage_size) / etp) % (int)ep == 0)
         imb = routing_imbalance(c);
 
-    if (c->multi_latent_attention) {
-        double ql = c->q_lora_rank, kl = c->kv_lora_rank, qk = c->qk_head_dim;
-        double rope = c->qk_pos_emb_head_dim, v = c->v_head_dim;
-        attn_p = (ql > 0 ? h * ql + ql * heads * (qk + rope) : h * heads * (qk + rope)) +
-                 h * (kl + rope) + kl * heads * (qk + v) + heads * v * h;
-    } else {
-        attn_p = h * heads * kvc + 2 * h * groups * kvc + heads * kvc * h;
-    }
-    nonexp = layers * attn_p / tp + dense_here * 3 * h * c->ffn_hidden_size / tp +
-             moe_layers * (3 * h * c->moe_shared_expert_intermediate_size / tp + h * c->num_experts);
-    if (first)
-        nonexp += V * h / tp;
-    if (last)
-        nonexp += V * h / tp;
-    exp = moe_layers * c->num_experts * 3 * h * c->moe_ffn_hidden_size / (ep * etp);
+    rank_params(c, stage, &nonexp, &exp);
     m->weights = (nonexp + exp) * 2;
     m->grads = (nonexp + exp) * 2;
-    m->optimizer = c->use_distributed_optimizer ? nonexp * 12 / dp + exp * 12 / edp
-                                                : (nonexp + exp) * 12;
+    {
+        /* Adam's FP32 master copy and two moments; the precision-aware
+         * optimizer keeps them in the dtypes it is given */
+        static const double dt_bytes[] = {4, 2, 2, 1};
+        double per = 12;
+        if (c->use_precision_aware_optimizer)
+            per = dt_bytes[c->main_params_dtype & 3] + dt_bytes[c->exp_avg_dtype & 3] +
+                  dt_bytes[c->exp_avg_sq_dtype & 3];
+        m->optimizer = c->use_distributed_optimizer ? nonexp * per / dp + exp * per / edp
+                                                    : (nonexp + exp) * per;
+    }
     if (c->optimizer_cpu_offload)
         m->optimizer *= 1 - fmin(1, fmax(0, c->optimizer_offload_fraction));
 
@@ -586,7 +750,9 @@ void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
     if (last)
         m->logits = tokens * V / tp * 6;
     if (c->cuda_graph_impl == SIM_CG_FULL_ITERATION)
-        m->graphs = 2.5e9 + 0.25 * m->activations;
+        /* the whole step in one graph: its private pool is where the step's
+         * activations live (counted above), plus static inputs/outputs */
+        m->graphs = 2.5e9 + 0.05 * m->activations;
     else if (c->cuda_graph_impl != SIM_CG_NONE)
         m->graphs = pp > 1 ? 10.5e9 + 0.05 * m->activations : 2.0e9 + 0.05 * m->activations;
     m->buffers = 1.2e9;
@@ -598,8 +764,8 @@ void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
         else
             m->buffers += 1.0e9;
     }
-    m->max_allocated = m->weights + m->grads + m->optimizer + m->activations + m->logits +
-                       m->graphs + m->buffers;
+    m->max_allocated =
+        m->weights + m->grads + m->optimizer + m->activations + m->logits + m->graphs + m->buffers;
     m->allocated = m->weights + m->grads + m->optimizer + m->buffers + m->graphs;
     /* the caching allocator's fragmentation: a few percent plus a block */
     m->frag = 0.04 * m->max_allocated + 0.3e9;
