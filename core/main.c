@@ -97,6 +97,10 @@ static void usage(FILE *out)
             "  tune --resume DIR             continue a tune after a crash or kill: nothing finished\n"
             "                                runs again\n"
             "  status DIR                    a tune's live state (from another terminal)\n"
+            "  recipe DIR [--format mlm|bridge|env|sbatch]\n"
+            "                                the finished tune's recipe, as written into DIR:\n"
+            "                                the Megatron-LM command (default), Megatron-Bridge\n"
+            "                                overrides, the environment, or a Slurm batch script\n"
             "  worker --connect tcp://HOST:PORT [--allow PROGRAM]... [--key DIR/NAME --server-key F]\n"
             "                                a ZeroMQ worker that runs a tune's jobs on this node\n"
             "  keygen DIR NAME [--force]     a CURVE keypair for the coordinator or a worker\n"
@@ -754,6 +758,51 @@ static int cmd_render(int argc, char **argv)
     mt_diag_destroy(&d);
     session_close(&s);
     return rc;
+}
+
+#define RECIPE_USAGE "usage: moetune recipe DIR [--format " "mlm|bridge|env|sbatch]\n"
+
+/* moetune recipe DIR [--format F]: the recipe file of a finished tune's
+ * bundle, as written (search/recipe.h). */
+static int cmd_recipe(int argc, char **argv)
+{
+    const char *dir = NULL, *format = "mlm";
+    char *text = NULL;
+    mt_diag *d;
+    int i, f, rc;
+    for (i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--format") && i + 1 < argc)
+            format = argv[++i];
+        else if (!strncmp(argv[i], "--format=", 9))
+            format = argv[i] + 9;
+        else if (argv[i][0] != '-' && !dir)
+            dir = argv[i];
+        else {
+            fprintf(stderr, "moetune recipe: unknown or incomplete option '%s'\n" RECIPE_USAGE,
+                    argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "moetune recipe: missing DIR (a tune's --dir)\n" RECIPE_USAGE);
+        return EXIT_USAGE;
+    }
+    if ((f = mt_recipe_format_parse(format)) < 0) {
+        fprintf(stderr, "moetune recipe: --format takes " MT_RECIPE_FORMAT_WORDS ", not '%s'\n",
+                format);
+        return EXIT_USAGE;
+    }
+    d = mt_diag_new();
+    rc = mt_recipe_read(dir, f, &text, d);
+    if (rc) {
+        fprintf(stderr, "moetune recipe: ");
+        mt_diag_print(d, stderr);
+    } else {
+        fputs(text, stdout);
+    }
+    free(text);
+    mt_diag_destroy(&d);
+    return rc ? EXIT_BAD_INPUT : 0;
 }
 
 static void print_candidate(const mt_candidate *c, const mt_kv *base)
@@ -2160,6 +2209,8 @@ int main(int argc, char **argv)
         return cmd_tune(argc, argv);
     if (!strcmp(argv[1], "status"))
         return cmd_status(argc, argv);
+    if (!strcmp(argv[1], "recipe"))
+        return cmd_recipe(argc, argv);
     if (!strcmp(argv[1], "bisect"))
         return cmd_bisect(argc, argv);
     if (!strcmp(argv[1], "worker"))

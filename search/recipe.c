@@ -122,8 +122,7 @@ static int starts_line(const char *word)
  * word at index brk too: a program after its launcher's options), then
  * "$@" when pass_args: whatever the user adds on the command line comes
  * last, so it wins over the recipe's value for a flag given twice. */
-static void put_command(text *t, const char *lead, const mt_strlist *w, size_t brk,
-                        int pass_args)
+static void put_command(text *t, const char *lead, const mt_strlist *w, size_t brk, int pass_args)
 {
     size_t i;
     fputs(lead, t->f);
@@ -217,9 +216,8 @@ int mt_recipe_sh_script(const mt_strlist *cmd, const mt_kv *env, const mt_kv *la
 
 /* ---- the command ---------------------------------------------------------------------- */
 
-int mt_recipe_command(mt_registry *reg, const mt_contract *c, const mt_kv *cfg,
-                      uint32_t dialect, const char *sim_path, mt_rendered *r, mt_strlist *cmd,
-                      mt_diag *d)
+int mt_recipe_command(mt_registry *reg, const mt_contract *c, const mt_kv *cfg, uint32_t dialect,
+                      const char *sim_path, mt_rendered *r, mt_strlist *cmd, mt_diag *d)
 {
     mt_kv *ph;
     size_t i;
@@ -235,8 +233,8 @@ int mt_recipe_command(mt_registry *reg, const mt_contract *c, const mt_kv *cfg,
         mt_kv_set(ph, "world_size", mt_kv_get(c->hardware, "world_size"));
         mt_kv_set(ph, "job_name", RECIPE_JOB_NAME);
         mt_kv_set(ph, "run_dir", ".");
-        rc = mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph,
-                              &r->argv, cmd, d);
+        rc = mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph, &r->argv,
+                              cmd, d);
         mt_kv_destroy(&ph);
         return rc ? -1 : 0;
     }
@@ -413,8 +411,8 @@ static void build_native(mt_registry *reg, const mt_contract *c, const mt_kv *cf
     mt_diag_destroy(&d);
 }
 
-int mt_recipe_build(mt_registry *reg, const mt_contract *c, const mt_kv *cfg,
-                    const char *sim_path, const char *title, mt_recipe *out, mt_diag *d)
+int mt_recipe_build(mt_registry *reg, const mt_contract *c, const mt_kv *cfg, const char *sim_path,
+                    const char *title, mt_recipe *out, mt_diag *d)
 {
     mt_rendered r;
     mt_strlist cmd = {0};
@@ -445,8 +443,7 @@ int mt_recipe_build(mt_registry *reg, const mt_contract *c, const mt_kv *cfg,
     return 0;
 }
 
-static int write_file(const char *dir, const char *name, const char *body, mode_t mode,
-                      mt_diag *d)
+static int write_file(const char *dir, const char *name, const char *body, mode_t mode, mt_diag *d)
 {
     char path[4096], tmp[4200];
     FILE *f;
@@ -545,11 +542,11 @@ static const char *recipe_file(const cJSON *b, const char *path, int format, mt_
     }
     if (cJSON_IsNull(files)) {
         const char *status = json_str(b, "status");
-        const char *stopped = json_str(cJSON_GetObjectItemCaseSensitive(b, "budget"),
-                                       "stopped_because");
-        mt_diag_add(d, path, 0, "recipe.files",
-                    "no usable recipe: the tune's status is '%s'%s%s%s", status ? status : "?",
-                    stopped ? " (" : "", stopped ? stopped : "", stopped ? ")" : "");
+        const char *stopped =
+            json_str(cJSON_GetObjectItemCaseSensitive(b, "budget"), "stopped_because");
+        mt_diag_add(d, path, 0, "recipe.files", "no usable recipe: the tune's status is '%s'%s%s%s",
+                    status ? status : "?", stopped ? " (" : "", stopped ? stopped : "",
+                    stopped ? ")" : "");
         return NULL;
     }
     if (!cJSON_IsObject(files)) {
@@ -561,8 +558,10 @@ static const char *recipe_file(const cJSON *b, const char *path, int format, mt_
         name = x->valuestring;
         /* a file beside bundle.json, never a path elsewhere */
         if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, "..")) {
-            mt_diag_add(d, path, 0, "recipe.files", "'%s' is not a file name in the bundle "
-                        "directory", name);
+            mt_diag_add(d, path, 0, "recipe.files",
+                        "'%s' is not a file name in the bundle "
+                        "directory",
+                        name);
             return NULL;
         }
         return name;
@@ -586,7 +585,8 @@ int mt_recipe_read(const char *dir, int format, char **out, mt_diag *d)
         return -1;
     }
     if (stat(dir, &sb) || !S_ISDIR(sb.st_mode)) {
-        mt_diag_add(d, dir, 0, NULL, "not a directory: give the tune's --dir, where bundle.json is");
+        mt_diag_add(d, dir, 0, NULL,
+                    "not a directory: give the tune's --dir, where bundle.json is");
         return -1;
     }
     snprintf(path, sizeof path, "%s/bundle.json", dir);
@@ -614,8 +614,10 @@ int mt_recipe_read(const char *dir, int format, char **out, mt_diag *d)
     if (name) {
         snprintf(file, sizeof file, "%s/%s", dir, name);
         if (!(*out = slurp(file)))
-            mt_diag_add(d, file, 0, NULL, "cannot read it (%s); bundle.json's recipe.files.%s "
-                        "names it", strerror(errno), format_names[format]);
+            mt_diag_add(d, file, 0, NULL,
+                        "cannot read it (%s); bundle.json's recipe.files.%s "
+                        "names it",
+                        strerror(errno), format_names[format]);
     }
     cJSON_Delete(b);
     return *out ? 0 : -1;

@@ -60,9 +60,8 @@ int mt_recipe_env_text(const mt_kv *env, char **text, mt_diag *d);
  * program and is an error.  cmd and r are the caller's (initialised;
  * caller frees); r receives the rendering (argv, env, launcher settings).
  * 0, or -1 with the problem in d. */
-int mt_recipe_command(mt_registry *reg, const mt_contract *c, const mt_kv *cfg,
-                      uint32_t dialect, const char *sim_path, mt_rendered *r, mt_strlist *cmd,
-                      mt_diag *d);
+int mt_recipe_command(mt_registry *reg, const mt_contract *c, const mt_kv *cfg, uint32_t dialect,
+                      const char *sim_path, mt_rendered *r, mt_strlist *cmd, mt_diag *d);
 
 /* A runnable sh script: "#!/bin/sh", the title as a comment, set -e, the
  * exported environment, the launcher settings as a comment (the launcher
@@ -93,8 +92,8 @@ typedef struct mt_recipe {
  * template (the command moetune measured).  A format that cannot be made
  * gets its why_not instead.  out is the caller's (mt_recipe_free).  0, or
  * -1 on OOM (in d). */
-int mt_recipe_build(mt_registry *reg, const mt_contract *c, const mt_kv *cfg,
-                    const char *sim_path, const char *title, mt_recipe *out, mt_diag *d);
+int mt_recipe_build(mt_registry *reg, const mt_contract *c, const mt_kv *cfg, const char *sim_path,
+                    const char *title, mt_recipe *out, mt_diag *d);
 void mt_recipe_free(mt_recipe *rc);
 
 /* Writes each text of rc to DIR/<mt_recipe_file_name> (a temporary file

@@ -203,8 +203,8 @@ END_TEST
 
 /* A contract whose launch template prints each argument it gets as
  * "[word]" and the environment variable MT_SPACED as "ENV[value]", with
- * a value and a fixed argument that only correct quoting carries through
- * a shell (spaces, quotes, $, a backslash, a semicolon).  Caller frees the
+ * values and fixed arguments that only correct quoting carries through a
+ * shell (spaces alone; spaces, quotes, $, a backslash, a semicolon).  Caller frees the
  * path (and unlinks it). */
 static const char spaced_value[] = "two  words 'and' \"$HOME\" \\n;";
 static char *quoting_contract(void)
@@ -215,8 +215,8 @@ static char *quoting_contract(void)
     static const char repl[] =
         "  template = [\"/bin/sh\", \"-c\", \"for a; do printf '[%s]\\\\n' \\\"$a\\\"; done; "
         "printf 'ENV[%s]\\\\n' \\\"$MT_SPACED\\\"\", \"train\", \"{args}\"];\n"
-        "  env = { MT_SPACED = \"two  words 'and' \\\"$HOME\\\" \\\\n;\"; };";
-    static const char fixed[] = "\nfixed_args = [\"--data-path\", \"/data/my corpus/it's\"];\n";
+        "  env = { MT_SPACED = \"two  words 'and' \\\"$HOME\\\" \\\\n;\"; MT_WORDS = \"just words\"; };";
+    static const char fixed[] = "\nfixed_args = [\"--data-path\", \"/data/my corpus\", \"/data/it's\"];\n";
     ck_assert_ptr_nonnull(at);
     text = malloc(strlen(small) + sizeof repl + sizeof fixed);
     sprintf(text, "%.*s%s%s%s", (int)(at - small), small, repl, at + strlen(tmpl), fixed);
@@ -266,12 +266,13 @@ START_TEST(render_argv_only_and_formats)
                   "after argv: %.40s", r.out + n);
     ck_assert_ptr_null(strstr(a.out, "# environment"));
     ck_assert_ptr_null(strstr(a.out, "MT_SPACED"));
-    ck_assert_ptr_nonnull(strstr(a.out, "--data-path\n/data/my corpus/it's\n"));
+    ck_assert_ptr_nonnull(strstr(a.out, "--data-path\n/data/my corpus\n/data/it's\n"));
     done(&r);
 
     x = moetune(fenv);
     ck_assert_msg(x.status == 0, "%s", x.err);
-    ck_assert_str_eq(x.out, "MT_SPACED='two  words '\\''and'\\'' \"$HOME\" \\n;'\n");
+    ck_assert_str_eq(x.out, "MT_SPACED='two  words '\\''and'\\'' \"$HOME\" \\n;'\n"
+                            "MT_WORDS='just words'\n");
     env = tk_write_temp("render-env", x.out);
     done(&x);
     {
@@ -287,7 +288,7 @@ START_TEST(render_argv_only_and_formats)
     ck_assert_msg(x.status == 0, "%s", x.err);
     ck_assert_msg(!strncmp(x.out, "#!/bin/sh\n", 10), "%s", x.out);
     ck_assert_ptr_nonnull(strstr(x.out, "\nexport MT_SPACED='two  words '\\''and'\\''"));
-    ck_assert_ptr_nonnull(strstr(x.out, "'/data/my corpus/it'\\''s'"));
+    ck_assert_ptr_nonnull(strstr(x.out, " '/data/my corpus' '/data/it'\\''s'"));
     sh = tk_write_temp("render-sh", x.out);
     done(&x);
     {
