@@ -16,6 +16,7 @@
 #include "simcalib.h"
 #include "store.h"
 #include "bisect.h"
+#include "recipe.h"
 #include "engine.h"
 #include "prepare.h"
 #include "keys.h"
@@ -67,7 +68,12 @@ static void usage(FILE *out)
             "       [--name NAME] [-o FILE] (-- ARGV... | --argv FILE)\n"
             "                                a contract from an existing Megatron-LM command line\n"
             "  render CONTRACT [--set knob=value]... [--dialect mlm|bridge]\n"
-            "                                the launch command for the base config (+ sets)\n"
+            "       [--argv-only | --format env|sh]\n"
+            "                                the launch command for the base config (+ sets):\n"
+            "                                argv one word a line, then the environment and\n"
+            "                                launcher settings; --argv-only the argv alone;\n"
+            "                                --format env NAME=value lines (sh-quoted), sh a\n"
+            "                                runnable script (exports, then the command)\n"
             "  candidates CONTRACT [--wall W] [--set knob=value]...\n"
             "                                every plugin's candidates, with repairs and legality\n"
             "  demo [CONTRACT] [--dir DIR]   check the example contract and tune it on the simulator\n"
@@ -91,6 +97,10 @@ static void usage(FILE *out)
             "  tune --resume DIR             continue a tune after a crash or kill: nothing finished\n"
             "                                runs again\n"
             "  status DIR                    a tune's live state (from another terminal)\n"
+            "  recipe DIR [--format mlm|bridge|env|sbatch]\n"
+            "                                the finished tune's recipe, as written into DIR:\n"
+            "                                the Megatron-LM command (default), Megatron-Bridge\n"
+            "                                overrides, the environment, or a Slurm batch script\n"
             "  worker --connect tcp://HOST:PORT [--allow PROGRAM]... [--key DIR/NAME --server-key F]\n"
             "                                a ZeroMQ worker that runs a tune's jobs on this node\n"
             "  keygen DIR NAME [--force]     a CURVE keypair for the coordinator or a worker\n"
@@ -571,8 +581,15 @@ static int cmd_import(int argc, char **argv)
     return rc;
 }
 
+/* render's output options: format "env" or "sh" (NULL: today's listing),
+ * argv_only. */
+typedef struct render_opts {
+    const char *format;
+    int argv_only;
+} render_opts;
+
 static int parse_opts(int argc, char **argv, char ***sets, size_t *nsets, const char **dialect,
-                      const char **wall)
+                      const char **wall, render_opts *ro)
 {
     int i;
     *sets = calloc((size_t)argc, sizeof **sets);
@@ -586,6 +603,10 @@ static int parse_opts(int argc, char **argv, char ***sets, size_t *nsets, const 
             *dialect = argv[++i];
         else if (wall && !strcmp(argv[i], "--wall") && i + 1 < argc)
             *wall = argv[++i];
+        else if (ro && !strcmp(argv[i], "--format") && i + 1 < argc)
+            ro->format = argv[++i];
+        else if (ro && !strcmp(argv[i], "--argv-only"))
+            ro->argv_only = 1;
         else {
             fprintf(stderr, "moetune: unknown or incomplete option '%s'\n", argv[i]);
             return EXIT_USAGE;
@@ -625,16 +646,86 @@ static int session_open_legal(session *s, const char *path, char **sets, size_t 
     return rc;
 }
 
+static void sim_path(char *buf, size_t n);
+
+/* --format and --argv-only: 0, or EXIT_USAGE with the problem said. */
+static int check_render_opts(const render_opts *ro)
+{
+    if (ro->format && strcmp(ro->format, "env") && strcmp(ro->format, "sh")) {
+        fprintf(stderr, "moetune render: --format takes env or sh, not '%s'\n", ro->format);
+        return EXIT_USAGE;
+    }
+    if (ro->format && ro->argv_only) {
+        fprintf(stderr, "moetune render: --argv-only and --format %s exclude each other; give "
+                        "one\n",
+                ro->format);
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Today's listing: argv, one word a line, then the environment and the
+ * launcher settings under their headers (or argv alone). */
+static void print_rendered(const mt_rendered *out, int argv_only)
+{
+    const char *k, *v;
+    size_t i;
+    for (i = 0; i < out->argv.n; i++)
+        printf("%s\n", out->argv.v[i]);
+    if (argv_only)
+        return;
+    printf("# environment\n");
+    for (i = 0; mt_kv_entry(out->env, i, &k, &v) == 0; i++)
+        printf("%s=%s\n", k, v);
+    if (mt_kv_count(out->launch)) {
+        printf("# launcher\n");
+        for (i = 0; mt_kv_entry(out->launch, i, &k, &v) == 0; i++)
+            printf("%s=%s\n", k, v);
+    }
+}
+
+/* --format env|sh: the environment file, or the script that runs the
+ * command.  0, or 1 (moetune failed) / EXIT_BAD_INPUT with d filled. */
+static int print_formatted(session *s, uint32_t dial, const char *format, mt_diag *d)
+{
+    mt_rendered out;
+    mt_strlist cmd = {0};
+    char *text = NULL, simbin[PATH_MAX], title[PATH_MAX + 64];
+    int rc;
+    mt_rendered_init(&out);
+    if (!strcmp(format, "env")) {
+        rc = mt_render(s->reg, s->contract, s->cfg, dial, &out, d) ? 1
+             : mt_recipe_env_text(out.env, &text, d)              ? EXIT_BAD_INPUT
+                                                                  : 0;
+    } else {
+        sim_path(simbin, sizeof simbin);
+        snprintf(title, sizeof title, "moetune render %s", s->contract->path);
+        rc = mt_recipe_command(s->reg, s->contract, s->cfg, dial, simbin, &out, &cmd, d)
+                 ? EXIT_BAD_INPUT
+             : mt_recipe_sh_script(&cmd, out.env, out.launch, title, &text, d) ? EXIT_BAD_INPUT
+                                                                                 : 0;
+    }
+    if (!rc)
+        fputs(text, stdout);
+    free(text);
+    mt_strlist_free(&cmd);
+    mt_rendered_free(&out);
+    return rc;
+}
+
 static int cmd_render(int argc, char **argv)
 {
     session s;
     char **sets = NULL;
-    size_t nsets = 0, i;
-    const char *dialect = NULL, *k, *v;
+    size_t nsets = 0;
+    const char *dialect = NULL;
+    render_opts ro = {NULL, 0};
     uint32_t dial;
     mt_rendered out;
     mt_diag *d;
-    int rc = parse_opts(argc, argv, &sets, &nsets, &dialect, NULL);
+    int rc = parse_opts(argc, argv, &sets, &nsets, &dialect, NULL, &ro);
+    if (!rc)
+        rc = check_render_opts(&ro);
     if (rc) {
         free(sets);
         return rc;
@@ -652,28 +743,66 @@ static int cmd_render(int argc, char **argv)
     }
     dial = dialect ? (!strcmp(dialect, "bridge") ? MT_DIALECT_BRIDGE : MT_DIALECT_MLM)
                    : (uint32_t)s.contract->dialect;
-    mt_rendered_init(&out);
     d = mt_diag_new();
-    rc = mt_render(s.reg, s.contract, s.cfg, dial, &out, d);
-    if (rc) {
-        mt_diag_print(d, stderr);
-        rc = 1;
+    if (ro.format) {
+        rc = print_formatted(&s, dial, ro.format, d);
     } else {
-        for (i = 0; i < out.argv.n; i++)
-            printf("%s\n", out.argv.v[i]);
-        printf("# environment\n");
-        for (i = 0; mt_kv_entry(out.env, i, &k, &v) == 0; i++)
-            printf("%s=%s\n", k, v);
-        if (mt_kv_count(out.launch)) {
-            printf("# launcher\n");
-            for (i = 0; mt_kv_entry(out.launch, i, &k, &v) == 0; i++)
-                printf("%s=%s\n", k, v);
-        }
+        mt_rendered_init(&out);
+        rc = mt_render(s.reg, s.contract, s.cfg, dial, &out, d) ? 1 : 0;
+        if (!rc)
+            print_rendered(&out, ro.argv_only);
+        mt_rendered_free(&out);
     }
+    if (rc)
+        mt_diag_print(d, stderr);
     mt_diag_destroy(&d);
-    mt_rendered_free(&out);
     session_close(&s);
     return rc;
+}
+
+#define RECIPE_USAGE "usage: moetune recipe DIR [--format " "mlm|bridge|env|sbatch]\n"
+
+/* moetune recipe DIR [--format F]: the recipe file of a finished tune's
+ * bundle, as written (search/recipe.h). */
+static int cmd_recipe(int argc, char **argv)
+{
+    const char *dir = NULL, *format = "mlm";
+    char *text = NULL;
+    mt_diag *d;
+    int i, f, rc;
+    for (i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--format") && i + 1 < argc)
+            format = argv[++i];
+        else if (!strncmp(argv[i], "--format=", 9))
+            format = argv[i] + 9;
+        else if (argv[i][0] != '-' && !dir)
+            dir = argv[i];
+        else {
+            fprintf(stderr, "moetune recipe: unknown or incomplete option '%s'\n" RECIPE_USAGE,
+                    argv[i]);
+            return EXIT_USAGE;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "moetune recipe: missing DIR (a tune's --dir)\n" RECIPE_USAGE);
+        return EXIT_USAGE;
+    }
+    if ((f = mt_recipe_format_parse(format)) < 0) {
+        fprintf(stderr, "moetune recipe: --format takes " MT_RECIPE_FORMAT_WORDS ", not '%s'\n",
+                format);
+        return EXIT_USAGE;
+    }
+    d = mt_diag_new();
+    rc = mt_recipe_read(dir, f, &text, d);
+    if (rc) {
+        fprintf(stderr, "moetune recipe: ");
+        mt_diag_print(d, stderr);
+    } else {
+        fputs(text, stdout);
+    }
+    free(text);
+    mt_diag_destroy(&d);
+    return rc ? EXIT_BAD_INPUT : 0;
 }
 
 static void print_candidate(const mt_candidate *c, const mt_kv *base)
@@ -790,7 +919,7 @@ static int cmd_candidates(int argc, char **argv)
     size_t nsets = 0;
     const char *wall = NULL;
     uint32_t mask = 0;
-    int rc = parse_opts(argc, argv, &sets, &nsets, NULL, &wall);
+    int rc = parse_opts(argc, argv, &sets, &nsets, NULL, &wall, NULL);
     if (rc) {
         free(sets);
         return rc;
@@ -2080,6 +2209,8 @@ int main(int argc, char **argv)
         return cmd_tune(argc, argv);
     if (!strcmp(argv[1], "status"))
         return cmd_status(argc, argv);
+    if (!strcmp(argv[1], "recipe"))
+        return cmd_recipe(argc, argv);
     if (!strcmp(argv[1], "bisect"))
         return cmd_bisect(argc, argv);
     if (!strcmp(argv[1], "worker"))

@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "hardware.h"
+#include "recipe.h"
 #include "render.h"
 #include "report.h"
 
@@ -61,15 +62,19 @@ static cJSON *wall_json(const cJSON *w)
     return o;
 }
 
-/* argv and env of cfg rendered in a dialect. */
+/* argv and env of cfg rendered in a dialect, as production runs it
+ * (mt_recipe_production: without the screen's settings). */
 static int render_json(eng *e, const mt_kv *cfg, uint32_t dialect, cJSON **argv, cJSON **env)
 {
     mt_rendered r;
     size_t i;
     mt_diag *d = mt_diag_new();
-    int rc;
+    mt_kv *prod = mt_recipe_production(cfg);
+    int rc = -1;
     mt_rendered_init(&r);
-    rc = mt_render(e->reg, e->c, cfg, dialect, &r, d);
+    if (prod)
+        rc = mt_render(e->reg, e->c, prod, dialect, &r, d);
+    mt_kv_destroy(&prod);
     *argv = cJSON_CreateArray();
     for (i = 0; rc == 0 && i < r.argv.n; i++)
         cJSON_AddItemToArray(*argv, cJSON_CreateString(r.argv.v[i]));
@@ -163,6 +168,53 @@ static uint32_t recipe_label(eng *e, const mt_kv *recipe)
     return label;
 }
 
+/* The recipe files (search/recipe.h) written beside bundle.json, and their
+ * names (recipe.files) and the reasons of the formats without one
+ * (recipe.file_errors) into o.  No usable recipe (status 3, failed): files
+ * is null and nothing is written.  0, or -1 with the problem in d. */
+static int recipe_files(eng *e, const mt_kv *recipe, int status, const char *label, cJSON *o,
+                        mt_diag *d)
+{
+    mt_recipe rc;
+    mt_kv *prod;
+    cJSON *files, *errors;
+    char title[512], id[17];
+    int f;
+    if (status == 3) {
+        cJSON_AddNullToObject(o, "files");
+        return 0;
+    }
+    if (!(prod = mt_recipe_production(recipe))) {
+        mt_diag_add(d, e->o.dir, 0, NULL, "out of memory writing the recipe");
+        return -1;
+    }
+    mt_config_id(recipe, id);
+    snprintf(title, sizeof title, "moetune recipe of %s: config %s (%s), tune status %s",
+             e->c->name ? e->c->name : "the contract", id, label,
+             status == 0 ? "validated" : status == 1 ? "not_confirmed" : "baseline_only");
+    if (mt_recipe_build(e->reg, e->c, prod, e->sim, title, &rc, d)) {
+        mt_kv_destroy(&prod);
+        return -1;
+    }
+    mt_kv_destroy(&prod);
+    if (mt_recipe_write(&rc, e->o.dir, d)) {
+        mt_recipe_free(&rc);
+        return -1;
+    }
+    files = cJSON_AddObjectToObject(o, "files");
+    errors = cJSON_AddObjectToObject(o, "file_errors");
+    for (f = 0; f < MT_RECIPE_NFORMATS; f++) {
+        if (rc.text[f]) {
+            cJSON_AddStringToObject(files, mt_recipe_format_name(f), mt_recipe_file_name(f));
+        } else {
+            cJSON_AddNullToObject(files, mt_recipe_format_name(f));
+            cJSON_AddStringToObject(errors, mt_recipe_format_name(f), rc.why_not[f]);
+        }
+    }
+    mt_recipe_free(&rc);
+    return 0;
+}
+
 int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d)
 {
     static const char *const statuses[] = {"validated", "not_confirmed", "baseline_only", "failed"};
@@ -252,6 +304,12 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
     x = cJSON_AddObjectToObject(o, "meshes");
     cJSON_AddStringToObject(x, "attention", att);
     cJSON_AddStringToObject(x, "moe", moe);
+    if (recipe_files(e, recipe, status, label == MT_LABEL_BENCHMARK_ONLY ? "benchmark-only"
+                                                                        : "training-equivalent",
+                     o, d)) {
+        cJSON_Delete(b);
+        return -1;
+    }
 
     cJSON_AddItemToObject(b, "decisions", cJSON_Duplicate(e->decisions, 1));
     cJSON_AddItemToObject(b, "timeline", cJSON_Duplicate(e->timeline, 1));

@@ -201,6 +201,136 @@ START_TEST(render_sets_and_errors)
 }
 END_TEST
 
+/* A contract whose launch template prints each argument it gets as
+ * "[word]" and the environment variable MT_SPACED as "ENV[value]", with
+ * values and fixed arguments that only correct quoting carries through a
+ * shell (spaces alone; spaces, quotes, $, a backslash, a semicolon).  Caller frees the
+ * path (and unlinks it). */
+static const char spaced_value[] = "two  words 'and' \"$HOME\" \\n;";
+static char *quoting_contract(void)
+{
+    char *small = tk_slurp(MT_SOURCE_DIR "/tests/contracts/tune-small.cfg"), *text, *path;
+    const char *tmpl = "  template = [\"{sim}\", \"{args}\"];";
+    const char *at = small ? strstr(small, tmpl) : NULL;
+    static const char repl[] =
+        "  template = [\"/bin/sh\", \"-c\", \"for a; do printf '[%s]\\\\n' \\\"$a\\\"; done; "
+        "printf 'ENV[%s]\\\\n' \\\"$MT_SPACED\\\"\", \"train\", \"{args}\"];\n"
+        "  env = { MT_SPACED = \"two  words 'and' \\\"$HOME\\\" \\\\n;\"; MT_WORDS = \"just words\"; };";
+    static const char fixed[] = "\nfixed_args = [\"--data-path\", \"/data/my corpus\", \"/data/it's\"];\n";
+    ck_assert_ptr_nonnull(at);
+    text = malloc(strlen(small) + sizeof repl + sizeof fixed);
+    sprintf(text, "%.*s%s%s%s", (int)(at - small), small, repl, at + strlen(tmpl), fixed);
+    path = tk_write_temp("quoting", text);
+    free(text), free(small);
+    return path;
+}
+
+/* The lines of out as "[line]" lines, each followed by a newline. */
+static char *bracketed(const char *out)
+{
+    char *b = malloc(3 * strlen(out) + 1), *o = b;
+    const char *p = out;
+    while (*p) {
+        size_t n = strcspn(p, "\n");
+        o += sprintf(o, "[%.*s]\n", (int)n, p);
+        p += n + (p[n] == '\n');
+    }
+    *o = '\0';
+    return b;
+}
+
+/* render --argv-only is the default listing up to its environment; --format
+ * env is NAME=value lines a shell reads back exactly; --format sh is a
+ * script that sh -n accepts and that, run, hands the program every argument
+ * and the environment intact; bad values are usage errors that name the
+ * option and what it takes. */
+START_TEST(render_argv_only_and_formats)
+{
+    char *path = quoting_contract(), *sh = NULL, *env = NULL, *want;
+    const char *plain[] = {"render", path, NULL};
+    const char *argv_only[] = {"render", path, "--argv-only", NULL};
+    const char *fenv[] = {"render", path, "--format", "env", NULL};
+    const char *fsh[] = {"render", path, "--format", "sh", NULL};
+    const char *bad[] = {"render", path, "--format", "json", NULL};
+    const char *both[] = {"render", path, "--argv-only", "--format", "sh", NULL};
+    const char *bridge_sh[] = {"render", path, "--dialect", "bridge", "--format", "sh", NULL};
+    const char *lone[] = {"render", path, "--format", NULL};
+    run r = moetune(plain), a = moetune(argv_only), x;
+    size_t n;
+    ck_assert_msg(r.status == 0 && a.status == 0, "%s%s", r.err, a.err);
+    /* the default listing is unchanged: argv, then the environment */
+    n = strlen(a.out);
+    ck_assert_msg(n > 0 && !strncmp(r.out, a.out, n), "--argv-only is not the listing's argv");
+    ck_assert_msg(!strncmp(r.out + n, "# environment\nMT_SPACED=two  words 'and'",
+                           strlen("# environment\nMT_SPACED=two  words 'and'")),
+                  "after argv: %.40s", r.out + n);
+    ck_assert_ptr_null(strstr(a.out, "# environment"));
+    ck_assert_ptr_null(strstr(a.out, "MT_SPACED"));
+    ck_assert_ptr_nonnull(strstr(a.out, "--data-path\n/data/my corpus\n/data/it's\n"));
+    done(&r);
+
+    x = moetune(fenv);
+    ck_assert_msg(x.status == 0, "%s", x.err);
+    ck_assert_str_eq(x.out, "MT_SPACED='two  words '\\''and'\\'' \"$HOME\" \\n;'\n"
+                            "MT_WORDS='just words'\n");
+    env = tk_write_temp("render-env", x.out);
+    done(&x);
+    {
+        const char *args[] = {"-c", "set -a; . \"$1\"; printf '%s' \"$MT_SPACED\"", "sh", env,
+                              NULL};
+        x = tk_spawn("/bin/sh", args);
+        ck_assert_msg(x.status == 0, "%s", x.err);
+        ck_assert_str_eq(x.out, spaced_value);
+        done(&x);
+    }
+
+    x = moetune(fsh);
+    ck_assert_msg(x.status == 0, "%s", x.err);
+    ck_assert_msg(!strncmp(x.out, "#!/bin/sh\n", 10), "%s", x.out);
+    ck_assert_ptr_nonnull(strstr(x.out, "\nexport MT_SPACED='two  words '\\''and'\\''"));
+    ck_assert_ptr_nonnull(strstr(x.out, " '/data/my corpus' '/data/it'\\''s'"));
+    sh = tk_write_temp("render-sh", x.out);
+    done(&x);
+    {
+        const char *syntax[] = {"-n", sh, NULL};
+        const char *exec[] = {sh, NULL};
+        x = tk_spawn("/bin/sh", syntax);
+        ck_assert_msg(x.status == 0, "sh -n: %s", x.err);
+        done(&x);
+        /* run: the program gets exactly the rendered words, then the env */
+        x = tk_spawn("/bin/sh", exec);
+        ck_assert_msg(x.status == 0, "%s", x.err);
+        want = bracketed(a.out);
+        want = realloc(want, strlen(want) + sizeof spaced_value + 8);
+        sprintf(want + strlen(want), "ENV[%s]\n", spaced_value);
+        ck_assert_str_eq(x.out, want);
+        free(want);
+        done(&x);
+    }
+    done(&a);
+
+    x = moetune(bad);
+    ck_assert_int_eq(x.status, 64);
+    ck_assert_ptr_nonnull(strstr(x.err, "--format takes env or sh, not 'json'"));
+    done(&x);
+    x = moetune(both);
+    ck_assert_int_eq(x.status, 64);
+    ck_assert_ptr_nonnull(strstr(x.err, "--argv-only and --format sh exclude each other"));
+    done(&x);
+    x = moetune(lone);
+    ck_assert_int_eq(x.status, 64);
+    ck_assert_ptr_nonnull(strstr(x.err, "incomplete option '--format'"));
+    done(&x);
+    /* Bridge overrides have no program under this Megatron-LM template */
+    x = moetune(bridge_sh);
+    ck_assert_int_eq(x.status, 2);
+    ck_assert_ptr_nonnull(strstr(x.err, "takes no Megatron-Bridge overrides"));
+    done(&x);
+    unlink(sh), unlink(env), unlink(path);
+    free(sh), free(env), free(path);
+}
+END_TEST
+
 START_TEST(candidates_by_wall)
 {
     char *path = tk_example("qwen3-30b-a3b-h100x16.cfg");
@@ -437,6 +567,7 @@ int main(void)
     tcase_add_test(tc, check_base_that_does_not_fit);
     tcase_add_test(tc, import_check_render);
     tcase_add_test(tc, render_sets_and_errors);
+    tcase_add_test(tc, render_argv_only_and_formats);
     tcase_add_test(tc, candidates_by_wall);
     tcase_add_test(tc, plugins_listing);
     tcase_add_test(tc, contract_plugin_path);

@@ -5,8 +5,6 @@
  */
 #include "testkit.h"
 
-#include "hydra.h"
-
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,75 +209,6 @@ static tk *open_bridge_on(const char *file, const char *version)
     return t;
 }
 
-/* The override paths of core/dialects/bridge/<table>.tsv, one per line
- * between newlines ("\npath\n"), read at test time. */
-static char *bridge_paths(const char *table)
-{
-    char file[1024], *text, *line, *save = NULL, *paths;
-    size_t o = 1;
-    snprintf(file, sizeof file, "%s/core/dialects/bridge/%s.tsv", MT_SOURCE_DIR, table);
-    text = tk_slurp(file);
-    ck_assert_ptr_nonnull(text);
-    paths = malloc(strlen(text) + 2);
-    paths[0] = '\n';
-    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        size_t n = strcspn(line, "\t");
-        if (!strncmp(line, "path\t", 5))
-            continue;
-        memcpy(paths + o, line, n);
-        o += n;
-        paths[o++] = '\n';
-    }
-    paths[o] = 0;
-    free(text);
-    return paths;
-}
-
-/* Contract facts the tables do not list (they hold the knobs' paths; the
- * architecture is the recipe's, rendered so that it is stated). */
-static const char *const arch_paths[] = {
-    "model.hidden_size", "model.ffn_hidden_size", "model.num_attention_heads",
-    "model.num_query_groups", "model.kv_channels", "model.moe_router_topk",
-    "model.moe_ffn_hidden_size", "model.moe_shared_expert_intermediate_size",
-    "model.multi_latent_attention", "model.q_lora_rank", "model.kv_lora_rank",
-    "model.qk_head_dim", "model.qk_pos_emb_head_dim", "model.v_head_dim", "model.vocab_size",
-    "dataset.mock"};
-
-/* Every override parses as Bridge's Hydra takes it, its path is in the
- * version's table, and none of the known-wrong forms is there. */
-static void check_bridge_argv(const mt_strlist *a, const char *table)
-{
-    char *paths = bridge_paths(table);
-    int is_main = !strcmp(table, "main");
-    size_t i, j;
-    for (i = 0; i < a->n; i++) {
-        const char *o = a->v[i], *eq = strchr(o, '=');
-        char err[512], key[256];
-        int ok = 0;
-        ck_assert_msg(strncmp(o, "--", 2), "MLM flag %s in a Bridge rendering", o);
-        ck_assert_msg(eq != NULL, "%s is not an override", o);
-        ck_assert_msg(mt_hydra_check_bridge(o, err, sizeof err) == 0, "%s: Hydra: %s", o, err);
-        snprintf(key, sizeof key, "\n%.*s\n", (int)(eq - o), o);
-        ok = strstr(paths, key) != NULL;
-        for (j = 0; j < sizeof arch_paths / sizeof arch_paths[0]; j++)
-            ok |= (size_t)(eq - o) == strlen(arch_paths[j]) && !strncmp(o, arch_paths[j], eq - o);
-        ck_assert_msg(ok, "%s: path not in core/dialects/bridge/%s.tsv", o, table);
-        ck_assert_msg(strncmp(o, "mixed_precision.", 16), "%s: library recipes hold a name", o);
-        ck_assert_msg(strncmp(o, "comm_overlap.", 13), "%s: comm_overlap is None there", o);
-        ck_assert_msg(strncmp(o, "model.pipeline_model_parallel_layout=", 37) || eq[1] == '\'',
-                      "%s: unquoted layout", o);
-        if (is_main)
-            ck_assert_msg(strncmp(o, "train.eval_", 11), "%s: main reads validation.*", o);
-        else
-            ck_assert_msg(strncmp(o, "validation.", 11), "%s: 0.2.x has no validation", o);
-    }
-    /* sequence length: 0.2.x asserts model == dataset; main copies dataset's */
-    if (find(a, "model.seq_length=4096") >= 0)
-        ck_assert_msg(find(a, is_main ? "dataset.seq_length=4096" : "dataset.sequence_length=4096") >= 0,
-                      "%s: model.seq_length without the dataset's", table);
-    free(paths);
-}
-
 START_TEST(golden_bridge)
 {
     tk *t = tk_open("qwen3-30b-a3b-h100x16-bridge.cfg");
@@ -303,7 +232,7 @@ START_TEST(golden_bridge)
     size_t i;
     for (i = 0; i < sizeof want / sizeof want[0]; i++)
         ck_assert_msg(find(a, want[i]) >= 0, "missing %s", want[i]);
-    check_bridge_argv(a, "main");
+    tk_check_bridge(a, "main");
     for (i = 0; i < a->n; i++)
         ck_assert_msg(!strstr(a->v[i], "delay_wgrad") && !strstr(a->v[i], "recompute_granularity") &&
                           !strstr(a->v[i], "sequence_parallel") && !strstr(a->v[i], "cuda_graph_scope"),
@@ -329,7 +258,7 @@ START_TEST(golden_bridge_v022)
             "model.overlap_moe_expert_parallel_comm=True"};
         for (i = 0; i < sizeof want / sizeof want[0]; i++)
             ck_assert_msg(find(a, want[i]) >= 0, "%s: missing %s", versions[v], want[i]);
-        check_bridge_argv(a, "v0.2.2");
+        tk_check_bridge(a, "v0.2.2");
         ck_assert_int_eq(find(a, "dataset.seq_length=4096"), -1);
         mt_rendered_free(&out);
         tk_close(&t);
@@ -353,7 +282,7 @@ START_TEST(golden_bridge_deepseek)
         ck_assert(find(&out.argv, "model.moe_layer_freq=[0,0,0,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
                                   "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
                                   "1,1,1,1,1,1,1,1,1,1,1,1,1,1]") >= 0);
-        check_bridge_argv(&out.argv, v ? "v0.2.2" : "main");
+        tk_check_bridge(&out.argv, v ? "v0.2.2" : "main");
         mt_rendered_free(&out);
         tk_close(&t);
     }

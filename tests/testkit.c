@@ -1,5 +1,7 @@
 #include "testkit.h"
 
+#include "hydra.h"
+
 #include <check.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -177,4 +179,90 @@ void tk_proc_free(tk_proc *r)
     free(r->out);
     free(r->err);
     r->out = r->err = NULL;
+}
+
+/* ---- Megatron-Bridge overrides against the Bridge dialect's rules ---------------------- */
+
+/* Whether tok is one of a's words. */
+static int has(const mt_strlist *a, const char *tok)
+{
+    size_t i;
+    for (i = 0; i < a->n; i++)
+        if (!strcmp(a->v[i], tok))
+            return 1;
+    return 0;
+}
+
+/* The override paths of core/dialects/bridge/<table>.tsv, one per line
+ * between newlines ("\npath\n"), read at test time. */
+static char *bridge_paths(const char *table)
+{
+    char file[1024], *text, *line, *save = NULL, *paths;
+    size_t o = 1;
+    snprintf(file, sizeof file, "%s/core/dialects/bridge/%s.tsv", MT_SOURCE_DIR, table);
+    text = tk_slurp(file);
+    ck_assert_ptr_nonnull(text);
+    paths = malloc(strlen(text) + 2);
+    paths[0] = '\n';
+    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+        size_t n = strcspn(line, "\t");
+        if (!strncmp(line, "path\t", 5))
+            continue;
+        memcpy(paths + o, line, n);
+        o += n;
+        paths[o++] = '\n';
+    }
+    paths[o] = 0;
+    free(text);
+    return paths;
+}
+
+/* Contract facts the tables do not list (they hold the knobs' paths; the
+ * architecture is the recipe's, rendered so that it is stated). */
+static const char *const arch_paths[] = {
+    "model.hidden_size", "model.ffn_hidden_size", "model.num_attention_heads",
+    "model.num_query_groups", "model.kv_channels", "model.moe_router_topk",
+    "model.moe_ffn_hidden_size", "model.moe_shared_expert_intermediate_size",
+    "model.multi_latent_attention", "model.q_lora_rank", "model.kv_lora_rank",
+    "model.qk_head_dim", "model.qk_pos_emb_head_dim", "model.v_head_dim", "model.vocab_size",
+    "dataset.mock"};
+
+/* Every override parses as Bridge's Hydra takes it, its path is in the
+ * version's table, and none of the known-wrong forms is there. */
+void tk_check_bridge(const mt_strlist *a, const char *table)
+{
+    char *paths = bridge_paths(table);
+    int is_main = !strcmp(table, "main");
+    size_t i, j;
+    for (i = 0; i < a->n; i++) {
+        const char *o = a->v[i], *eq = strchr(o, '=');
+        char err[512], key[256];
+        int ok = 0;
+        ck_assert_msg(strncmp(o, "--", 2), "MLM flag %s in a Bridge rendering", o);
+        ck_assert_msg(eq != NULL, "%s is not an override", o);
+        ck_assert_msg(mt_hydra_check_bridge(o, err, sizeof err) == 0, "%s: Hydra: %s", o, err);
+        snprintf(key, sizeof key, "\n%.*s\n", (int)(eq - o), o);
+        ok = strstr(paths, key) != NULL;
+        for (j = 0; j < sizeof arch_paths / sizeof arch_paths[0]; j++)
+            ok |= (size_t)(eq - o) == strlen(arch_paths[j]) && !strncmp(o, arch_paths[j], eq - o);
+        ck_assert_msg(ok, "%s: path not in core/dialects/bridge/%s.tsv", o, table);
+        ck_assert_msg(strncmp(o, "mixed_precision.", 16), "%s: library recipes hold a name", o);
+        ck_assert_msg(strncmp(o, "comm_overlap.", 13), "%s: comm_overlap is None there", o);
+        ck_assert_msg(strncmp(o, "model.pipeline_model_parallel_layout=", 37) || eq[1] == '\'',
+                      "%s: unquoted layout", o);
+        if (is_main)
+            ck_assert_msg(strncmp(o, "train.eval_", 11), "%s: main reads validation.*", o);
+        else
+            ck_assert_msg(strncmp(o, "validation.", 11), "%s: 0.2.x has no validation", o);
+    }
+    /* sequence length: 0.2.x asserts model == dataset; main copies dataset's */
+    for (i = 0; i < a->n; i++) {
+        char want[300];
+        if (strncmp(a->v[i], "model.seq_length=", 17))
+            continue;
+        snprintf(want, sizeof want, "%s=%s", is_main ? "dataset.seq_length" : "dataset.sequence_length",
+                 a->v[i] + 17);
+        ck_assert_msg(has(a, want), "%s: %s without %s", table, a->v[i], want);
+    }
+    free(paths);
 }

@@ -62,4 +62,13 @@ typedef struct tk_proc {
 tk_proc tk_spawn(const char *program, const char *const *args);
 void tk_proc_free(tk_proc *r);
 
+/* Every word of a (a Bridge rendering) is an override that Megatron-Bridge's
+ * Hydra accepts (mt_hydra_check_bridge) on a path of
+ * core/dialects/bridge/<table>.tsv ("main", "v0.2.2") or a model fact the
+ * table does not list, in none of the known-wrong forms (mixed_precision.*,
+ * comm_overlap.*, an unquoted layout, the other version's eval paths), with
+ * the dataset's sequence length beside model.seq_length; fails the test
+ * naming the first word that is not. */
+void tk_check_bridge(const mt_strlist *a, const char *table);
+
 #endif
