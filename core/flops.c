@@ -39,9 +39,9 @@ int mt_flops_per_token(const mt_kv *model, double seq, int tp, double *out)
     double n_moe, n_dense, layers, pad, attn, mlp, mtp_proj, logits;
     const double gated = 1.5; /* SwiGLU: three GEMMs where a plain FFN has two */
     *out = NAN;
-    if (!(h > 0 && L > 0 && heads > 0 && V > 0 && seq > 0 && groups > 0 && kvc > 0 &&
-          ffn > 0 && moe_ffn >= 0 && topk >= 0 && shared >= 0 && dense >= 0 && dense <= L &&
-          mtp >= 0) || tp < 1)
+    if (!(h > 0 && L > 0 && heads > 0 && V > 0 && seq > 0 && groups > 0 && kvc > 0 && ffn > 0 &&
+          moe_ffn >= 0 && topk >= 0 && shared >= 0 && dense >= 0 && dense <= L && mtp >= 0) ||
+        tp < 1)
         return -1;
     /* MoE layers after the first_k_dense dense ones; MTP layers take the
      * kind of the last layer (Megatron: last_layer_is_moe) */
@@ -56,7 +56,8 @@ int mt_flops_per_token(const mt_kv *model, double seq, int tp, double *out)
     V = ceil(V / pad) * pad;
     if (is_true(model, "multi_latent_attention")) {
         double ql = field(model, "q_lora_rank", 0), kl = field(model, "kv_lora_rank", NAN);
-        double qk = field(model, "qk_head_dim", NAN), rope = field(model, "qk_pos_emb_head_dim", NAN);
+        double qk = field(model, "qk_head_dim", NAN),
+               rope = field(model, "qk_pos_emb_head_dim", NAN);
         double v = field(model, "v_head_dim", NAN), q;
         if (!(kl > 0 && qk > 0 && rope >= 0 && v > 0 && ql >= 0))
             return -1;

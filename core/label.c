@@ -66,15 +66,17 @@ static uint32_t scan_args(const char *const *argv, size_t n, const char *where, 
             }
         if (zero_lr(argv, n, i)) {
             label = MT_LABEL_BENCHMARK_ONLY;
-            snprintf(line, sizeof line, "--lr %s (%s): a zero learning rate, the optimizer "
-                                        "updates nothing",
+            snprintf(line, sizeof line,
+                     "--lr %s (%s): a zero learning rate, the optimizer "
+                     "updates nothing",
                      argv[i + 1], where);
             why(reasons, "%s", line);
         }
         if (natural && !strcmp(argv[i], "--mock-data")) {
             label = MT_LABEL_BENCHMARK_ONLY;
-            snprintf(line, sizeof line, "--mock-data (%s) with natural routing: the router routes "
-                                        "synthetic tokens, not the training data",
+            snprintf(line, sizeof line,
+                     "--mock-data (%s) with natural routing: the router routes "
+                     "synthetic tokens, not the training data",
                      where);
             why(reasons, "%s", line);
         }
@@ -82,8 +84,7 @@ static uint32_t scan_args(const char *const *argv, size_t n, const char *where, 
     return label;
 }
 
-uint32_t mt_label_config(const mt_contract *c, const mt_kv *cfg, int routing,
-                         mt_strlist *reasons)
+uint32_t mt_label_config(const mt_contract *c, const mt_kv *cfg, int routing, mt_strlist *reasons)
 {
     uint32_t label = MT_LABEL_TRAINING_EQUIVALENT;
     const char *ds;
@@ -93,13 +94,15 @@ uint32_t mt_label_config(const mt_contract *c, const mt_kv *cfg, int routing,
     natural = routing == MT_ROUTING_NATURAL;
     if (!natural) {
         label = MT_LABEL_BENCHMARK_ONLY;
-        why(reasons, "%s", "data.routing = \"forced\" (the contract): balanced routing, not the "
-                           "router's own choice of experts");
+        why(reasons, "%s",
+            "data.routing = \"forced\" (the contract): balanced routing, not the "
+            "router's own choice of experts");
     }
     if (cfg && is_on(mt_kv_get(cfg, "moe_router_force_load_balancing"))) {
         label = MT_LABEL_BENCHMARK_ONLY;
-        why(reasons, "%s", "moe_router_force_load_balancing = true: random balanced routing "
-                           "replaces the router's choice of experts");
+        why(reasons, "%s",
+            "moe_router_force_load_balancing = true: random balanced routing "
+            "replaces the router's choice of experts");
     }
     /* Synthetic tokens matter where the contract measures the router's own
      * load.  The sim backend has no data: its natural routing is a model of
@@ -108,17 +111,17 @@ uint32_t mt_label_config(const mt_contract *c, const mt_kv *cfg, int routing,
     ds = c->data ? mt_kv_get(c->data, "dataset") : NULL;
     if (natural && ds && !strcmp(ds, "mock") && c->backend && strcmp(c->backend, "sim")) {
         label = MT_LABEL_BENCHMARK_ONLY;
-        why(reasons, "%s", "data.dataset = \"mock\" (the contract) with natural routing: the "
-                           "router routes synthetic tokens, not the training data");
+        why(reasons, "%s",
+            "data.dataset = \"mock\" (the contract) with natural routing: the "
+            "router routes synthetic tokens, not the training data");
     }
     if (!c->backend || strcmp(c->backend, "sim"))
         natural = natural && !(ds && !strcmp(ds, "mock")); /* said once above */
     else
         natural = 0;
-    label |= scan_args((const char *const *)c->fixed_args, c->n_fixed_args, "fixed_args",
+    label |= scan_args((const char *const *)c->fixed_args, c->n_fixed_args, "fixed_args", natural,
+                       reasons);
+    label |= scan_args((const char *const *)c->launch_template, c->n_template, "launch.template",
                        natural, reasons);
-    label |= scan_args((const char *const *)c->launch_template, c->n_template,
-                       "launch.template", natural, reasons);
-    return label & MT_LABEL_BENCHMARK_ONLY ? MT_LABEL_BENCHMARK_ONLY
-                                           : MT_LABEL_TRAINING_EQUIVALENT;
+    return label & MT_LABEL_BENCHMARK_ONLY ? MT_LABEL_BENCHMARK_ONLY : MT_LABEL_TRAINING_EQUIVALENT;
 }

@@ -27,8 +27,7 @@
  * sentence per setting that makes it benchmark-only is appended to it, each
  * naming the setting (`data.routing = "forced"`, `--no-save-optim`, ...);
  * none for a training-equivalent config.  The caller frees reasons. */
-uint32_t mt_label_config(const mt_contract *c, const mt_kv *cfg, int routing,
-                         mt_strlist *reasons);
+uint32_t mt_label_config(const mt_contract *c, const mt_kv *cfg, int routing, mt_strlist *reasons);
 
 /* "training-equivalent" | "benchmark-only" (the bundle's words). */
 const char *mt_label_word(uint32_t label);

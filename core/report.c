@@ -1887,8 +1887,9 @@ static void h_summary(sb *b, const model *m)
         sb_puts(b, ")</td></tr>\n");
     }
     if (m->ablation_complete == 0)
-        h_kv(b, "Ablation", "winner not ablated: the budget left an accepted change without "
-                            "its leave-one-out A/B");
+        h_kv(b, "Ablation",
+             "winner not ablated: the budget left an accepted change without "
+             "its leave-one-out A/B");
     if (m->fit.present) {
         sb t = {0};
         fit_words(&t, &m->fit);

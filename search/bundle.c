@@ -163,8 +163,9 @@ static void label_json(eng *e, cJSON *o, const mt_kv *cfg, int with_changes)
         if (in && ((uint32_t)eng_num(a, "label") & MT_LABEL_BENCHMARK_ONLY)) {
             char line[700];
             label = MT_LABEL_BENCHMARK_ONLY;
-            snprintf(line, sizeof line, "the accepted change %.100s (%.500s): its plugin labels it "
-                                        "benchmark-only",
+            snprintf(line, sizeof line,
+                     "the accepted change %.100s (%.500s): its plugin labels it "
+                     "benchmark-only",
                      eng_str(a, "variable"), eng_str(a, "summary"));
             mt_strlist_push(&why, line);
         }

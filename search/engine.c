@@ -402,7 +402,7 @@ static void reserve(eng *e, double *gh, int *runs)
     double ratio = (double)e->c->validate.steps / (double)e->c->screen.steps;
     /* searching (ofat): the accepted changes and the one being screened,
      * which may be accepted too */
-    int abl = e->ablating                          ? e->ablate_left
+    int abl = e->ablating                         ? e->ablate_left
               : e->o.strategy == MT_STRATEGY_OFAT ? cJSON_GetArraySize(e->accepted) + 1
                                                   : 0;
     if (e->validated) {
@@ -675,8 +675,8 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
         if (mt_stats_decide(&ds, xs, (size_t)n, ys, (size_t)n, look, &out->dec) == 0) {
             out->have_stats = 1;
             if (out->dec.verdict == MT_STATS_UNKNOWN && !out->dec.capped) {
-                int more = n + out->dec.add_control > MAX_REPS ? MAX_REPS
-                                                               : n + out->dec.add_control;
+                int more =
+                    n + out->dec.add_control > MAX_REPS ? MAX_REPS : n + out->dec.add_control;
                 /* what is kept for ablation and validation is no screen's to
                  * spend on more replicates: undecided, it stays undecided */
                 if (!in->validate && !afford(e, 2 * (more - n))) {
@@ -1684,8 +1684,9 @@ static int natural_possible(eng *e, char *why, size_t n)
 {
     const char *ds = mt_kv_get(e->c->data, "dataset");
     if (e->c->routing == MT_ROUTING_NATURAL) {
-        snprintf(why, n, "data.routing = \"natural\": the validation itself measures the "
-                         "router's own routing");
+        snprintf(why, n,
+                 "data.routing = \"natural\": the validation itself measures the "
+                 "router's own routing");
         return 0;
     }
     if (!e->c->natural_validation) {
@@ -1697,8 +1698,9 @@ static int natural_possible(eng *e, char *why, size_t n)
     if (!strcmp(e->c->backend, "command") && !(ds && !strcmp(ds, "mock")))
         return 1;
     if (!strcmp(e->c->backend, "command"))
-        snprintf(why, n, "skipped: a real stack with mock data (data.dataset = \"mock\") has no "
-                         "natural routing to run, the router would route synthetic tokens");
+        snprintf(why, n,
+                 "skipped: a real stack with mock data (data.dataset = \"mock\") has no "
+                 "natural routing to run, the router would route synthetic tokens");
     else
         snprintf(why, n, "skipped: the %s backend runs no router on training data", e->c->backend);
     return 0;
@@ -1747,8 +1749,9 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
         cJSON_AddStringToObject(o, "status", e->c->natural_validation ? "skipped" : "off");
     } else if (!compare) {
         cJSON_AddStringToObject(o, "status", "skipped");
-        snprintf(why, sizeof why, "skipped: no change passed the gate, so there is no winner to "
-                                  "compare");
+        snprintf(why, sizeof why,
+                 "skipped: no change passed the gate, so there is no winner to "
+                 "compare");
     } else if (!(nb = natural_config(e, base, "baseline", why, sizeof why)) ||
                !(nw = natural_config(e, e->best, "winner", why, sizeof why))) {
         cJSON_AddStringToObject(o, "status", "skipped");
@@ -1779,8 +1782,9 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
     in.label = MT_LABEL_TRAINING_EQUIVALENT;
     in.validate = 1;
     in.routing = "natural";
-    eng_progress(e, "validating the winner against the baseline with natural routing over steps "
-                    "%d-%d",
+    eng_progress(e,
+                 "validating the winner against the baseline with natural routing over steps "
+                 "%d-%d",
                  e->c->validate.first, e->c->validate.last);
     if ((*rc = ab(e, &in, &out)) != 0) {
         cJSON_Delete(in.changes), cJSON_Delete(in.repairs), cJSON_Delete(o);
@@ -1803,8 +1807,9 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
     }
     cJSON_AddBoolToObject(o, "confirmed", out.have_stats && out.dec.verdict == MT_STATS_BETTER);
     if (out.have_stats)
-        snprintf(why, sizeof why, "with natural routing the winner's steps are %.1f%% shorter "
-                                  "(%.600s)",
+        snprintf(why, sizeof why,
+                 "with natural routing the winner's steps are %.1f%% shorter "
+                 "(%.600s)",
                  100 * -out.dec.effect, out.reason);
     else
         snprintf(why, sizeof why, "with natural routing: %.600s",

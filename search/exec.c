@@ -232,8 +232,7 @@ static char *model_job(const mt_contract *c, const mt_kv *cfg, const char *kind,
     return text;
 }
 
-char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep,
-                   uint64_t seed)
+char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep, uint64_t seed)
 {
     return model_job(c, cfg, kind, rep, seed, 0);
 }

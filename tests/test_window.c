@@ -13,10 +13,11 @@
  *
  * Each executor runs a short tune of tests/contracts/tune-small.cfg (a run
  * budget of 48: the fit probe, the profile, the screens the budget leaves
- * and the validation with its natural-routing arms), and every "ok" memo of its store must cover exactly its
- * kind's declared window, one sample per step.  The bundle's budget must be
- * what those jobs charged (one run each, their GPU-hours summed), with the
- * validation's first look kept in reserve by the search; and a run that
+ * and the validation with its natural-routing arms), and every "ok" memo
+ * of its store must cover exactly its kind's declared window, one sample per
+ * step.  The bundle's budget must be what those jobs charged (one run each,
+ * their GPU-hours summed), with the validation's first look (and as much for
+ * its natural-routing arms) kept in reserve by the search; and a run that
  * stops short of its window's last step is no "ok" run:
  *   model: mt_tune in process (MT_EXEC_MODEL), and mt_model_job per kind;
  *   local: mt_tune in process (MT_EXEC_LOCAL): real moetune-sim processes;
