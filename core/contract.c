@@ -62,6 +62,9 @@ static const field data_fields[] = {
     {"drop_and_pad", F_BOOL, 0, NOLIM, "false", NULL},
     {"seed", F_INT, 0, 0, 2147483647.0, "1234", NULL},
     {"dataset", F_STR, 0, NOLIM, "mock", NULL},
+    /* with forced routing, validation also measures both arms with natural
+     * routing where the backend can run it (search/engine.c) */
+    {"natural_validation", F_BOOL, 0, NOLIM, "true", NULL},
     {NULL, 0, 0, 0, 0, NULL, NULL}};
 
 static const field batch_fields[] = {
@@ -1059,6 +1062,8 @@ static mt_contract *load(config_t *cfg, int rc, const char *path, mt_diag *d)
                      : MT_ROUTING_FORCED;
     c->drop_and_pad =
         mt_kv_get(c->data, "drop_and_pad") && !strcmp(mt_kv_get(c->data, "drop_and_pad"), "true");
+    c->natural_validation = !mt_kv_get(c->data, "natural_validation") ||
+                            strcmp(mt_kv_get(c->data, "natural_validation"), "false");
     if (!L.errors)
         semantic_checks(&L);
     if (L.errors)

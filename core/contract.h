@@ -57,6 +57,9 @@ typedef struct mt_contract {
     int max_runs;
     int routing;         /* enum mt_routing */
     int drop_and_pad;
+    /* data.natural_validation: with forced routing, validate baseline and
+     * winner with natural routing too, where the backend can run it */
+    int natural_validation;
     unsigned labels;     /* enum mt_label bits */
     char *backend;       /* sim | command | cuda */
     char *launcher;      /* local | srun */

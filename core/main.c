@@ -50,6 +50,9 @@
 /* check: the contract is legal but its base does not fit by the estimate
  * (the code `tune` uses when nothing fits) */
 #define EXIT_NO_FIT 4
+/* tune: a validated winner that is not ablated (the budget left at least one
+ * accepted change without its leave-one-out A/B) */
+#define EXIT_NOT_ABLATED 5
 #define EXIT_USAGE 64
 
 static void usage(FILE *out)
@@ -1572,6 +1575,10 @@ static int cmd_tune(int argc, char **argv)
         if (isfinite(res.gain))
             printf("validated gain: %.2f%% shorter steps (%s)\n", 100 * res.gain,
                    words[res.status]);
+        if (res.not_ablated)
+            printf("winner not ablated: the budget left %d of %d accepted changes without their "
+                   "leave-one-out A/B\n",
+                   res.not_ablated, res.accepted);
         else
             printf("result: %s (%s)\n",
                    res.status == 3 && strstr(res.stopped, "does not run") ? "failed"
@@ -1588,6 +1595,8 @@ static int cmd_tune(int argc, char **argv)
             if (notify_cmd)
                 notify(notify_cmd, res.bundle, words[res.status]);
             rc = res.status == 0 || res.status == 2 ? 0 : res.status == 1 ? 3 : 4;
+            if (rc == 0 && res.not_ablated)
+                rc = EXIT_NOT_ABLATED;
         }
     }
     mt_tune_result_free(&res);
@@ -1807,6 +1816,39 @@ static int cmd_keygen(int argc, char **argv)
     return 0;
 }
 
+/* The throughput line of status.json's figures: the baseline's and the
+ * best config's median model TFLOP/s per GPU (logged or computed) and
+ * tokens/s per GPU, from the same window as their step times. */
+static void status_throughput(const char *text)
+{
+    cJSON *o = cJSON_Parse(text);
+    static const char *const who[] = {"baseline", "best"};
+    int i, any = 0;
+    for (i = 0; o && i < 2; i++) {
+        char k[64];
+        const cJSON *tf, *src, *tok;
+        snprintf(k, sizeof k, "%s_tflops", who[i]);
+        tf = cJSON_GetObjectItemCaseSensitive(o, k);
+        snprintf(k, sizeof k, "%s_tflops_source", who[i]);
+        src = cJSON_GetObjectItemCaseSensitive(o, k);
+        snprintf(k, sizeof k, "%s_tokens_per_s_per_gpu", who[i]);
+        tok = cJSON_GetObjectItemCaseSensitive(o, k);
+        if (!cJSON_IsNumber(tf) && !cJSON_IsNumber(tok))
+            continue;
+        printf("%s %s: ", any++ ? ";" : "throughput", who[i]);
+        if (cJSON_IsNumber(tf))
+            printf("%.1f TFLOP/s/GPU (%s)", tf->valuedouble,
+                   cJSON_IsString(src) ? src->valuestring : "logged");
+        else
+            printf("n/a TFLOP/s/GPU");
+        if (cJSON_IsNumber(tok))
+            printf(", %.0f tokens/s/GPU", tok->valuedouble);
+    }
+    if (any)
+        printf("\n");
+    cJSON_Delete(o);
+}
+
 /* moetune status DIR: the live state a tune writes, and its store. */
 static int cmd_status(int argc, char **argv)
 {
@@ -1828,6 +1870,7 @@ static int cmd_status(int argc, char **argv)
         buf[n] = '\0';
         fclose(f);
         fputs(buf, stdout);
+        status_throughput(buf);
     } else {
         fprintf(stderr, "%s: no status.json (not a tune directory, or it has not started)\n",
                 argv[2]);
@@ -1898,7 +1941,7 @@ static int cmd_demo(int argc, char **argv)
     args[n] = NULL;
     fflush(stdout);
     rc = cmd_tune(n, args);
-    if (rc == 0 || rc == 3)
+    if (rc == 0 || rc == 3 || rc == EXIT_NOT_ABLATED)
         printf("\nopen %s/report.html (or read %s/REPORT.md); `moetune runs %s` lists every "
                "run\n",
                dir, dir, dir);

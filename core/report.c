@@ -358,7 +358,8 @@ typedef struct changes {
 typedef struct arm {
     int present;
     vec s;
-    double median, tflops; /* NaN: null */
+    double median, tflops, tokens; /* NaN: null */
+    const char *tflops_source;     /* "logged" | "computed"; NULL: absent */
 } arm;
 
 typedef struct decision {
@@ -403,12 +404,22 @@ typedef struct ablation {
     int kept;
 } ablation;
 
+/* validation.natural: the natural-routing arms (absent or null: none). */
+typedef struct natural {
+    int present;
+    const char *status, *reason, *label; /* measured | skipped | off */
+    double gain, p, ci[2];
+    int has_ci, confirmed;
+    arm base, win;
+} natural;
+
 typedef struct validation {
     int present;
     double window[2], steps, gain, p, ci[2];
     int has_ci, confirmed;
     arm base, win;
     const char *recommendation;
+    natural nat;
 } validation;
 
 /* baseline.fit: what the fit phase found of the base (absent or null: no
@@ -434,6 +445,8 @@ typedef struct model {
     const char *deadline, *stopped_because;
     map base_config;
     const char *base_label;
+    strs base_reasons, reasons; /* label_reasons (absent in older bundles) */
+    int ablation_complete;      /* -1: not said (older bundles) */
     basefit fit;
     map config;
     const char *label;
@@ -775,7 +788,8 @@ static void read_arm(rd *r, const cJSON *obj, const char *parent, const char *ke
 {
     char path[PATH_LEN];
     const cJSON *o = get(r, obj, parent, key, J_OBJ | J_NULL, path);
-    out->median = out->tflops = NAN;
+    out->median = out->tflops = out->tokens = NAN;
+    out->tflops_source = NULL;
     out->present = o != NULL;
     if (!o)
         return;
@@ -783,6 +797,45 @@ static void read_arm(rd *r, const cJSON *obj, const char *parent, const char *ke
     out->median = get_num(r, o, path, "median", J_NUM | J_NULL);
     if (tflops)
         out->tflops = get_num(r, o, path, "tflops", J_NUM | J_NULL);
+    /* newer members, absent from older bundles */
+    if (cJSON_GetObjectItemCaseSensitive(o, "tflops_source"))
+        out->tflops_source = get_str(r, o, path, "tflops_source", 1);
+    if (cJSON_GetObjectItemCaseSensitive(o, "tokens_per_s_per_gpu"))
+        out->tokens = get_num(r, o, path, "tokens_per_s_per_gpu", J_NUM | J_NULL);
+}
+
+/* label_reasons of a config (optional: bundles written before it). */
+static strs get_reasons(rd *r, const cJSON *o, const char *path)
+{
+    strs none = {NULL, 0};
+    if (!o || !cJSON_GetObjectItemCaseSensitive(o, "label_reasons"))
+        return none;
+    return get_strs(r, o, path, "label_reasons");
+}
+
+/* validation.natural (optional). */
+static void read_natural(rd *r, const cJSON *v, natural *n)
+{
+    static const char *const statuses[] = {"measured", "skipped", "off", NULL};
+    static const char *const labels[] = {"training-equivalent", "benchmark-only", NULL};
+    const char *path = "validation.natural";
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(v, "natural");
+    memset(n, 0, sizeof *n);
+    n->gain = n->p = NAN;
+    if (!o || cJSON_IsNull(o) || !(o = get(r, v, "validation", "natural", J_OBJ, NULL)))
+        return;
+    n->present = 1;
+    n->status = get_enum(r, o, path, "status", statuses);
+    n->reason = get_str(r, o, path, "reason", 0);
+    n->label = get_enum(r, o, path, "label", labels);
+    read_arm(r, o, path, "baseline", 1, &n->base);
+    read_arm(r, o, path, "winner", 1, &n->win);
+    n->gain = get_num(r, o, path, "gain", J_NUM | J_NULL);
+    n->has_ci = get_pair(r, o, path, "ci", J_NUM, n->ci);
+    n->p = get_num(r, o, path, "p_value", J_NUM | J_NULL);
+    n->confirmed = get_bool(r, o, path, "confirmed");
+    if (n->status && !strcmp(n->status, "measured") && (!n->base.present || !n->win.present))
+        problem(r, path, "is measured but an arm is null");
 }
 
 static void read_wall(rd *r, const cJSON *obj, const char *parent, const char *key, wall *w)
@@ -847,6 +900,7 @@ static void read_validation(rd *r, const cJSON *root, validation *v)
     v->p = get_num(r, o, path, "p_value", J_NUM | J_NULL);
     v->confirmed = get_bool(r, o, path, "confirmed");
     v->recommendation = get_str(r, o, path, "recommendation", 0);
+    read_natural(r, o, &v->nat);
 }
 
 static int tpoint_cmp(const void *a, const void *b)
@@ -935,11 +989,13 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
     o = get(r, root, "", "baseline", J_OBJ, path);
     m->base_config = get_map(r, o, path, "config", 0);
     m->base_label = get_str(r, o, path, "label", 0);
+    m->base_reasons = get_reasons(r, o, path);
     read_basefit(r, o, path, &m->fit);
 
     o = get(r, root, "", "recipe", J_OBJ, path);
     m->config = get_map(r, o, path, "config", 0);
     m->label = get_enum(r, o, path, "label", labels);
+    m->reasons = get_reasons(r, o, path);
     m->change = get_changes(r, o, path, "changes");
     m->megatron_args = get_strs(r, o, path, "megatron_args");
     m->bridge_overrides = get_strs(r, o, path, "bridge_overrides");
@@ -1028,6 +1084,9 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
     }
 
     read_validation(r, root, &m->val);
+    m->ablation_complete = -1;
+    if (cJSON_GetObjectItemCaseSensitive(root, "ablation_complete"))
+        m->ablation_complete = get_bool(r, root, "", "ablation_complete");
 
     m->total_gain = get_num(r, root, "", "total_gain", J_NUM | J_NULL);
     if (!isnan(m->total_gain)) {
@@ -1487,6 +1546,31 @@ static const char *label_words(const char *label)
            "contract's tolerance); safe to adopt for training";
 }
 
+/* The label's words: the settings that make it benchmark-only when the
+ * bundle names them (label_reasons), else label_words. */
+static void sb_label_why(sb *b, const char *label, const strs *why, int md)
+{
+    size_t i;
+    if (!why->n) {
+        (md ? sb_md : sb_html)(b, label_words(label));
+        return;
+    }
+    sb_puts(b, "benchmark-only because ");
+    for (i = 0; i < why->n; i++) {
+        if (i)
+            sb_puts(b, "; ");
+        (md ? sb_md : sb_html)(b, why->v[i]);
+    }
+}
+
+/* An arm's throughput: "TF (logged|computed)". */
+static void sb_tflops(sb *b, const arm *a)
+{
+    sb_num(b, "%.4g", a->tflops);
+    if (a->tflops_source && !isnan(a->tflops))
+        sb_printf(b, " (%s)", a->tflops_source);
+}
+
 static void sb_window(sb *b, const validation *v)
 {
     if (isnan(v->window[0]))
@@ -1789,7 +1873,23 @@ static void h_summary(sb *b, const model *m)
     if (m->deadline)
         h_kv(b, "Deadline", m->deadline);
     h_kv(b, "Stopped because", m->stopped_because);
-    h_kv(b, "Baseline", m->base_label);
+    sb_puts(b, "<tr><th>Baseline</th><td>");
+    if (m->base_reasons.n)
+        sb_label_why(b, m->base_label, &m->base_reasons, 0);
+    else
+        sb_html(b, m->base_label);
+    sb_puts(b, "</td></tr>\n");
+    if (m->val.nat.present && m->val.nat.status && !strcmp(m->val.nat.status, "measured")) {
+        sb_puts(b, "<tr><th>Gain with natural routing</th><td>");
+        sb_pct(b, m->val.nat.gain);
+        sb_puts(b, " (");
+        sb_html(b, m->val.nat.label);
+        sb_puts(b, ")</td></tr>\n");
+    }
+    if (m->ablation_complete == 0)
+        h_kv(b, "Ablation",
+             "winner not ablated: the budget left an accepted change without "
+             "its leave-one-out A/B");
     if (m->fit.present) {
         sb t = {0};
         fit_words(&t, &m->fit);
@@ -1811,7 +1911,7 @@ static void h_recipe(sb *b, const model *m)
               m->label && !strcmp(m->label, "benchmark-only") ? "bo" : "te");
     sb_html(b, m->label);
     sb_puts(b, "</span> &mdash; ");
-    sb_html(b, label_words(m->label));
+    sb_label_why(b, m->label, &m->reasons, 0);
     sb_puts(b, ".</p>\n");
     if (m->val.present && !m->val.confirmed) {
         sb_puts(b, "<p class=\"banner bad\">Validation did not confirm the winner; the "
@@ -2174,6 +2274,46 @@ static void h_ablation(sb *b, const model *m)
     sb_puts(b, "</table>\n</section>\n");
 }
 
+/* The natural-routing validation beside the forced one: the
+ * training-equivalent gain, or why there is none. */
+static void h_natural(sb *b, const natural *n)
+{
+    if (!n->present)
+        return;
+    sb_puts(b, "<h3>With natural routing</h3>\n");
+    if (strcmp(n->status ? n->status : "", "measured")) {
+        sb_puts(b, "<p class=\"note\">No natural-routing validation: ");
+        sb_html(b, n->reason);
+        sb_puts(b, ".</p>\n");
+        return;
+    }
+    sb_puts(b, "<table><tr><th></th><th>baseline</th><th>winner</th></tr>\n"
+               "<tr><th>median step time</th><td class=\"n\">");
+    sb_secs(b, n->base.median);
+    sb_puts(b, "</td><td class=\"n\">");
+    sb_secs(b, n->win.median);
+    sb_puts(b, "</td></tr>\n<tr><th>TFLOP/s per GPU</th><td class=\"n\">");
+    sb_tflops(b, &n->base);
+    sb_puts(b, "</td><td class=\"n\">");
+    sb_tflops(b, &n->win);
+    sb_puts(b, "</td></tr>\n<tr><th>tokens/s per GPU</th><td class=\"n\">");
+    sb_num(b, "%.0f", n->base.tokens);
+    sb_puts(b, "</td><td class=\"n\">");
+    sb_num(b, "%.0f", n->win.tokens);
+    sb_puts(b, "</td></tr>\n</table>\n<table>\n<tr><th>gain (");
+    sb_html(b, n->label);
+    sb_puts(b, ")</th><td>");
+    sb_pct(b, n->gain);
+    sb_puts(b, "</td></tr>\n<tr><th>CI</th><td>");
+    sb_ci(b, n->has_ci, n->ci);
+    sb_puts(b, "</td></tr>\n<tr><th>p</th><td>");
+    sb_p(b, n->p);
+    sb_printf(b, "</td></tr>\n<tr><th>confirmed</th><td class=\"%s\">%s</td></tr>\n",
+              n->confirmed ? "v-accepted" : "v-failed", n->confirmed ? "yes" : "no");
+    h_kv(b, "result", n->reason);
+    sb_puts(b, "</table>\n");
+}
+
 static void h_validation(sb *b, const model *m)
 {
     const validation *v = &m->val;
@@ -2198,9 +2338,13 @@ static void h_validation(sb *b, const model *m)
     sb_printf(b, "</td></tr>\n<tr><th>samples</th><td class=\"n\">%zu</td><td class=\"n\">%zu"
                  "</td></tr>\n<tr><th>TFLOP/s per GPU</th><td class=\"n\">",
               v->base.s.n, v->win.s.n);
-    sb_num(b, "%.4g", v->base.tflops);
+    sb_tflops(b, &v->base);
     sb_puts(b, "</td><td class=\"n\">");
-    sb_num(b, "%.4g", v->win.tflops);
+    sb_tflops(b, &v->win);
+    sb_puts(b, "</td></tr>\n<tr><th>tokens/s per GPU</th><td class=\"n\">");
+    sb_num(b, "%.0f", v->base.tokens);
+    sb_puts(b, "</td><td class=\"n\">");
+    sb_num(b, "%.0f", v->win.tokens);
     sb_puts(b, "</td></tr>\n</table>\n<table>\n<tr><th>window</th><td>");
     sb_window(b, v);
     sb_puts(b, " of ");
@@ -2215,6 +2359,7 @@ static void h_validation(sb *b, const model *m)
               v->confirmed ? "v-accepted" : "v-failed", v->confirmed ? "yes" : "no");
     h_kv(b, "recommendation", v->recommendation);
     sb_puts(b, "</table>\n");
+    h_natural(b, &v->nat);
     arms[0] = (arm_view){"baseline", &v->base.s, v->base.median, "#4a78b5"};
     arms[1] = (arm_view){"winner", &v->win.s, v->win.median, v->confirmed ? "#1e7b34" : "#d9822b"};
     if (v->base.s.n + v->win.s.n) {
@@ -2332,6 +2477,43 @@ static void md_arm(sb *b, const arm *a)
     sb_printf(b, " (n=%zu)", a->s.n);
 }
 
+/* The natural-routing validation in REPORT.md (see h_natural). */
+static void md_natural(sb *b, const natural *n)
+{
+    if (!n->present)
+        return;
+    sb_puts(b, "\n### With natural routing\n\n");
+    if (strcmp(n->status ? n->status : "", "measured")) {
+        sb_puts(b, "No natural-routing validation: ");
+        sb_md(b, n->reason);
+        sb_puts(b, ".\n");
+        return;
+    }
+    sb_puts(b, "| | baseline | winner |\n|---|---:|---:|\n| median step time | ");
+    sb_secs(b, n->base.median);
+    sb_puts(b, " | ");
+    sb_secs(b, n->win.median);
+    sb_puts(b, " |\n| TFLOP/s per GPU | ");
+    sb_tflops(b, &n->base);
+    sb_puts(b, " | ");
+    sb_tflops(b, &n->win);
+    sb_puts(b, " |\n| tokens/s per GPU | ");
+    sb_num(b, "%.0f", n->base.tokens);
+    sb_puts(b, " | ");
+    sb_num(b, "%.0f", n->win.tokens);
+    sb_puts(b, " |\n\n| | |\n|---|---|\n| gain (");
+    sb_md(b, n->label);
+    sb_puts(b, ") | ");
+    sb_pct(b, n->gain);
+    sb_puts(b, " |\n| CI | ");
+    sb_ci(b, n->has_ci, n->ci);
+    sb_puts(b, " |\n| p | ");
+    sb_p(b, n->p);
+    sb_printf(b, " |\n| confirmed | %s |\n| result | ", n->confirmed ? "yes" : "no");
+    sb_md(b, n->reason);
+    sb_puts(b, " |\n");
+}
+
 static void render_md(sb *b, const model *m)
 {
     size_t i, j, maxg = 0;
@@ -2391,7 +2573,20 @@ static void render_md(sb *b, const model *m)
     sb_puts(b, " |\n| Stopped because | ");
     sb_md(b, m->stopped_because);
     sb_puts(b, " |\n| Baseline | ");
-    sb_md(b, m->base_label);
+    if (m->base_reasons.n)
+        sb_label_why(b, m->base_label, &m->base_reasons, 1);
+    else
+        sb_md(b, m->base_label);
+    if (m->val.nat.present && m->val.nat.status && !strcmp(m->val.nat.status, "measured")) {
+        sb_puts(b, " |\n| Gain with natural routing | ");
+        sb_pct(b, m->val.nat.gain);
+        sb_puts(b, " (");
+        sb_md(b, m->val.nat.label);
+        sb_puts(b, ")");
+    }
+    if (m->ablation_complete == 0)
+        sb_puts(b, " |\n| Ablation | winner not ablated: the budget left an accepted change "
+                   "without its leave-one-out A/B");
     if (m->fit.present) {
         sb t = {0};
         fit_words(&t, &m->fit);
@@ -2419,7 +2614,7 @@ static void render_md(sb *b, const model *m)
     sb_puts(b, "## Recipe\n\nLabel: **");
     sb_md(b, m->label);
     sb_puts(b, "**: ");
-    sb_md(b, label_words(m->label));
+    sb_label_why(b, m->label, &m->reasons, 1);
     sb_puts(b, ".\n\n");
     if (m->val.present && !m->val.confirmed) {
         sb_puts(b, "Validation did not confirm the winner; the recommendation is: ");
@@ -2686,9 +2881,13 @@ static void render_md(sb *b, const model *m)
         sb_secs(b, v->win.median);
         sb_printf(b, " |\n| samples | %zu | %zu |\n| TFLOP/s per GPU | ", v->base.s.n,
                   v->win.s.n);
-        sb_num(b, "%.4g", v->base.tflops);
+        sb_tflops(b, &v->base);
         sb_puts(b, " | ");
-        sb_num(b, "%.4g", v->win.tflops);
+        sb_tflops(b, &v->win);
+        sb_puts(b, " |\n| tokens/s per GPU | ");
+        sb_num(b, "%.0f", v->base.tokens);
+        sb_puts(b, " | ");
+        sb_num(b, "%.0f", v->win.tokens);
         sb_puts(b, " |\n\n| | |\n|---|---|\n| window | ");
         sb_window(b, v);
         sb_puts(b, " of ");
@@ -2706,6 +2905,7 @@ static void render_md(sb *b, const model *m)
         sb_puts(b, "; winner ");
         sb_samples(b, &v->win.s);
         sb_puts(b, "\n");
+        md_natural(b, &v->nat);
     }
 }
 

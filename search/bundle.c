@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "hardware.h"
+#include "label.h"
 #include "recipe.h"
 #include "render.h"
 #include "report.h"
@@ -146,26 +147,39 @@ static cJSON *command_diff(const cJSON *a, const cJSON *b)
     return out;
 }
 
-static uint32_t recipe_label(eng *e, const mt_kv *recipe)
+/* A config's label and why (label_reasons): what the contract and its knobs
+ * make of it (core/label.h), and for the recipe also the accepted changes it
+ * holds that their plugin labels benchmark-only. */
+static void label_json(eng *e, cJSON *o, const mt_kv *cfg, int with_changes)
 {
-    cJSON *a, *x;
-    uint32_t label = MT_LABEL_TRAINING_EQUIVALENT;
-    char rid[17];
-    mt_config_id(recipe, rid);
-    (void)rid;
-    cJSON_ArrayForEach(a, e->accepted)
+    mt_strlist why = {0};
+    uint32_t label = mt_label_config(e->c, cfg, -1, &why);
+    cJSON *a, *x, *r = cJSON_CreateArray(), *list = with_changes ? e->accepted : NULL;
+    size_t i;
+    cJSON_ArrayForEach(a, list)
     {
         int in = 1;
         cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
         {
-            const char *v = mt_kv_get(recipe, eng_str(x, "knob"));
+            const char *v = mt_kv_get(cfg, eng_str(x, "knob"));
             if (!v || strcmp(v, eng_str(x, "to")))
                 in = 0;
         }
-        if (in && ((uint32_t)eng_num(a, "label") & MT_LABEL_BENCHMARK_ONLY))
+        if (in && ((uint32_t)eng_num(a, "label") & MT_LABEL_BENCHMARK_ONLY)) {
+            char line[700];
             label = MT_LABEL_BENCHMARK_ONLY;
+            snprintf(line, sizeof line,
+                     "the accepted change %.100s (%.500s): its plugin labels it "
+                     "benchmark-only",
+                     eng_str(a, "variable"), eng_str(a, "summary"));
+            mt_strlist_push(&why, line);
+        }
     }
-    return label;
+    for (i = 0; i < why.n; i++)
+        cJSON_AddItemToArray(r, cJSON_CreateString(why.v[i]));
+    cJSON_AddStringToObject(o, "label", mt_label_word(label));
+    cJSON_AddItemToObject(o, "label_reasons", r);
+    mt_strlist_free(&why);
 }
 
 /* The recipe files (search/recipe.h) written beside bundle.json, and their
@@ -228,7 +242,6 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
     mt_mesh mesh;
     const mt_gpu_spec *g = mt_gpu_find(mt_kv_get(e->c->hardware, "gpu"));
     int rc = 0;
-    uint32_t label = recipe_label(e, recipe);
 
     gmtime_r(&t, &tm);
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -266,15 +279,14 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
     cJSON_AddStringToObject(o, "stopped_because", e->stopped[0] ? e->stopped : "finished");
     o = cJSON_AddObjectToObject(b, "baseline");
     cJSON_AddItemToObject(o, "config", kv_json(e->baseline));
-    cJSON_AddStringToObject(o, "label", "training-equivalent");
+    label_json(e, o, e->baseline, 0);
     /* whether the base fits, as the fit phase found it (null: no fit phase ran) */
     cJSON_AddItemToObject(o, "fit",
                           e->base_fit ? cJSON_Duplicate(e->base_fit, 1) : cJSON_CreateNull());
 
     o = cJSON_AddObjectToObject(b, "recipe");
     cJSON_AddItemToObject(o, "config", kv_json(recipe));
-    cJSON_AddStringToObject(o, "label", label == MT_LABEL_BENCHMARK_ONLY ? "benchmark-only"
-                                                                         : "training-equivalent");
+    label_json(e, o, recipe, 1);
     x = cJSON_CreateArray();
     {
         const char *k, *v;
@@ -326,6 +338,8 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
         cJSON_AddNullToObject(b, "walls");
     }
     cJSON_AddItemToObject(b, "ablation", cJSON_Duplicate(e->ablation, 1));
+    /* false: the budget left an accepted change unablated (`tune` exits 5) */
+    cJSON_AddBoolToObject(b, "ablation_complete", e->not_ablated == 0);
     if (e->validation) {
         cJSON *v = cJSON_Duplicate(e->validation, 1);
         cJSON_AddItemToObject(b, "validation", v);

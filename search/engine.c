@@ -8,6 +8,8 @@
 #include "config.h"
 #include "gate.h"
 #include "evaluate.h"
+#include "flops.h"
+#include "label.h"
 #include "memory.h"
 
 #include <errno.h>
@@ -68,6 +70,21 @@ static double now_s(void)
 
 /* ---- progress ----------------------------------------------------------------------------- */
 
+/* An arm's throughput in status.json: NAME_tflops, NAME_tflops_source,
+ * NAME_tokens_per_s_per_gpu (the median of its screen's replicates). */
+static void status_arm(cJSON *o, const char *name, const cJSON *arm)
+{
+    static const char *const keys[] = {"tflops", "tflops_source", "tokens_per_s_per_gpu"};
+    char k[64];
+    size_t i;
+    for (i = 0; arm && i < sizeof keys / sizeof keys[0]; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(arm, keys[i]);
+        snprintf(k, sizeof k, "%s_%s", name, keys[i]);
+        if (cJSON_IsNumber(x) || cJSON_IsString(x))
+            cJSON_AddItemToObject(o, k, cJSON_Duplicate(x, 0));
+    }
+}
+
 static void write_status(eng *e, const char *line)
 {
     char path[4096], tmp[4200];
@@ -94,6 +111,8 @@ static void write_status(eng *e, const char *line)
     }
     if (used > 0 && e->budget_gh > used)
         cJSON_AddNumberToObject(o, "eta_s", el / used * (e->budget_gh - used));
+    status_arm(o, "baseline", e->baseline_arm);
+    status_arm(o, "best", e->best_arm);
     text = cJSON_Print(o);
     cJSON_Delete(o);
     if (text && (f = fopen(tmp, "w"))) {
@@ -142,14 +161,23 @@ void eng_timeline(eng *e, const jobreq *q)
 {
     cJSON *o = cJSON_CreateObject();
     double tf = eng_num(q->out, "tflops");
+    const char *src = "logged";
+    if (!isfinite(tf) && eng_job_ok(q->out)) {
+        /* a log without throughput lines: Megatron's formula (core/flops.h) */
+        mt_flops_throughput(e->c, q->cfg, eng_num(q->out, "ms") / 1000.0, &tf, NULL);
+        src = "computed";
+    }
     if (isfinite(tf) && tf > e->best_tflops_seen && strcmp(q->kind, "fit"))
         e->best_tflops_seen = tf;
     cJSON_AddNumberToObject(o, "run", e->runs);
     cJSON_AddNumberToObject(o, "gpu_hours", e->gpu_hours);
-    if (isfinite(tf))
+    if (isfinite(tf)) {
         cJSON_AddNumberToObject(o, "tflops", tf);
-    else
+        cJSON_AddStringToObject(o, "tflops_source", src);
+    } else {
         cJSON_AddNullToObject(o, "tflops");
+        cJSON_AddNullToObject(o, "tflops_source");
+    }
     if (e->best_tflops_seen > 0)
         cJSON_AddNumberToObject(o, "best_tflops", e->best_tflops_seen);
     else
@@ -362,18 +390,31 @@ static double screen_cost(eng *e)
     return isfinite(last) && last > 0 ? last : 0;
 }
 
-/* What validation needs, kept in reserve by every earlier phase. */
+/* What ablation and validation need, kept in reserve by every earlier
+ * phase: validation's first look (twice when it adds natural-routing arms)
+ * and one first look of every ablation still to run, the change being
+ * screened counted as one that may be accepted.  Each is counted once:
+ * while ablation runs, the reserve holds only the ablations after the
+ * current one, whose own runs afford() adds. */
 static void reserve(eng *e, double *gh, int *runs)
 {
     mt_stats_design ds;
     double ratio = (double)e->c->validate.steps / (double)e->c->screen.steps;
+    /* searching (ofat): the accepted changes and the one being screened,
+     * which may be accepted too */
+    int abl = e->ablating                         ? e->ablate_left
+              : e->o.strategy == MT_STRATEGY_OFAT ? cJSON_GetArraySize(e->accepted) + 1
+                                                  : 0;
+    if (e->validated) {
+        *gh = 0, *runs = 0; /* the natural-routing arms: afford()'s n */
+        return;
+    }
     design(e, &ds, 1, 0);
-    *runs = 2 * ds.initial;
+    *runs = 2 * ds.initial * (e->natural_plan ? 2 : 1);
     *gh = *runs * screen_cost(e) * (ratio > 1 ? ratio : 1);
-    /* and one first look of an ablation per accepted change */
     design(e, &ds, 0, 0);
-    *runs += 2 * ds.initial * cJSON_GetArraySize(e->accepted);
-    *gh += 2 * ds.initial * cJSON_GetArraySize(e->accepted) * screen_cost(e);
+    *runs += 2 * ds.initial * abl;
+    *gh += 2 * ds.initial * abl * screen_cost(e);
 }
 
 /* Whether n more screen runs fit the budget, the run cap and the deadline
@@ -385,13 +426,14 @@ static int afford(eng *e, int n)
     reserve(e, &rgh, &rruns);
     if (e->gpu_hours + n * per + rgh > e->budget_gh) {
         snprintf(e->stopped, sizeof e->stopped,
-                 "GPU-hour budget (%.1f used of %.1f, %.1f kept for validation)", e->gpu_hours,
-                 e->budget_gh, rgh);
+                 "GPU-hour budget (%.1f used of %.1f, %.1f kept for ablation and validation)",
+                 e->gpu_hours, e->budget_gh, rgh);
         return 0;
     }
     if (e->runs + n + rruns > e->budget_runs) {
-        snprintf(e->stopped, sizeof e->stopped, "run budget (%d used of %d, %d kept for validation)",
-                 e->runs, e->budget_runs, rruns);
+        snprintf(e->stopped, sizeof e->stopped,
+                 "run budget (%d used of %d, %d kept for ablation and validation)", e->runs,
+                 e->budget_runs, rruns);
         return 0;
     }
     wall_per = e->executed > 0 ? (now_s() - e->started) / e->executed : 0;
@@ -403,22 +445,47 @@ static int afford(eng *e, int n)
     return 1;
 }
 
-static cJSON *arm_json(const double *x, size_t n)
+/* An arm's figures: its replicates' step times (ms; a failed replicate, NAN,
+ * has no sample) and their median, and the median model TFLOP/s per GPU and
+ * tokens/s per GPU over the same declared window.  TFLOP/s is the log's own
+ * (each replicate's median throughput line, "logged") when every replicate
+ * has one, else it is computed from each step time with Megatron's formula
+ * (core/flops.h, "computed"); tokens/s per GPU always follow from the step
+ * time, GBS and sequence. */
+static cJSON *arm_json(eng *e, const mt_kv *cfg, const double *x, const double *tf, size_t n)
 {
     cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray();
-    double med = NAN;
-    size_t i;
-    double ok[MAX_REPS];
-    size_t m = 0;
+    double med = NAN, ok[MAX_REPS], t[MAX_REPS], tok[MAX_REPS], v;
+    size_t i, m = 0, logged = 0;
     for (i = 0; i < n; i++)
-        if (isfinite(x[i]) && m < MAX_REPS) /* a failed replicate has no sample */
-            cJSON_AddItemToArray(a, cJSON_CreateNumber((ok[m++] = x[i]) / 1000.0));
+        if (isfinite(x[i]) && m < MAX_REPS) { /* a failed replicate has no sample */
+            cJSON_AddItemToArray(a, cJSON_CreateNumber((ok[m] = x[i]) / 1000.0));
+            t[m] = tf ? tf[i] : NAN;
+            logged += isfinite(t[m]) && t[m] > 0;
+            m++;
+        }
     cJSON_AddItemToObject(o, "samples", a);
     if (m && mt_stats_median(ok, m, &med) == 0)
         cJSON_AddNumberToObject(o, "median", med / 1000.0);
     else
         cJSON_AddNullToObject(o, "median");
-    cJSON_AddNullToObject(o, "tflops");
+    for (i = 0; i < m; i++) {
+        double ctf = NAN;
+        mt_flops_throughput(e->c, cfg, ok[i] / 1000.0, &ctf, &tok[i]);
+        if (logged < m)
+            t[i] = ctf;
+    }
+    if (m && mt_stats_median(t, m, &v) == 0 && isfinite(v)) {
+        cJSON_AddNumberToObject(o, "tflops", v);
+        cJSON_AddStringToObject(o, "tflops_source", logged == m ? "logged" : "computed");
+    } else {
+        cJSON_AddNullToObject(o, "tflops");
+        cJSON_AddNullToObject(o, "tflops_source");
+    }
+    if (m && mt_stats_median(tok, m, &v) == 0 && isfinite(v))
+        cJSON_AddNumberToObject(o, "tokens_per_s_per_gpu", v);
+    else
+        cJSON_AddNullToObject(o, "tokens_per_s_per_gpu");
     return o;
 }
 
@@ -431,6 +498,7 @@ typedef struct ab_in {
     uint32_t label;
     int gate;     /* 1: the full gate; 0: the statistics only (ablation) */
     int validate; /* validation runs */
+    const char *routing; /* NULL: the contract's; "natural": the router's own */
 } ab_in;
 
 typedef struct ab_out {
@@ -548,9 +616,9 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
 
 static int ab(eng *e, const ab_in *in, ab_out *out)
 {
-    int seq = ++e->seq, look = 0, target, n = 0, i, failed = 0;
+    int seq = ++e->seq, look = 0, target, n = 0, i, failed = 0, budget_cut = 0;
     mt_stats_design ds;
-    double xs[MAX_REPS], ys[MAX_REPS];
+    double xs[MAX_REPS], ys[MAX_REPS], xt[MAX_REPS], yt[MAX_REPS];
     int64_t cruns[MAX_REPS], xruns[MAX_REPS];
     cJSON *cjobs = cJSON_CreateArray(), *xjobs = cJSON_CreateArray();
     cJSON *rec = cJSON_CreateObject(), *stats = cJSON_CreateObject(), *ev = cJSON_CreateObject();
@@ -566,8 +634,10 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
         jobreq *q = calloc((size_t)(2 * k), sizeof *q);
         for (i = n; i < target; i++) {
             q[j].cfg = in->ctl, memcpy(q[j].id, cid, 17), q[j].kind = kind;
+            q[j].routing = in->routing;
             q[j].rep = seq * REP_BLOCK + i, q[j++].phase = in->phase;
             q[j].cfg = in->cand, memcpy(q[j].id, xid, 17), q[j].kind = kind;
+            q[j].routing = in->routing;
             q[j].rep = seq * REP_BLOCK + i, q[j++].phase = in->phase;
         }
         if (eng_exec(e, q, (size_t)j)) {
@@ -590,6 +660,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             }
             if (n < MAX_REPS) {
                 xs[n] = eng_num(c, "ms"), ys[n] = eng_num(x, "ms");
+                xt[n] = eng_num(c, "tflops"), yt[n] = eng_num(x, "tflops");
                 cruns[n] = (int64_t)eng_num(c, "run_id");
                 xruns[n] = (int64_t)eng_num(x, "run_id");
                 n++;
@@ -604,9 +675,15 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
         if (mt_stats_decide(&ds, xs, (size_t)n, ys, (size_t)n, look, &out->dec) == 0) {
             out->have_stats = 1;
             if (out->dec.verdict == MT_STATS_UNKNOWN && !out->dec.capped) {
-                target = n + out->dec.add_control;
-                if (target > MAX_REPS)
-                    target = MAX_REPS;
+                int more =
+                    n + out->dec.add_control > MAX_REPS ? MAX_REPS : n + out->dec.add_control;
+                /* what is kept for ablation and validation is no screen's to
+                 * spend on more replicates: undecided, it stays undecided */
+                if (!in->validate && !afford(e, 2 * (more - n))) {
+                    budget_cut = 1;
+                    break;
+                }
+                target = more;
                 look++;
                 continue;
             }
@@ -669,6 +746,11 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             }
         }
     }
+    if (budget_cut) {
+        size_t l = strlen(out->reason);
+        snprintf(out->reason + l, sizeof out->reason - l, "; no further replicates: %s",
+                 e->stopped);
+    }
     /* the record */
     cJSON_AddNumberToObject(rec, "index", seq);
     cJSON_AddStringToObject(rec, "phase", in->phase);
@@ -703,8 +785,8 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
         cJSON_AddStringToObject(rec, "verdict", verdict);
     }
     cJSON_AddStringToObject(rec, "reason", out->reason);
-    cJSON_AddItemToObject(rec, "control", arm_json(xs, (size_t)n));
-    cJSON_AddItemToObject(rec, "candidate", arm_json(ys, (size_t)n));
+    cJSON_AddItemToObject(rec, "control", arm_json(e, in->ctl, xs, xt, (size_t)n));
+    cJSON_AddItemToObject(rec, "candidate", arm_json(e, in->cand, ys, yt, (size_t)n));
     if (out->have_stats) {
         cJSON *ci = cJSON_CreateArray();
         cJSON_AddNumberToObject(rec, "gain", -out->dec.effect);
@@ -742,6 +824,21 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                    stats, out->reason, cruns, (size_t)n, xruns, (size_t)n);
     cJSON_AddItemToArray(e->decisions, rec);
     out->decision = rec;
+    if (!e->baseline_arm && !in->validate && !in->routing) {
+        /* the first screen of the base (or of the config the fit phase made
+         * of it): the baseline's figures for status.json */
+        char bid[17];
+        mt_config_id(e->fitted ? e->fitted : e->baseline, bid);
+        if (!strcmp(bid, cid) && n > 0) {
+            const cJSON *arm = cJSON_GetObjectItemCaseSensitive(rec, "control");
+            e->baseline_arm = cJSON_Duplicate(arm, 1);
+            e->baseline_ms = eng_num(arm, "median") * 1000;
+            if (!e->best_arm) {
+                e->best_arm = cJSON_Duplicate(arm, 1);
+                e->best_ms = e->baseline_ms;
+            }
+        }
+    }
     cJSON_Delete(cjobs), cJSON_Delete(xjobs), cJSON_Delete(stats), cJSON_Delete(ev);
     return 0;
 }
@@ -808,8 +905,8 @@ static void record_simple(eng *e, const char *phase, const char *variable, const
     cJSON_AddItemToObject(rec, "repairs", cJSON_CreateArray());
     cJSON_AddStringToObject(rec, "verdict", verdict);
     cJSON_AddStringToObject(rec, "reason", reason);
-    cJSON_AddItemToObject(rec, "control", arm_json(NULL, 0));
-    cJSON_AddItemToObject(rec, "candidate", arm_json(NULL, 0));
+    cJSON_AddItemToObject(rec, "control", arm_json(e, from, NULL, NULL, 0));
+    cJSON_AddItemToObject(rec, "candidate", arm_json(e, to, NULL, NULL, 0));
     cJSON_AddNullToObject(rec, "gain");
     cJSON_AddNullToObject(rec, "ci");
     cJSON_AddNullToObject(rec, "p_value");
@@ -1215,6 +1312,9 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
             e->best_ms = eng_num(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"),
                                  "median") *
                          1000;
+            cJSON_Delete(e->best_arm);
+            e->best_arm =
+                cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"), 1);
             /* the gate read its replicates' hottest GPU */
             e->best_peak_gb =
                 eng_num(cJSON_GetObjectItemCaseSensitive(out.decision, "evidence"), "peak_gb");
@@ -1429,6 +1529,8 @@ static int phase_ablate(eng *e)
     cJSON *a;
     int rc = 0;
     e->phase = "ablate";
+    e->ablating = 1;
+    e->ablate_left = cJSON_GetArraySize(e->accepted);
     cJSON_ArrayForEach(a, e->accepted)
     {
         mt_candidate k;
@@ -1436,6 +1538,7 @@ static int phase_ablate(eng *e)
         ab_in in;
         ab_out out;
         cJSON *row = cJSON_CreateObject();
+        e->ablate_left--; /* this one's runs are afford()'s n, the rest stay reserved */
         memset(&k, 0, sizeof k);
         k.plugin = "ablation";
         k.variable = (char *)eng_str(a, "variable");
@@ -1489,6 +1592,7 @@ static int phase_ablate(eng *e)
                 cJSON_AddNullToObject(row, "p_value");
                 cJSON_AddBoolToObject(row, "kept", 1);
                 cJSON_AddStringToObject(row, "reason", "not ablated: budget");
+                e->not_ablated++;
                 cJSON_AddItemToArray(e->ablation, row);
                 mt_kv_destroy(&k.sets), mt_kv_destroy(&k.config), mt_kv_destroy(&k.repairs);
                 mt_violations_free(&k.violations);
@@ -1523,6 +1627,10 @@ static int phase_ablate(eng *e)
                                     drop ? "removing it does not hurt: dropped" : out.reason);
             eng_progress(e, "%s %s", in.variable, drop ? "dropped" : "kept");
             if (drop) {
+                const cJSON *arm = cJSON_GetObjectItemCaseSensitive(out.decision, "candidate");
+                cJSON_Delete(e->best_arm);
+                e->best_arm = cJSON_Duplicate(arm, 1);
+                e->best_ms = eng_num(arm, "median") * 1000;
                 mt_kv_destroy(&e->best);
                 e->best = mt_kv_dup(k.config);
                 e->best_peak_gb = NAN; /* the ablation's statistics read no peak */
@@ -1536,6 +1644,7 @@ static int phase_ablate(eng *e)
         if (rc)
             break;
     }
+    e->ablating = 0;
     return rc;
 }
 
@@ -1549,6 +1658,167 @@ static cJSON *memory_json(eng *e, const char *name, const cJSON *job)
     if (isfinite(p))
         cJSON_AddItemToArray(a, cJSON_CreateNumber(p));
     cJSON_AddItemToObject(o, "per_gpu_gb", a);
+    return o;
+}
+
+/* A config's label and the settings that make it so, into o (label,
+ * label_reasons). */
+static void add_label(eng *e, cJSON *o, const mt_kv *cfg, int routing)
+{
+    mt_strlist why = {0};
+    uint32_t label = mt_label_config(e->c, cfg, routing, &why);
+    cJSON *a = cJSON_CreateArray();
+    size_t i;
+    for (i = 0; i < why.n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(why.v[i]));
+    cJSON_AddStringToObject(o, "label", mt_label_word(label));
+    cJSON_AddItemToObject(o, "label_reasons", a);
+    mt_strlist_free(&why);
+}
+
+/* Whether validation can add natural-routing arms: the contract forces
+ * balance, does not switch them off, and the backend can route naturally
+ * (the sim models it; a real stack needs real data).  0 with the reason in
+ * why otherwise. */
+static int natural_possible(eng *e, char *why, size_t n)
+{
+    const char *ds = mt_kv_get(e->c->data, "dataset");
+    if (e->c->routing == MT_ROUTING_NATURAL) {
+        snprintf(why, n,
+                 "data.routing = \"natural\": the validation itself measures the "
+                 "router's own routing");
+        return 0;
+    }
+    if (!e->c->natural_validation) {
+        snprintf(why, n, "switched off by data.natural_validation = false (the contract)");
+        return 0;
+    }
+    if (!strcmp(e->c->backend, "sim"))
+        return 1;
+    if (!strcmp(e->c->backend, "command") && !(ds && !strcmp(ds, "mock")))
+        return 1;
+    if (!strcmp(e->c->backend, "command"))
+        snprintf(why, n,
+                 "skipped: a real stack with mock data (data.dataset = \"mock\") has no "
+                 "natural routing to run, the router would route synthetic tokens");
+    else
+        snprintf(why, n, "skipped: the %s backend runs no router on training data", e->c->backend);
+    return 0;
+}
+
+/* cfg with the router's own routing (no forced load balancing); NULL with
+ * the reason in why when that is illegal.  Caller frees. */
+static mt_kv *natural_config(eng *e, const mt_kv *cfg, const char *name, char *why, size_t n)
+{
+    mt_kv *k = mt_kv_dup(cfg);
+    mt_violations vs = {0};
+    const char *v = mt_kv_get(k, "moe_router_force_load_balancing");
+    if (v && strcmp(v, "false"))
+        mt_kv_set(k, "moe_router_force_load_balancing", "false");
+    mt_legality(e->reg, e->c, k, &vs, NULL);
+    if (vs.n) {
+        snprintf(why, n, "skipped: the %s is illegal without forced load balancing (%s: %s)", name,
+                 vs.v[0].rule, vs.v[0].message);
+        mt_kv_destroy(&k);
+    }
+    mt_violations_free(&vs);
+    return k;
+}
+
+/* The natural-routing validation (bundle validation.natural): baseline and
+ * winner again, each with the router's own routing, over the same window
+ * and replicates as the validation; its gain is the training-equivalent
+ * figure beside the forced-routing one.  NULL when the contract's routing is
+ * natural already (nothing to add); else an object whose status says
+ * whether it was measured and, when not, why. */
+static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
+{
+    cJSON *o, *a;
+    mt_kv *nb = NULL, *nw = NULL;
+    char why[800] = "";
+    ab_in in;
+    ab_out out;
+    mt_stats_design ds;
+    *rc = 0;
+    if (e->c->routing == MT_ROUTING_NATURAL)
+        return NULL;
+    e->validated = 1; /* what it reserved is this */
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "routing", "natural");
+    if (!natural_possible(e, why, sizeof why)) {
+        cJSON_AddStringToObject(o, "status", e->c->natural_validation ? "skipped" : "off");
+    } else if (!compare) {
+        cJSON_AddStringToObject(o, "status", "skipped");
+        snprintf(why, sizeof why,
+                 "skipped: no change passed the gate, so there is no winner to "
+                 "compare");
+    } else if (!(nb = natural_config(e, base, "baseline", why, sizeof why)) ||
+               !(nw = natural_config(e, e->best, "winner", why, sizeof why))) {
+        cJSON_AddStringToObject(o, "status", "skipped");
+    } else if (design(e, &ds, 1, 0), !afford(e, 2 * ds.initial)) {
+        cJSON_AddStringToObject(o, "status", "skipped");
+        snprintf(why, sizeof why, "skipped: budget (%s)", e->stopped);
+    }
+    if (why[0]) {
+        cJSON_AddStringToObject(o, "reason", why);
+        cJSON_AddNullToObject(o, "baseline");
+        cJSON_AddNullToObject(o, "winner");
+        cJSON_AddNullToObject(o, "gain");
+        cJSON_AddNullToObject(o, "ci");
+        cJSON_AddNullToObject(o, "p_value");
+        cJSON_AddBoolToObject(o, "confirmed", 0);
+        add_label(e, o, e->best, MT_ROUTING_NATURAL);
+        eng_progress(e, "natural-routing validation %s", why);
+        mt_kv_destroy(&nb), mt_kv_destroy(&nw);
+        return o;
+    }
+    memset(&in, 0, sizeof in);
+    in.phase = "validate";
+    in.variable = "winner (natural routing)";
+    in.ctl = nb;
+    in.cand = nw;
+    in.changes = diff_json(nb, nw);
+    in.repairs = cJSON_CreateArray();
+    in.label = MT_LABEL_TRAINING_EQUIVALENT;
+    in.validate = 1;
+    in.routing = "natural";
+    eng_progress(e,
+                 "validating the winner against the baseline with natural routing over steps "
+                 "%d-%d",
+                 e->c->validate.first, e->c->validate.last);
+    if ((*rc = ab(e, &in, &out)) != 0) {
+        cJSON_Delete(in.changes), cJSON_Delete(in.repairs), cJSON_Delete(o);
+        mt_kv_destroy(&nb), mt_kv_destroy(&nw);
+        return NULL;
+    }
+    cJSON_AddStringToObject(o, "status", "measured");
+    a = out.decision;
+    cJSON_AddItemToObject(o, "baseline",
+                          cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(a, "control"), 1));
+    cJSON_AddItemToObject(o, "winner",
+                          cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(a, "candidate"), 1));
+    cJSON_AddItemToObject(o, "ci", cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(a, "ci"), 1));
+    if (out.have_stats) {
+        cJSON_AddNumberToObject(o, "gain", -out.dec.effect);
+        cJSON_AddNumberToObject(o, "p_value", out.dec.p);
+    } else {
+        cJSON_AddNullToObject(o, "gain");
+        cJSON_AddNullToObject(o, "p_value");
+    }
+    cJSON_AddBoolToObject(o, "confirmed", out.have_stats && out.dec.verdict == MT_STATS_BETTER);
+    if (out.have_stats)
+        snprintf(why, sizeof why,
+                 "with natural routing the winner's steps are %.1f%% shorter "
+                 "(%.600s)",
+                 100 * -out.dec.effect, out.reason);
+    else
+        snprintf(why, sizeof why, "with natural routing: %.600s",
+                 out.reason[0] ? out.reason : "no statistics");
+    cJSON_AddStringToObject(o, "reason", why);
+    add_label(e, o, nw, MT_ROUTING_NATURAL);
+    eng_progress(e, "%s", why);
+    cJSON_Delete(in.changes), cJSON_Delete(in.repairs);
+    mt_kv_destroy(&nb), mt_kv_destroy(&nw);
     return o;
 }
 
@@ -1573,7 +1843,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
     if (!strcmp(bid, wid)) {
         /* nothing to compare: the baseline alone, for its figures */
         jobreq q[6];
-        double xs[6];
+        double xs[6], xt[6];
         int i, n = 0;
         memset(q, 0, sizeof q);
         for (i = 0; i < 6; i++) {
@@ -1587,10 +1857,12 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
             return -1;
         }
         for (i = 0; i < 6; i++)
-            if (eng_job_ok(q[i].out))
+            if (eng_job_ok(q[i].out)) {
+                xt[n] = eng_num(q[i].out, "tflops");
                 xs[n++] = eng_num(q[i].out, "ms");
-        cJSON_AddItemToObject(v, "baseline", arm_json(xs, (size_t)n));
-        cJSON_AddItemToObject(v, "winner", arm_json(xs, (size_t)n));
+            }
+        cJSON_AddItemToObject(v, "baseline", arm_json(e, base, xs, xt, (size_t)n));
+        cJSON_AddItemToObject(v, "winner", arm_json(e, base, xs, xt, (size_t)n));
         cJSON_AddNullToObject(v, "gain");
         cJSON_AddNullToObject(v, "ci");
         cJSON_AddNullToObject(v, "p_value");
@@ -1600,6 +1872,13 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         e->mem_baseline = memory_json(e, "baseline", q[0].out);
         e->mem_winner = memory_json(e, "winner", q[0].out);
         eng_jobs_free(q, 6);
+        add_label(e, v, base, -1);
+        {
+            int rc;
+            cJSON *nat = natural_validate(e, base, 0, &rc);
+            if (nat)
+                cJSON_AddItemToObject(v, "natural", nat);
+        }
         e->validation = v;
         *recipe = mt_kv_dup(base);
         *status = 2;
@@ -1677,6 +1956,17 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         eng_jobs_free(q, 2);
     }
     cJSON_Delete(in.changes), cJSON_Delete(in.repairs);
+    add_label(e, v, e->best, -1);
+    {
+        int rc;
+        cJSON *nat = natural_validate(e, base, 1, &rc);
+        if (rc) {
+            cJSON_Delete(v);
+            return -1;
+        }
+        if (nat)
+            cJSON_AddItemToObject(v, "natural", nat);
+    }
     e->validation = v;
     return 0;
 }
@@ -1841,6 +2131,10 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     if (!e.baseline)
         goto out;
     e.best = mt_kv_dup(e.baseline);
+    {
+        char why[600];
+        e.natural_plan = natural_possible(&e, why, sizeof why);
+    }
     e.phase = "start";
     eng_progress(&e, "%s tune of %s (%s), budget %.1f GPU-hours and %d runs%s",
                  mt_strategy_name(o->strategy), c->name, c->fingerprint, e.budget_gh,
@@ -1871,6 +2165,7 @@ done:
     out->runs = e.runs;
     out->runs_executed = e.executed;
     out->accepted = cJSON_GetArraySize(e.accepted);
+    out->not_ablated = e.not_ablated;
     snprintf(out->stopped, sizeof out->stopped, "%s", e.stopped);
     snprintf(out->bundle, sizeof out->bundle, "%s/bundle.json", o->dir);
     if (recipe) {
@@ -1882,7 +2177,12 @@ done:
         out->recipe = mt_kv_dup(e.baseline);
     }
     e.phase = "done";
-    eng_progress(&e, "finished (%s): bundle %s", status == 0 ? "validated" : status == 1 ? "not confirmed" : status == 2 ? "baseline only" : "failed", out->bundle);
+    eng_progress(&e, "finished (%s%s): bundle %s",
+                 status == 0   ? "validated"
+                 : status == 1 ? "not confirmed"
+                 : status == 2 ? "baseline only"
+                               : "failed",
+                 e.not_ablated ? ", winner not ablated" : "", out->bundle);
 out:
     mt_kv_destroy(&recipe);
     mt_kv_destroy(&e.baseline);
@@ -1898,6 +2198,8 @@ out:
     cJSON_Delete(e.validation);
     cJSON_Delete(e.mem_baseline);
     cJSON_Delete(e.mem_winner);
+    cJSON_Delete(e.baseline_arm);
+    cJSON_Delete(e.best_arm);
     eng_zx_close(&e);
     mt_store_close(&e.st);
     return rc;

@@ -64,6 +64,8 @@ typedef struct mt_tune_result {
     int runs;                  /* jobs run (memoized ones included) */
     int runs_executed;         /* jobs actually executed by this invocation */
     int accepted, wrong;       /* accepted changes; (benchmark) filled by callers */
+    int not_ablated;           /* accepted changes the budget left unablated: the
+                                  winner is not ablated (`tune` exits 5) */
     char stopped[128];         /* why the search stopped */
     /* every accepted change, as the configs it went from and to (owned) */
     size_t n_accepted;

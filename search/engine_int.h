@@ -22,6 +22,8 @@ typedef struct jobreq {
     cJSON *out;      /* the job's memo (owned) */
     int fresh;       /* executed now (not found in the memo) */
     const char *rev; /* a bisection job: the revision (prepared, then measured) */
+    const char *routing; /* NULL: the contract's; "natural": the router's own (a
+                            validation's natural-routing arms) */
 } jobreq;
 
 typedef struct eng {
@@ -45,6 +47,11 @@ typedef struct eng {
     cJSON *decisions, *timeline, *accepted, *ablation, *walls_before, *walls_after;
     cJSON *validation, *mem_baseline, *mem_winner;
     double best_tflops_seen;
+    cJSON *baseline_arm, *best_arm; /* their latest measured figures (status.json) */
+    int ablating, ablate_left;      /* ablation runs; the ablations still to run */
+    int not_ablated;                /* accepted changes the budget left unablated */
+    int natural_plan;               /* validation will add natural-routing arms */
+    int validated;                  /* the validation ran: nothing left to reserve */
     char stopped[128];
     int last_worse;
     int last_memory;          /* ... refused it for memory (gate or OOM) */

@@ -106,6 +106,7 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
     spec.sim_path = e->sim;
     spec.profile = !strcmp(q->kind, "profile");
     spec.sim_seed = e->o.seed;
+    spec.routing = q->routing;
     spec.memo_key = key;
     spec.memo = job_memo;
     rc = mt_measure_run(&spec, st, &m, d);
@@ -123,9 +124,10 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
 
 /* ---- the model executor ------------------------------------------------------------------ */
 
-/* One job of the model executor as its memo (JSON text, caller frees). */
-char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep,
-                   uint64_t seed)
+/* One job of the model executor as its memo (JSON text, caller frees);
+ * natural: the router's own routing although the contract forces balance. */
+static char *model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep,
+                       uint64_t seed, int natural)
 {
     sim_cfg sc;
     sim_breakdown b;
@@ -135,7 +137,7 @@ char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int
     cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject();
     double peak = 0, steps[1024], step_s, world;
     int validate = !strcmp(kind, "validate"), n = 0, it, first, last, total;
-    int used_first = -1, used_last = -1;
+    int used_first = -1, used_last = -1, bad;
     size_t i;
     const char *k, *val;
     first = validate ? c->validate.first : c->screen.first;
@@ -143,8 +145,10 @@ char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int
     total = validate ? c->validate.steps : c->screen.steps;
     world = strtod(mt_kv_get(c->hardware, "world_size"), NULL);
     err[0] = msg[0] = '\0';
-    if (sim_cfg_from_moetune(&sc, cfg, c->hardware, c->view, err, sizeof err) ||
-        sim_check(&sc, rule, sizeof rule, msg, sizeof msg) || sim_evaluate(&sc, &b)) {
+    bad = sim_cfg_from_moetune(&sc, cfg, c->hardware, c->view, err, sizeof err);
+    if (!bad && natural)
+        sc.routing_natural = 1; /* the router's own routing; the sim's config id follows it */
+    if (bad || sim_check(&sc, rule, sizeof rule, msg, sizeof msg) || sim_evaluate(&sc, &b)) {
         cJSON_AddStringToObject(o, "outcome", "crash");
         cJSON_AddStringToObject(o, "evidence", err[0] ? err : msg);
         cJSON_AddNumberToObject(o, "gpu_hours", 0);
@@ -228,6 +232,11 @@ char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int
     return text;
 }
 
+char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep, uint64_t seed)
+{
+    return model_job(c, cfg, kind, rep, seed, 0);
+}
+
 double mt_model_launch_gpu_hours(const mt_contract *c, const mt_kv *cfg)
 {
     sim_cfg sc;
@@ -240,7 +249,8 @@ double mt_model_launch_gpu_hours(const mt_contract *c, const mt_kv *cfg)
 
 static int run_model(eng *e, const jobreq *q)
 {
-    char key[128], *text = mt_model_job(e->c, q->cfg, q->kind, q->rep, e->o.seed);
+    char key[128], *text = model_job(e->c, q->cfg, q->kind, q->rep, e->o.seed,
+                                     q->routing && !strcmp(q->routing, "natural"));
     int rc;
     if (!text)
         return -ENOMEM;

@@ -529,6 +529,7 @@ static void dispatch(eng *e)
         pj.config = canon;
         pj.replicate = zj->q->rep;
         pj.profile = !strcmp(zj->q->kind, "profile");
+        pj.routing = zj->q->routing;
         if (e->o.seed) {
             snprintf(seed, sizeof seed, "%llu", (unsigned long long)e->o.seed);
             pj.sim_seed = seed;

@@ -952,8 +952,9 @@ START_TEST(total_gain_is_the_validation)
     ck_assert(cJSON_IsTrue(get(v, "confirmed")));
     ck_assert(isfinite(num(v, "gain")) && num(v, "gain") > 0);
     ck_assert(num(ref_bundle, "total_gain") == num(v, "gain"));
-    /* the last decision is the validation's, with the same gain */
-    cJSON_ArrayForEach(x, get(ref_bundle, "decisions"))
+    /* the last decision of the winner is the validation's, with the same
+     * gain (the natural-routing arms are a decision of their own) */
+    cJSON_ArrayForEach(x, get(ref_bundle, "decisions")) if (!strcmp(str(x, "variable"), "winner"))
         last = x;
     ck_assert_str_eq(str(last, "phase"), "validate");
     ck_assert(num(last, "gain") == num(v, "gain"));
@@ -1009,7 +1010,8 @@ static double model_peak(const mt_contract *c, const mt_kv *cfg)
  * screened in time (the fit's probes and the profile leave less than a
  * screen plus the validation's reserve): the fitted base alone is validated
  * and recommended;
- * with --runs 60 a retune change is accepted and validated against it. */
+ * with --runs 84 (a screen, and the reserve of its ablation and of the validation with its
+ * natural-routing arms) a retune change is accepted and validated against it. */
 static void fit_tune(const char *runs, const char *status)
 {
     static const char *args[10];
@@ -1101,7 +1103,10 @@ static void fit_tune(const char *runs, const char *status)
 START_TEST(fit_then_the_fitted_base_alone) { fit_tune("12", "baseline_only"); }
 END_TEST
 
-START_TEST(fit_then_a_winner_validated_against_the_fitted_base) { fit_tune("60", "validated"); }
+START_TEST(fit_then_a_winner_validated_against_the_fitted_base)
+{
+    fit_tune("84", "validated");
+}
 END_TEST
 
 /* ---- the fit phase: probes within the estimate's uncertainty, the workflow's order -------- */
@@ -1588,6 +1593,105 @@ static char *sample_order(const char *strategy, const char *seed, cJSON **bout)
     return order;
 }
 
+/* An arm of the bundle has its median TFLOP/s per GPU, with its source, and
+ * tokens/s per GPU (search/BUNDLE.md, arm). */
+static void arm_has_throughput(const cJSON *arm, const char *where)
+{
+    ck_assert_msg(cJSON_IsObject(arm), "%s: no arm", where);
+    ck_assert_msg(isfinite(num(arm, "tflops")) && num(arm, "tflops") > 0, "%s: tflops %g", where,
+                  num(arm, "tflops"));
+    ck_assert_msg(!strcmp(str(arm, "tflops_source"), "logged") ||
+                      !strcmp(str(arm, "tflops_source"), "computed"),
+                  "%s: tflops_source \"%s\"", where, str(arm, "tflops_source"));
+    ck_assert_msg(isfinite(num(arm, "tokens_per_s_per_gpu")) &&
+                      num(arm, "tokens_per_s_per_gpu") > 0,
+                  "%s: no tokens/s", where);
+}
+
+static int names(const cJSON *reasons, const char *needle)
+{
+    const cJSON *x;
+    cJSON_ArrayForEach(x,
+                       reasons) if (cJSON_IsString(x) && strstr(x->valuestring, needle)) return 1;
+    return 0;
+}
+
+/* The real `moetune demo` (issue 16's done-when): the demo contract forces
+ * routing, so recipe and baseline are benchmark-only, naming it; validation
+ * adds natural-routing arms and their gain; every A/B arm and both
+ * validation arms have throughput; every accepted change has a measured
+ * ablation row; the report says all of it. */
+START_TEST(demo_bundle_is_evidence)
+{
+    const char *args[] = {"demo", "--dir", NULL, NULL};
+    char base[256], dir[300], md[320];
+    const cJSON *x, *v, *nat;
+    cJSON *b;
+    char *text;
+    out r;
+    int accepted = 0, rows = 0;
+    fresh(base, sizeof base, "demo");
+    snprintf(dir, sizeof dir, "%s/D", base);
+    args[2] = dir;
+    r = moetune(args);
+    ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
+    b = tk_bundle(dir);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_str_eq(str(b, "status"), "validated");
+    ck_assert_str_eq(str(get(b, "recipe"), "label"), "benchmark-only");
+    ck_assert_str_eq(str(get(b, "baseline"), "label"), "benchmark-only");
+    ck_assert(names(get(get(b, "recipe"), "label_reasons"), "data.routing = \"forced\""));
+    ck_assert(names(get(get(b, "baseline"), "label_reasons"), "data.routing = \"forced\""));
+    ck_assert(names(get(get(b, "baseline"), "label_reasons"), "moe_router_force_load_balancing"));
+    v = get(b, "validation");
+    arm_has_throughput(get(v, "baseline"), "validation.baseline");
+    arm_has_throughput(get(v, "winner"), "validation.winner");
+    ck_assert_str_eq(str(v, "label"), "benchmark-only");
+    nat = get(v, "natural");
+    ck_assert_msg(!strcmp(str(nat, "status"), "measured"), "natural: %s (%s)", str(nat, "status"),
+                  str(nat, "reason"));
+    ck_assert(isfinite(num(nat, "gain")));
+    ck_assert_str_eq(str(nat, "label"), "training-equivalent");
+    arm_has_throughput(get(nat, "baseline"), "validation.natural.baseline");
+    arm_has_throughput(get(nat, "winner"), "validation.natural.winner");
+    /* natural routing is the slower routing: its baseline takes longer */
+    ck_assert(num(get(nat, "baseline"), "median") > num(get(v, "baseline"), "median"));
+    cJSON_ArrayForEach(x, get(b, "decisions"))
+    {
+        char where[64];
+        if (cJSON_IsNull(get(x, "control")) ||
+            !cJSON_GetArraySize(get(get(x, "control"), "samples")))
+            continue; /* no A/B ran: a fit record */
+        snprintf(where, sizeof where, "decisions[%d].control", (int)num(x, "index"));
+        arm_has_throughput(get(x, "control"), where);
+        snprintf(where, sizeof where, "decisions[%d].candidate", (int)num(x, "index"));
+        arm_has_throughput(get(x, "candidate"), where);
+        accepted += !strcmp(str(x, "verdict"), "accepted") && strcmp(str(x, "phase"), "validate");
+    }
+    ck_assert_int_gt(accepted, 0);
+    cJSON_ArrayForEach(x, get(b, "ablation"))
+    {
+        rows++;
+        ck_assert_msg(isfinite(num(x, "gain_without")), "ablation of %s not measured: %s",
+                      str(x, "knob"), str(x, "reason"));
+    }
+    ck_assert_int_eq(rows, accepted);
+    ck_assert(cJSON_IsTrue(get(b, "ablation_complete")));
+    snprintf(md, sizeof md, "%s/REPORT.md", dir);
+    text = tk_slurp(md);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(strstr(text, "benchmark-only because data.routing = \"forced\""));
+    ck_assert_ptr_nonnull(strstr(text, "### With natural routing"));
+    ck_assert_ptr_nonnull(strstr(text, "| Gain with natural routing | "));
+    ck_assert_ptr_null(strstr(text, "safe to adopt for training"));
+    ck_assert_ptr_nonnull(strstr(text, " (logged) |"));
+    free(text);
+    cJSON_Delete(b);
+    free(r.out), free(r.err);
+    rm_rf(base);
+}
+END_TEST
+
 START_TEST(grid_and_random_strategies)
 {
     cJSON *g, *r1, *r2;
@@ -1637,6 +1741,7 @@ int main(void)
     tcase_add_test(alone, run_budget_leaves_only_validation);
     tcase_add_test(alone, gpu_hour_budget_leaves_only_validation);
     tcase_add_test(alone, grid_and_random_strategies);
+    tcase_add_test(alone, demo_bundle_is_evidence);
     suite_add_tcase(s, alone);
 
     tcase_set_timeout(fit, 120 * SLOW);

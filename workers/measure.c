@@ -587,7 +587,11 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         mt_kv_set(env, "MOETUNE_SIM_GPUS_PER_NODE", mt_kv_get(c->hardware, "gpus_per_node"));
         mt_kv_set(env, "MOETUNE_SIM_NODES", mt_kv_get(c->hardware, "nodes"));
         mt_kv_set(env, "MOETUNE_SIM_NVLINK_DOMAIN", mt_kv_get(c->hardware, "nvlink_domain"));
-        mt_kv_set(env, "MOETUNE_SIM_ROUTING", c->routing == MT_ROUTING_NATURAL ? "natural" : "forced");
+        mt_kv_set(env, "MOETUNE_SIM_ROUTING",
+                  c->routing == MT_ROUTING_NATURAL ||
+                          (spec->routing && !strcmp(spec->routing, "natural"))
+                      ? "natural"
+                      : "forced");
         snprintf(rep, sizeof rep, "%d", spec->replicate);
         mt_kv_set(env, "MOETUNE_SIM_REPLICATE", rep);
         mt_kv_set(env, "MOETUNE_SIM_MEMORY_FILE", memfile);

@@ -40,6 +40,10 @@ typedef struct mt_measure_spec {
     int profile;
     const mt_profile_rules *rules; /* wall thresholds; NULL: the contract's */
     uint64_t sim_seed;      /* sim backend: the noise seed (0: the contract's data.seed) */
+    /* NULL: the contract's data.routing; "natural": the router's own routing
+     * although the contract forces balance (the config must not force it
+     * either); the sim backend is told so, a real stack routes by itself */
+    const char *routing;
     /* the engine's memo: when set, memo(m) (a JSON text, freed by the
      * caller) is stored under memo_key in the run's own transaction */
     /* every iteration line as it arrives (a worker's progress), or NULL */

@@ -140,7 +140,7 @@ static const field f_job[] = {
     {"time_limit_s", F_NUM0, REQ}, {"profile", F_BOOL, OPT}, {"hang_factor", F_NUM0, OPT},
     {"sim_seed", F_DEC, OPT},      {"launcher", F_ID, OPT},  {"rev", F_NESTR, OPT},
     {"repo", F_NESTR, OPT},        {"prepare", F_ARR_STR, OPT}, {"prepare_timeout_s", F_NUM0, OPT},
-    END};
+    {"routing", F_ID, OPT},        END};
 static const field f_job_ack[] = {{"job_id", F_ID, REQ},     {"retry", F_INT0, REQ},
                                   {"accepted", F_BOOL, REQ}, {"reason", F_STR, OPT},
                                   {"slurm_step", F_ID, OPT}, END};
@@ -807,6 +807,7 @@ int mt_proto_get_job(const mt_proto_msg *m, mt_proto_job *o)
     o->hang_factor = num_or(m, "hang_factor", 0);
     o->sim_seed = str_or(m, "sim_seed", NULL);
     o->launcher = str_or(m, "launcher", NULL);
+    o->routing = str_or(m, "routing", NULL);
     o->rev = str_or(m, "rev", NULL);
     o->repo = str_or(m, "repo", NULL);
     o->prepare = arr_or_null(m, "prepare");
@@ -1074,6 +1075,7 @@ cJSON *mt_proto_job_body(const mt_proto_job *j)
         add_num(o, "hang_factor", j->hang_factor, &ok);
     add_str(o, "sim_seed", j->sim_seed, &ok);
     add_str(o, "launcher", j->launcher, &ok);
+    add_str(o, "routing", j->routing, &ok);
     add_str(o, "rev", j->rev, &ok);
     add_str(o, "repo", j->repo, &ok);
     if (j->rev) {

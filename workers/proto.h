@@ -185,6 +185,8 @@ typedef struct mt_proto_job {
     double hang_factor;   /* optional, >= 0 (0: the default) */
     const char *sim_seed; /* optional: decimal uint64 (NULL) */
     const char *launcher; /* optional: the launcher to use (NULL: contract's) */
+    const char *routing;  /* optional: "natural" to measure with the router's own
+                             routing although the contract forces it (NULL) */
     /* a bisect job (kind "bisect"): the revision, its prepare step's argv
      * templates (workers/prepare.h; {work} is the worker's own work
      * directory) and the repository path {repo} stands for */

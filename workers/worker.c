@@ -638,6 +638,7 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         spec.hang_factor = j.hang_factor;
         spec.profile = j.profile;
         spec.sim_seed = seed;
+        spec.routing = j.routing;
         spec.on_line = child_line;
         spec.line_ctx = &fds[1];
         spec.memo_key = j.job_id;
