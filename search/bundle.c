@@ -316,9 +316,8 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
     x = cJSON_AddObjectToObject(o, "meshes");
     cJSON_AddStringToObject(x, "attention", att);
     cJSON_AddStringToObject(x, "moe", moe);
-    if (recipe_files(e, recipe, status, label == MT_LABEL_BENCHMARK_ONLY ? "benchmark-only"
-                                                                        : "training-equivalent",
-                     o, d)) {
+    if (recipe_files(e, recipe, status,
+                     cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "label")), o, d)) {
         cJSON_Delete(b);
         return -1;
     }
