@@ -955,11 +955,27 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
         cJSON_ArrayForEach(e, a)
         {
             path_idx(ep, "decisions", i);
+            m->dec[i].index = NAN;
             if (check(r, e, ep, J_OBJ))
                 read_decision(r, e, ep, &m->dec[i]);
             i++;
         }
         m->ndec = i;
+        /* ids name plots and anchors (ab-ID) and the store's decision/ID:
+         * two decisions with one id would point at one of them */
+        for (i = 1; i < m->ndec; i++) {
+            size_t k;
+            if (isnan(m->dec[i].index))
+                continue;
+            for (k = 0; k < i && m->dec[k].index != m->dec[i].index; k++)
+                ;
+            if (k < i) {
+                path_idx(ep, "decisions", i);
+                path_key(path, ep, "index");
+                problem(r, path, "%.0f is also decisions[%zu].index; decision ids are unique",
+                        m->dec[i].index, k);
+            }
+        }
     }
 
     a = get(r, root, "", "timeline", J_ARR, NULL);
@@ -1588,8 +1604,14 @@ static const char html_css[] =
     ".diff .add{color:var(--ok)}.diff .del{color:var(--bad)}\n"
     ".mesh{font-size:17px;margin:6px 0}.mesh b{display:inline-block;width:100px}\n"
     "details summary{cursor:pointer;color:var(--mute)}.note{color:var(--mute)}\n"
-    ".wide{overflow-x:auto}table.dec{font-size:13px}tr.more td{color:#424a53;"
-    "border-top:none;padding-bottom:6px}tr.more b{color:var(--mute);font-weight:600}\n";
+    ".wide{overflow-x:auto}table.dec{font-size:13px;width:100%;table-layout:fixed}"
+    "table.dec td,table.dec th{overflow-wrap:anywhere;word-break:break-word}"
+    "table.dec td.n{white-space:normal}table.dec code{white-space:pre-wrap}"
+    "col.c-no{width:3em}col.c-id{width:3.5em}col.c-phase{width:5.5em}col.c-var{width:10%}"
+    "col.c-wall{width:7.5em}col.c-verdict{width:5.5em}col.c-med{width:7.5em}"
+    "col.c-gain{width:5.5em}col.c-ci{width:9em}col.c-p{width:4.5em}"
+    "tr.more td{color:#424a53;border-top:none;padding-bottom:6px}"
+    "tr.more b{color:var(--mute);font-weight:600}\n";
 
 /* Checks on load that every section and plot rendered; a headless browser's
  * DOM dump then carries the verdict on <body>. */
@@ -1646,6 +1668,8 @@ static void no_recipe_words(sb *t, const model *m)
                    "made it fit");
     else if (f->present && f->fits < 0)
         sb_puts(t, "The base config does not run");
+    else if (f->present && f->fits != 1)
+        sb_puts(t, "The base config does not fit in memory");
     else
         sb_puts(t, "The tune failed");
     sb_printf(t,
@@ -1658,6 +1682,18 @@ static int is_failed(const model *m)
 {
     return m->status && !strcmp(m->status, "failed");
 }
+
+/* The recipe is the base itself and the fit phase found that the base does
+ * not fit (or does not run): whatever the status, there is nothing usable to
+ * recommend. */
+static int base_unusable(const model *m)
+{
+    return m->fit.present && m->fit.fits != 1 && !m->change.n;
+}
+
+/* No recipe to recommend: a failed tune, or a recipe that is a base that
+ * does not fit. */
+static int no_recipe(const model *m) { return is_failed(m) || base_unusable(m); }
 
 static void h_kv(sb *b, const char *key, const char *val)
 {
@@ -1819,7 +1855,7 @@ static void h_recipe(sb *b, const model *m)
         sb_html(b, m->val.recommendation);
         sb_puts(b, "</p>\n");
     }
-    if (is_failed(m)) {
+    if (no_recipe(m)) {
         sb t = {0};
         no_recipe_words(&t, m);
         sb_puts(b, "<p class=\"banner bad\">");
@@ -1830,7 +1866,7 @@ static void h_recipe(sb *b, const model *m)
         free(t.s);
     }
     sb_puts(b, "<h3>Changes from the baseline</h3>\n");
-    if (!m->change.n && is_failed(m))
+    if (!m->change.n && no_recipe(m))
         sb_puts(b, "<p class=\"note\">None: the config shown is the base, not a "
                    "recommendation.</p>\n");
     else if (!m->change.n)
@@ -1932,17 +1968,24 @@ static void h_decisions(sb *b, const model *m)
         sb_puts(b, "<p class=\"note\">No decisions were made.</p>\n</section>\n");
         return;
     }
-    sb_puts(b, "<div class=\"wide\"><table class=\"dec\"><tr><th>#</th><th>phase</th>"
+    sb_puts(b, "<table class=\"dec\"><colgroup><col class=\"c-no\"><col class=\"c-id\">"
+               "<col class=\"c-phase\"><col class=\"c-var\"><col class=\"c-wall\">"
+               "<col class=\"c-change\"><col class=\"c-verdict\"><col class=\"c-med\">"
+               "<col class=\"c-med\"><col class=\"c-gain\"><col class=\"c-ci\">"
+               "<col class=\"c-p\"></colgroup>\n<tr><th>#</th><th>id</th><th>phase</th>"
                "<th>variable</th><th>wall</th><th>change</th><th>verdict</th>"
                "<th>control median</th><th>candidate median</th><th>gain</th><th>CI</th>"
                "<th>p</th></tr>\n");
     for (i = 0; i < m->ndec; i++) {
         const decision *dc = &m->dec[i];
-        sb_puts(b, "<tr><td class=\"n\" rowspan=\"2\">");
+        /* #: the decisions in order, 1, 2, 3...; id: the store's number */
+        sb_puts(b, "<tr><td class=\"n dno\" rowspan=\"2\">");
         if (has_samples(dc))
-            sb_printf(b, "<a href=\"#ab-%.0f\">%.0f</a>", dc->index, dc->index);
+            sb_printf(b, "<a href=\"#ab-%.0f\">%zu</a>", dc->index, i + 1);
         else
-            sb_num(b, "%.0f", dc->index);
+            sb_printf(b, "%zu", i + 1);
+        sb_puts(b, "</td><td class=\"n\" rowspan=\"2\">");
+        sb_num(b, "%.0f", dc->index);
         sb_puts(b, "</td><td>");
         sb_html(b, dc->phase);
         sb_puts(b, "</td><td>");
@@ -1984,8 +2027,11 @@ static void h_decisions(sb *b, const model *m)
         }
         sb_puts(b, "</td></tr>\n");
     }
-    sb_puts(b, "</table></div>\n<p class=\"note\">gain: the candidate's median step time "
-               "shorter than the control's, as a fraction of the control's.</p>\n</section>\n");
+    sb_puts(b, "</table>\n<p class=\"note\">gain: the candidate's median step time "
+               "shorter than the control's, as a fraction of the control's. #: the decisions "
+               "in the order they were taken. id: the decision's number in the store "
+               "(<code>decision/ID</code> in moetune.db; its runs are replicates ID&times;100 "
+               "and up); profiled runs take numbers too, so ids may skip.</p>\n</section>\n");
 }
 
 static void h_distributions(sb *b, const model *m)
@@ -2010,11 +2056,12 @@ static void h_distributions(sb *b, const model *m)
         if (!has_samples(dc))
             continue;
         snprintf(plot, sizeof plot, "ab-%.0f", dc->index);
-        snprintf(label, sizeof label, "step times of decision %.0f (%s): control and candidate",
-                 dc->index, dc->variable ? dc->variable : "");
-        sb_printf(b, "<figure id=\"%s\"><figcaption><b>#%.0f ", plot, dc->index);
+        snprintf(label, sizeof label, "step times of decision %zu (%s): control and candidate",
+                 i + 1, dc->variable ? dc->variable : "");
+        sb_printf(b, "<figure id=\"%s\"><figcaption><b>#%zu ", plot, i + 1);
         sb_html(b, dc->variable);
-        sb_printf(b, "</b> <span class=\"v-%s\">", dc->verdict ? dc->verdict : "none");
+        sb_printf(b, "</b> (id %.0f) <span class=\"v-%s\">", dc->index,
+                  dc->verdict ? dc->verdict : "none");
         sb_html(b, dc->verdict);
         sb_puts(b, "</span>, gain ");
         sb_pct(b, dc->gain);
@@ -2426,7 +2473,7 @@ static void render_md(sb *b, const model *m)
         sb_md(b, m->val.recommendation);
         sb_puts(b, "\n\n");
     }
-    if (is_failed(m)) {
+    if (no_recipe(m)) {
         sb t = {0};
         no_recipe_words(&t, m);
         sb_puts(b, "> **");
@@ -2437,7 +2484,7 @@ static void render_md(sb *b, const model *m)
         free(t.s);
     }
     sb_puts(b, "### Changes from the baseline\n\n");
-    if (!m->change.n && is_failed(m))
+    if (!m->change.n && no_recipe(m))
         sb_puts(b, "None: the config shown is the base, not a recommendation.\n\n");
     else if (!m->change.n)
         sb_puts(b, "None: the baseline is the recommendation.\n\n");
@@ -2487,12 +2534,12 @@ static void render_md(sb *b, const model *m)
     if (!m->ndec)
         sb_puts(b, "No decisions were made.\n\n");
     else {
-        sb_puts(b, "| # | phase | variable | wall | change | repairs | verdict | control median | "
-                   "candidate median | gain | CI | p | evidence | reason |\n"
-                   "|---:|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|\n");
+        sb_puts(b, "| # | id | phase | variable | wall | change | repairs | verdict | "
+                   "control median | candidate median | gain | CI | p | evidence | reason |\n"
+                   "|---:|---:|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|\n");
         for (i = 0; i < m->ndec; i++) {
             const decision *dc = &m->dec[i];
-            sb_puts(b, "| ");
+            sb_printf(b, "| %zu | ", i + 1);
             sb_num(b, "%.0f", dc->index);
             sb_puts(b, " | ");
             sb_md(b, dc->phase);
@@ -2533,12 +2580,15 @@ static void render_md(sb *b, const model *m)
             sb_puts(b, " |\n");
         }
         sb_puts(b, "\ngain: the candidate's median step time shorter than the control's, as a "
-                   "fraction of the control's.\n\n### Samples (step times, s)\n\n");
+                   "fraction of the control's. #: the decisions in the order they were taken. "
+                   "id: the decision's number in the store (`decision/ID` in moetune.db; its "
+                   "runs are replicates ID x 100 and up); profiled runs take numbers too, so "
+                   "ids may skip.\n\n### Samples (step times, s)\n\n");
         for (i = 0; i < m->ndec; i++) {
             const decision *dc = &m->dec[i];
             if (!has_samples(dc))
                 continue;
-            sb_printf(b, "- #%.0f ", dc->index);
+            sb_printf(b, "- #%zu (id %.0f) ", i + 1, dc->index);
             sb_mdcode(b, dc->variable);
             sb_puts(b, ": control ");
             sb_samples(b, &dc->control.s);

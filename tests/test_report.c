@@ -271,7 +271,7 @@ START_TEST(full_bundle)
     ck_has(o.md, "model.recompute_modules=[moe_act,layernorm]");
     ck_has(o.md, "| gain | +14.15% |");
     ck_has(o.md, "| Total gain | +14.15% (validated) |");
-    ck_has(o.md, "| 2 | retune | `dispatcher` |");
+    ck_has(o.md, "| 2 | 2 | retune | `dispatcher` |");
     ck_has(o.md, "Attention (TP x CP x DP x PP): `TP1 x CP1 x DP16 x PP1`");
     ck_has(o.md, "| 7 | 63.40 | 71.10 |");
     ck_lacks(o.md, "did not confirm");
@@ -479,6 +479,86 @@ START_TEST(fitted_base_and_fitting_base_say_so)
     set(at(at(j, "baseline"), "fit"), "uncertainty", cJSON_CreateString("15%"));
     render_json(&o, j);
     ck_refused(&o, "baseline.fit.uncertainty");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+/* Whatever the status, a recipe that is a base the fit phase found not to
+ * fit is no recommendation: a tune that stopped at the base (baseline_only)
+ * with baseline.fit.fits false says so, in both views. */
+START_TEST(unfit_base_is_never_the_recommendation)
+{
+    static const char *const statuses[] = {"baseline_only", "failed"};
+    size_t k;
+    for (k = 0; k < 2; k++) {
+        cJSON *j = fixture();
+        out o;
+        set(j, "validation", cJSON_CreateNull());
+        set(j, "total_gain", cJSON_CreateNull());
+        set(j, "ablation", cJSON_CreateArray());
+        set(j, "status", cJSON_CreateString(statuses[k]));
+        set(at(j, "recipe"), "changes", cJSON_CreateArray());
+        set(at(j, "recipe"), "command_diff", cJSON_CreateArray());
+        set(at(j, "baseline"), "fit", base_fit(k ? -1 : 0, 81.2, 90, NULL));
+        render_ok(&o, j);
+        ck_page(o.html);
+        ck_lacks(o.html, "the baseline is the recommendation");
+        ck_lacks(o.md, "the baseline is the recommendation");
+        ck_has(o.html, "<p class=\"banner bad\">No usable recipe. The base config does not ");
+        ck_has(o.md, k ? "> **No usable recipe. The base config does not run"
+                       : "> **No usable recipe. The base config does not fit in memory");
+        ck_has(o.md, "None: the config shown is the base, not a recommendation.");
+        out_free(&o);
+        /* the same bundle with a base that fits: the baseline stands */
+        set(at(j, "baseline"), "fit", base_fit(1, 60.2, 61.0, NULL));
+        set(j, "status", cJSON_CreateString("baseline_only"));
+        render_ok(&o, j);
+        ck_has(o.html, "None: the baseline is the recommendation.");
+        ck_lacks(o.html, "No usable recipe");
+        cJSON_Delete(j);
+        out_free(&o);
+    }
+}
+END_TEST
+
+/* ---- decisions -------------------------------------------------------- */
+
+/* The engine's decision ids skip (profiled runs take numbers): the visible
+ * numbers are 1, 2, 3 in order, each with its id; plots keep the id. */
+START_TEST(decisions_numbered_consecutively)
+{
+    cJSON *j = fixture();
+    out o;
+    set(decision(j, 0), "index", cJSON_CreateNumber(1));
+    set(decision(j, 1), "index", cJSON_CreateNumber(3));
+    set(decision(j, 2), "index", cJSON_CreateNumber(7));
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_has(o.html, "<td class=\"n dno\" rowspan=\"2\"><a href=\"#ab-1\">1</a></td>"
+                   "<td class=\"n\" rowspan=\"2\">1</td>");
+    ck_has(o.html, "<td class=\"n dno\" rowspan=\"2\"><a href=\"#ab-3\">2</a></td>"
+                   "<td class=\"n\" rowspan=\"2\">3</td>");
+    ck_has(o.html, "<td class=\"n dno\" rowspan=\"2\"><a href=\"#ab-7\">3</a></td>"
+                   "<td class=\"n\" rowspan=\"2\">7</td>");
+    ck_assert_int_eq(count(o.html, "class=\"n dno\""), 3);
+    ck_has_plot(o.html, "ab-7");
+    ck_has(o.html, "<figure id=\"ab-7\"><figcaption><b>#3 ");
+    ck_has(o.html, "(id 7)");
+    ck_has(o.html, "so ids may skip");
+    /* the table wraps instead of scrolling sideways */
+    ck_lacks(o.html, "<div class=\"wide\"><table class=\"dec\"");
+    ck_has(o.html, "table.dec{font-size:13px;width:100%;table-layout:fixed}");
+    ck_has(o.html, "overflow-wrap:anywhere");
+    ck_has(o.md, "| 2 | 3 | retune | `dispatcher` |");
+    ck_has(o.md, "| 3 | 7 | retune | `permute_fusion` |");
+    ck_has(o.md, "- #3 (id 7) `permute_fusion`");
+    out_free(&o);
+    /* one id twice is refused, by its path */
+    set(decision(j, 2), "index", cJSON_CreateNumber(3));
+    render_json(&o, j);
+    ck_refused(&o, "decisions[2].index");
+    ck_assert(mt_diag_contains(o.d, "3 is also decisions[1].index"));
     cJSON_Delete(j);
     out_free(&o);
 }
@@ -745,6 +825,8 @@ int main(void)
     tcase_add_test(tc, many_problems_capped);
     tcase_add_test(tc, base_that_does_not_fit_is_not_usable);
     tcase_add_test(tc, fitted_base_and_fitting_base_say_so);
+    tcase_add_test(tc, unfit_base_is_never_the_recommendation);
+    tcase_add_test(tc, decisions_numbered_consecutively);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }
