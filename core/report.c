@@ -384,18 +384,26 @@ typedef struct mem {
     vec per_gpu;
 } mem;
 
+/* A wall's shares partition its profiled window (search/BUNDLE.md): they
+ * add up to 1.  Hidden communication is compute time with communication
+ * under it, a share of its own beside compute with nothing under it. */
+#define NSHARES 6
+#define SHARE_OTHER 5 /* optional in the bundle (bundles before it: 0) */
+
 typedef struct wall {
     int present;
     const char *wall, *runner_up;
-    double confidence, window_s, share[5];
+    double confidence, window_s, share[NSHARES];
+    int has_steps;
+    double steps[2]; /* the profiled steps, inclusive */
 } wall;
 
-static const char *const share_keys[5] = {"compute", "exposed_comm", "hidden_comm", "idle",
-                                          "bubble"};
-static const char *const share_names[5] = {"compute", "exposed comm", "hidden comm", "idle",
-                                           "bubble"};
-static const char *const share_colors[5] = {"#4a78b5", "#c0392b", "#e3a33b", "#9aa5b1",
-                                            "#8e6bbf"};
+static const char *const share_keys[NSHARES] = {"compute", "hidden_comm", "exposed_comm",
+                                                "idle",    "bubble",      "other"};
+static const char *const share_names[NSHARES] = {
+    "compute", "compute, comm hidden under it", "exposed comm", "idle", "bubble", "other"};
+static const char *const share_colors[NSHARES] = {"#4a78b5", "#7fa7d9", "#c0392b",
+                                                  "#9aa5b1", "#8e6bbf", "#d0d7de"};
 
 typedef struct ablation {
     const char *knob, *to, *reason;
@@ -791,6 +799,7 @@ static void read_wall(rd *r, const cJSON *obj, const char *parent, const char *k
     char path[PATH_LEN], sp[PATH_LEN];
     const cJSON *o = get(r, obj, parent, key, J_OBJ | J_NULL, path), *sh;
     int i;
+    double sum = 0;
     w->present = o != NULL;
     if (!o)
         return;
@@ -798,12 +807,32 @@ static void read_wall(rd *r, const cJSON *obj, const char *parent, const char *k
     w->runner_up = get_str(r, o, path, "runner_up", 1);
     w->confidence = get_num(r, o, path, "confidence", J_NUM | J_NULL);
     w->window_s = get_num(r, o, path, "window_s", J_NUM | J_NULL);
+    /* steps: absent in bundles written before it */
+    if (cJSON_GetObjectItemCaseSensitive(o, "steps"))
+        w->has_steps = get_pair(r, o, path, "steps", J_INT, w->steps);
     sh = get(r, o, path, "shares", J_OBJ, sp);
-    for (i = 0; i < 5; i++) {
+    for (i = 0; i < NSHARES; i++) {
+        char kp[PATH_LEN];
+        if (i == SHARE_OTHER && sh && !cJSON_GetObjectItemCaseSensitive(sh, share_keys[i])) {
+            w->share[i] = 0;
+            continue;
+        }
         w->share[i] = get_num(r, sh, sp, share_keys[i], J_NUM);
         if (sh && isnan(w->share[i]))
             w->share[i] = 0;
+        else if (w->share[i] < 0) {
+            path_key(kp, sp, share_keys[i]);
+            problem(r, kp, "is %g; a share of the window is not negative", w->share[i]);
+        }
+        sum += fmax(w->share[i], 0);
     }
+    /* all zero: nothing classified, drawn as an empty bar */
+    if (sh && sum > 0 && fabs(sum - 1) > 0.005)
+        problem(r, sp,
+                "add up to %.1f%%; the shares partition the profiled window (hidden "
+                "communication is a share of compute time, not stacked on it) and must add "
+                "up to 100%%",
+                100 * sum);
 }
 
 static void read_decision(rd *r, const cJSON *o, const char *path, decision *dc)
@@ -1425,25 +1454,18 @@ static void svg_memory(sb *b, const mem *e, const char *plot)
     sb_puts(b, "</svg>");
 }
 
-/* Wall breakdown before and after as stacked horizontal bars (shares of
- * each profiled window). */
+/* Wall breakdown before and after as 100% bars: the shares partition each
+ * profiled window (read_wall refused any that do not add up to 100%). */
 static void svg_walls(sb *b, const wall *before, const wall *after)
 {
     const wall *rows[2] = {before, after};
     const char *names[2] = {"before", "after"};
     const int W = 900, L = 70, R = 20, T = 10, ROW = 44;
-    int nrows = 0, H, i, j, nt, base;
+    int nrows = 0, H, i, j, nt, base, lx;
     double xmax = 1, ticks[16];
     axis x;
-    for (i = 0; i < 2; i++) {
-        double sum = 0;
-        if (!rows[i]->present)
-            continue;
-        nrows++;
-        for (j = 0; j < 5; j++)
-            sum += fmax(rows[i]->share[j], 0);
-        xmax = fmax(xmax, sum);
-    }
+    for (i = 0; i < 2; i++)
+        nrows += rows[i]->present;
     H = T + (nrows ? nrows : 1) * ROW + 56;
     base = T + (nrows ? nrows : 1) * ROW;
     x = (axis){0, xmax, L, W - R};
@@ -1466,7 +1488,7 @@ static void svg_walls(sb *b, const wall *before, const wall *after)
         y = T + ROW * nrows++ + 8;
         sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", L - 8, y + 18,
                   names[i]);
-        for (j = 0; j < 5; j++) {
+        for (j = 0; j < NSHARES; j++) {
             double s = fmax(rows[i]->share[j], 0), x0 = ax(&x, at), x1 = ax(&x, at + s);
             at += s;
             if (!(s > 0))
@@ -1482,12 +1504,12 @@ static void svg_walls(sb *b, const wall *before, const wall *after)
                           (x0 + x1) / 2, y + 18, s * 100);
         }
     }
-    for (j = 0; j < 5; j++) {
-        int lx = L + j * 150;
+    for (j = 0, lx = L; j < NSHARES; j++) {
         sb_printf(b,
                   "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                   "<text x=\"%d\" y=\"%d\">%s</text>",
                   lx, base + 28, share_colors[j], lx + 16, base + 38, share_names[j]);
+        lx += 30 + 6 * (int)strlen(share_names[j]);
     }
     sb_puts(b, "</svg>");
 }
@@ -2151,6 +2173,29 @@ static void h_memory(sb *b, const model *m)
     sb_puts(b, "</section>\n");
 }
 
+/* The window a wall came from: "steps 3-5 (6.21 s)", "one modelled step
+ * (2.07 s)" (a wall without steps, as the model executor writes it). */
+static void sb_wall_window(sb *b, const wall *w)
+{
+    if (w->has_steps) {
+        if (w->steps[0] == w->steps[1])
+            sb_printf(b, "step %.0f", w->steps[0]);
+        else
+            sb_printf(b, "steps %.0f-%.0f", w->steps[0], w->steps[1]);
+        if (isfinite(w->window_s)) {
+            sb_puts(b, " (");
+            sb_secs(b, w->window_s);
+            sb_puts(b, ")");
+        }
+    } else if (isfinite(w->window_s)) {
+        sb_puts(b, "one modelled step (");
+        sb_secs(b, w->window_s);
+        sb_puts(b, ")");
+    } else {
+        sb_puts(b, "n/a");
+    }
+}
+
 static void h_wall_row(sb *b, const char *what, const wall *w)
 {
     sb_printf(b, "<tr><th>%s</th><td>", what);
@@ -2164,7 +2209,7 @@ static void h_wall_row(sb *b, const char *what, const wall *w)
     sb_puts(b, ", confidence ");
     sb_num(b, "%.2f", w->confidence);
     sb_puts(b, ")</td><td class=\"n\">");
-    sb_secs(b, w->window_s);
+    sb_wall_window(b, w);
     sb_puts(b, "</td></tr>\n");
 }
 
@@ -2182,14 +2227,18 @@ static void h_walls(sb *b, const model *m)
     h_wall_row(b, "after", &m->after);
     sb_puts(b, "</table>\n<table><tr><th>share of the window</th><th>before</th>"
                "<th>after</th></tr>\n");
-    for (j = 0; j < 5; j++) {
-        sb_printf(b, "<tr><td>%s</td><td class=\"n\">", share_names[j]);
+    for (j = 0; j < NSHARES; j++) {
+        sb_printf(b, "<tr><td>%s</td><td class=\"n share-before\">", share_names[j]);
         sb_num(b, "%.1f%%", m->before.present ? m->before.share[j] * 100 : NAN);
-        sb_puts(b, "</td><td class=\"n\">");
+        sb_puts(b, "</td><td class=\"n share-after\">");
         sb_num(b, "%.1f%%", m->after.present ? m->after.share[j] * 100 : NAN);
         sb_puts(b, "</td></tr>\n");
     }
-    sb_puts(b, "</table>\n</section>\n");
+    sb_puts(b, "</table>\n<p class=\"note\">The shares partition each profiled window and add "
+               "up to 100%: compute time with communication hidden under it is its own share, "
+               "beside compute with nothing under it; idle excludes the pipeline bubble, shown "
+               "apart; other is time no trace class covers (optimizer step, host work outside "
+               "kernels).</p>\n</section>\n");
 }
 
 static void h_ablation(sb *b, const model *m)
@@ -2683,10 +2732,13 @@ static void render_md(sb *b, const model *m)
         sb_puts(b, "\n| window |");
         for (i = 0; i < 2; i++) {
             sb_puts(b, " ");
-            sb_secs(b, w[i]->present ? w[i]->window_s : NAN);
+            if (w[i]->present)
+                sb_wall_window(b, w[i]);
+            else
+                sb_puts(b, "n/a");
             sb_puts(b, " |");
         }
-        for (j = 0; j < 5; j++) {
+        for (j = 0; j < NSHARES; j++) {
             sb_printf(b, "\n| %s |", share_names[j]);
             for (i = 0; i < 2; i++) {
                 sb_puts(b, " ");
@@ -2694,7 +2746,10 @@ static void render_md(sb *b, const model *m)
                 sb_puts(b, " |");
             }
         }
-        sb_puts(b, "\n\n");
+        sb_puts(b, "\n\nThe shares partition each profiled window and add up to 100%: compute "
+                   "time with communication hidden under it is its own share, beside compute "
+                   "with nothing under it; idle excludes the pipeline bubble, shown apart; "
+                   "other is time no trace class covers.\n\n");
     }
 
     sb_puts(b, "## Ablation (leave one out)\n\n");

@@ -217,6 +217,8 @@ char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int
                 cJSON_AddNumberToObject(w, "hidden_comm", (b.ep_comm - b.ep_exposed) / tot);
                 cJSON_AddNumberToObject(w, "idle", wv.idle_share);
                 cJSON_AddNumberToObject(w, "bubble", b.pp_bubble / tot);
+                /* the shares are of one modelled step: no step range */
+                cJSON_AddNumberToObject(w, "window_s", tot);
                 cJSON_AddItemToObject(o, "wall", w);
             }
         }

@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -564,6 +565,66 @@ START_TEST(decisions_numbered_consecutively)
 }
 END_TEST
 
+/* ---- walls ------------------------------------------------------------ */
+
+/* The sum of the percentages in cells of class cls ("share-after"). */
+static double cell_sum(const char *html, const char *cls)
+{
+    char want[64];
+    const char *p = html;
+    double sum = 0;
+    snprintf(want, sizeof want, "class=\"n %s\">", cls);
+    while ((p = strstr(p, want))) {
+        p += strlen(want);
+        sum += strtod(p, NULL);
+    }
+    return sum;
+}
+
+/* A wall's shares partition its profiled window: the rendered shares add up
+ * to 100% (hidden communication a share of its own, not stacked on
+ * compute), the window column names the profiled steps, and shares that
+ * overlap (108%) are refused by their path. */
+START_TEST(walls_are_shares_of_the_window)
+{
+    cJSON *j = fixture(), *after;
+    out o;
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_assert_msg(fabs(cell_sum(o.html, "share-before") - 100) < 0.05, "before sums to %g",
+                  cell_sum(o.html, "share-before"));
+    ck_assert_msg(fabs(cell_sum(o.html, "share-after") - 100) < 0.05, "after sums to %g",
+                  cell_sum(o.html, "share-after"));
+    ck_assert_int_eq(count(o.html, "class=\"n share-after\">"), 6);
+    ck_has(o.html, "<tr><td>compute, comm hidden under it</td><td class=\"n share-before\">8.0%"
+                   "</td><td class=\"n share-after\">12.0%</td></tr>");
+    ck_has(o.html, "<td class=\"n\">steps 3-5 (6.21 s)</td>");
+    ck_has(o.md, "| window | steps 3-5 (7.23 s) | steps 3-5 (6.21 s) |");
+    ck_has(o.md, "| other | 8.0% | 12.0% |");
+    ck_lacks(o.md, "| window | n/a");
+    out_free(&o);
+    /* a wall of one modelled step (no steps), and one without a window */
+    after = at(at(j, "walls"), "after");
+    cJSON_DeleteItemFromObjectCaseSensitive(after, "steps");
+    render_ok(&o, j);
+    ck_has(o.md, "| window | steps 3-5 (7.23 s) | one modelled step (6.21 s) |");
+    out_free(&o);
+    /* hidden communication stacked on a compute share that already holds it */
+    set(at(after, "shares"), "compute", cJSON_CreateNumber(0.67));
+    render_json(&o, j);
+    ck_refused(&o, "walls.after.shares");
+    ck_assert(mt_diag_contains(o.d, "add up to 108.0%"));
+    out_free(&o);
+    set(at(after, "shares"), "compute", cJSON_CreateNumber(0.67));
+    set(at(after, "shares"), "other", cJSON_CreateNumber(-0.08));
+    render_json(&o, j);
+    ck_refused(&o, "walls.after.shares.other");
+    ck_assert(mt_diag_contains(o.d, "is -0.08; a share of the window is not negative"));
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
 /* ---- edge cases in the data ------------------------------------------- */
 
 static cJSON *numbers(int n, double first, double step)
@@ -827,6 +888,7 @@ int main(void)
     tcase_add_test(tc, fitted_base_and_fitting_base_say_so);
     tcase_add_test(tc, unfit_base_is_never_the_recommendation);
     tcase_add_test(tc, decisions_numbered_consecutively);
+    tcase_add_test(tc, walls_are_shares_of_the_window);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

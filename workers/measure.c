@@ -338,6 +338,11 @@ static void analyse_trace(const mt_measure_spec *spec, mt_measure *m, mt_kv *ev,
         m->wall = p.wall;
         m->share_compute = p.window_ns ? (double)p.compute_ns / (double)p.window_ns : 0;
         m->share_hidden = p.window_ns ? (double)p.hidden_ns / (double)p.window_ns : 0;
+        /* window_ns sums the devices' windows */
+        if (p.ndev && p.window_ns > 0)
+            m->prof_window_s = (double)p.window_ns / (double)p.ndev / 1e9;
+        if (p.has_steps)
+            m->prof_first = p.first, m->prof_last = p.last;
         for (i = 0; mt_kv_entry(p.evidence, i, &k, &v) == 0; i++)
             mt_kv_set(ev, k, v);
         mt_kv_setf(ev, "trace.wall", "%s", mt_wall_name(p.wall.wall));
@@ -514,6 +519,8 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     memset(&g, 0, sizeof g);
     m->run_id = -1;
     m->used_first = m->used_last = -1; /* no window summarized (yet) */
+    m->prof_first = m->prof_last = -1;
+    m->prof_window_s = NAN;
     mt_rendered_init(&r);
     if (!strcmp(spec->kind, "validate")) {
         m->first = c->validate.first, m->last = c->validate.last;
@@ -552,6 +559,8 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         /* three steps of the window (the end is exclusive, and must be
          * reached for the profiler to flush) */
         snprintf(b, sizeof b, "%d", m->first + 3 < m->last ? m->first + 3 : m->last);
+        m->prof_first = m->first;
+        m->prof_last = (m->first + 3 < m->last ? m->first + 3 : m->last) - 1;
         snprintf(tbdir, sizeof tbdir, "%s/tb", spec->run_dir);
         if (c->dialect == MT_DIALECT_BRIDGE) {
             char o1[64], o2[64], o3[4200];
@@ -773,6 +782,12 @@ char *mt_measure_memo_json(const mt_measure *m)
         cJSON_AddNumberToObject(w, "hidden_comm", m->share_hidden);
         cJSON_AddNumberToObject(w, "idle", m->wall.idle_share);
         cJSON_AddNumberToObject(w, "bubble", m->wall.idle_share - m->wall.idle_net_share);
+        /* the profiled window the shares are of */
+        if (m->prof_first >= 0) {
+            cJSON_AddNumberToObject(w, "first", m->prof_first);
+            cJSON_AddNumberToObject(w, "last", m->prof_last);
+        }
+        memo_num(w, "window_s", m->prof_window_s);
         cJSON_AddItemToObject(o, "wall", w);
     }
     text = cJSON_PrintUnformatted(o);

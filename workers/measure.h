@@ -80,6 +80,9 @@ typedef struct mt_measure {
     char trace_path[512];
     mt_wall_verdict wall;        /* the wall of the profiled window (profiled only) */
     double share_compute, share_hidden; /* compute and hidden comm / window (profiled) */
+    int prof_first, prof_last;   /* the steps the profiler was asked for, inclusive
+                                    (-1 when not profiled) */
+    double prof_window_s;        /* the trace window one GPU saw, s; NAN: unknown */
     mt_verdicts verdicts;        /* each plugin's activation verdicts */
     int not_applied;             /* verdicts that say a knob did not take effect */
     mt_run_result run;           /* process facts (evidence copied below) */
