@@ -1281,7 +1281,8 @@ static const char *phase_color(const char *phase)
 }
 
 /* Throughput over the tune: each run's TFLOP/s per GPU (failed runs as
- * crosses on the axis) and the best so far as a step line. */
+ * crosses on the axis) and the accepted best's (the incumbent's) as a step
+ * line. */
 static void svg_throughput(sb *b, const model *m)
 {
     const int W = 900, H = 320, L = 62, R = 20, T = 30, B = 44;
@@ -1329,7 +1330,7 @@ static void svg_throughput(sb *b, const model *m)
               "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" "
               "text-anchor=\"middle\">TFLOP/s per GPU</text>",
               (T + H - B) / 2, (T + H - B) / 2);
-    /* best so far: a step line, broken where it is null */
+    /* the accepted best: a step line, broken where it is null */
     sb_puts(b, "<path fill=\"none\" stroke=\"#1e7b34\" stroke-width=\"2\" d=\"");
     for (k = 0; k < m->ntl; k++) {
         const tpoint *t = &m->tl[k];
@@ -1367,9 +1368,9 @@ static void svg_throughput(sb *b, const model *m)
     legend_x = L + 8;
     sb_printf(b,
               "<line x1=\"%d\" y1=\"14\" x2=\"%d\" y2=\"14\" stroke=\"#1e7b34\" "
-              "stroke-width=\"2\"/><text x=\"%d\" y=\"18\">best so far</text>",
+              "stroke-width=\"2\"/><text x=\"%d\" y=\"18\">accepted best so far</text>",
               legend_x, legend_x + 18, legend_x + 22);
-    legend_x += 100;
+    legend_x += 150;
     for (i = 0; i < nseen && legend_x < W - 120; i++) {
         sb_printf(b, "<circle cx=\"%d\" cy=\"14\" r=\"3.5\" fill=\"%s\"/><text x=\"%d\" y=\"18\">",
                   legend_x, phase_color(seen[i]), legend_x + 8);
@@ -2112,13 +2113,16 @@ static void h_throughput(sb *b, const model *m)
         return;
     }
     for (k = 0; k < m->ntl; k++) {
-        if (isfinite(m->tl[k].best) && !(m->tl[k].best <= best))
+        if (isfinite(m->tl[k].best))
             best = m->tl[k].best;
         failed += !isfinite(m->tl[k].tflops);
     }
-    sb_printf(b, "<p>%zu runs, %zu without a throughput figure (failed); best ", m->ntl, failed);
+    sb_printf(b, "<p>%zu runs, %zu without a throughput figure (failed); the accepted best "
+                 "config at the last run: ", m->ntl, failed);
     sb_num(b, "%.4g", best);
-    sb_puts(b, " TFLOP/s per GPU; ");
+    sb_puts(b, " TFLOP/s per GPU (its runs' median; the step line is the incumbent's, each "
+               "accepted decision moves it, a faster single run of a rejected candidate does "
+               "not); ");
     sb_num(b, "%.4g", m->tl[m->ntl - 1].gpu_hours);
     sb_puts(b, " GPU hours at the last run.</p>\n");
     svg_throughput(b, m);
@@ -2652,7 +2656,7 @@ static void render_md(sb *b, const model *m)
     if (!m->ntl)
         sb_puts(b, "No runs were recorded.\n\n");
     else {
-        sb_puts(b, "| run | phase | GPU hours | TFLOP/s per GPU | best so far |\n"
+        sb_puts(b, "| run | phase | GPU hours | TFLOP/s per GPU | accepted best so far |\n"
                    "|---:|---|---:|---:|---:|\n");
         for (i = 0; i < m->ntl; i++) {
             const tpoint *t = &m->tl[i];

@@ -138,20 +138,48 @@ void eng_progress(eng *e, const char *fmt, ...)
     mt_store_add_event(e->st, NAN, e->phase ? e->phase : "start", line, NULL);
 }
 
+/* The incumbent's throughput: the median TFLOP/s per GPU of every run of
+ * the config the engine holds as its best now (the accepted best, not the
+ * best single sample of any config).  Each config's figures are kept by
+ * its id, so a candidate accepted after its runs has them at once. */
+static double incumbent_tflops(eng *e, const jobreq *q, double tf)
+{
+    char id[17];
+    cJSON *a;
+    double v[MAX_REPS * 4], med = NAN;
+    size_t n = 0;
+    if (!e->best || !q->cfg)
+        return NAN; /* a bisection: no incumbent */
+    if (!e->tflops_of && !(e->tflops_of = cJSON_CreateObject()))
+        return NAN;
+    if (isfinite(tf) && eng_job_ok(q->out)) {
+        mt_config_id(q->cfg, id);
+        if (!(a = cJSON_GetObjectItemCaseSensitive(e->tflops_of, id)))
+            a = cJSON_AddArrayToObject(e->tflops_of, id);
+        if (a)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(tf));
+    }
+    mt_config_id(e->best, id);
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(e->tflops_of, id))
+        if (n < sizeof v / sizeof v[0])
+            v[n++] = a->valuedouble;
+    if (n && mt_stats_median(v, n, &med))
+        med = NAN;
+    return med;
+}
+
 void eng_timeline(eng *e, const jobreq *q)
 {
     cJSON *o = cJSON_CreateObject();
-    double tf = eng_num(q->out, "tflops");
-    if (isfinite(tf) && tf > e->best_tflops_seen && strcmp(q->kind, "fit"))
-        e->best_tflops_seen = tf;
+    double tf = eng_num(q->out, "tflops"), best = incumbent_tflops(e, q, tf);
     cJSON_AddNumberToObject(o, "run", e->runs);
     cJSON_AddNumberToObject(o, "gpu_hours", e->gpu_hours);
     if (isfinite(tf))
         cJSON_AddNumberToObject(o, "tflops", tf);
     else
         cJSON_AddNullToObject(o, "tflops");
-    if (e->best_tflops_seen > 0)
-        cJSON_AddNumberToObject(o, "best_tflops", e->best_tflops_seen);
+    if (isfinite(best))
+        cJSON_AddNumberToObject(o, "best_tflops", best);
     else
         cJSON_AddNullToObject(o, "best_tflops");
     cJSON_AddStringToObject(o, "phase", q->phase ? q->phase : (e->phase ? e->phase : ""));
@@ -1891,6 +1919,7 @@ out:
     cJSON_Delete(e.base_fit);
     cJSON_Delete(e.decisions);
     cJSON_Delete(e.timeline);
+    cJSON_Delete(e.tflops_of);
     cJSON_Delete(e.accepted);
     cJSON_Delete(e.ablation);
     cJSON_Delete(e.walls_before);

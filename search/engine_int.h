@@ -44,7 +44,7 @@ typedef struct eng {
     double best_peak_gb;      /* the best's measured hottest GPU, GB; NAN: not measured */
     cJSON *decisions, *timeline, *accepted, *ablation, *walls_before, *walls_after;
     cJSON *validation, *mem_baseline, *mem_winner;
-    double best_tflops_seen;
+    cJSON *tflops_of;         /* config id -> [TFLOP/s per GPU of each ok run] (timeline) */
     char stopped[128];
     int last_worse;
     int last_memory;          /* ... refused it for memory (gate or OOM) */

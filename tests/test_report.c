@@ -565,6 +565,29 @@ START_TEST(decisions_numbered_consecutively)
 }
 END_TEST
 
+/* ---- throughput ------------------------------------------------------- */
+
+/* timeline[].best_tflops is the incumbent's: the summary names its value at
+ * the last run (an ablation that drops a change may lower it), never the
+ * largest value of the line. */
+START_TEST(throughput_line_is_the_accepted_best)
+{
+    cJSON *j = fixture(), *tl = at(j, "timeline");
+    out o;
+    set(cJSON_GetArrayItem(tl, 12), "best_tflops", cJSON_CreateNumber(340.5));
+    set(cJSON_GetArrayItem(tl, 13), "best_tflops", cJSON_CreateNumber(340.5));
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_has(o.html, "the accepted best config at the last run: 340.5 TFLOP/s per GPU");
+    ck_lacks(o.html, "at the last run: 352.8");
+    ck_has(o.html, ">accepted best so far</text>");
+    ck_has(o.md, "| run | phase | GPU hours | TFLOP/s per GPU | accepted best so far |");
+    ck_has(o.md, "| 14 | validate | 9.6 | 351.4 | 340.5 |");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
 /* ---- walls ------------------------------------------------------------ */
 
 /* The sum of the percentages in cells of class cls ("share-after"). */
@@ -889,6 +912,7 @@ int main(void)
     tcase_add_test(tc, unfit_base_is_never_the_recommendation);
     tcase_add_test(tc, decisions_numbered_consecutively);
     tcase_add_test(tc, walls_are_shares_of_the_window);
+    tcase_add_test(tc, throughput_line_is_the_accepted_best);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }
