@@ -359,6 +359,8 @@ typedef struct arm {
     int present;
     vec s;
     double median, tflops; /* NaN: null */
+    const char *config_id; /* validation arms: the runs' config id; NULL: not given */
+    strs log_dirs;         /* ... and their log directories */
 } arm;
 
 typedef struct decision {
@@ -791,6 +793,26 @@ static void read_arm(rd *r, const cJSON *obj, const char *parent, const char *ke
     out->median = get_num(r, o, path, "median", J_NUM | J_NULL);
     if (tflops)
         out->tflops = get_num(r, o, path, "tflops", J_NUM | J_NULL);
+    /* a validation arm's runs (absent in bundles written before them): the
+     * log directories are named after the config id, so a reader finds
+     * them from the report */
+    if (tflops && cJSON_GetObjectItemCaseSensitive(o, "config_id")) {
+        char lp[PATH_LEN], ep[PATH_LEN];
+        size_t i;
+        out->config_id = get_str(r, o, path, "config_id", 0);
+        out->log_dirs = get_strs(r, o, path, "log_dirs");
+        path_key(lp, path, "log_dirs");
+        for (i = 0; out->config_id && i < out->log_dirs.n; i++) {
+            const char *d = out->log_dirs.v[i], *base = strrchr(d, '/');
+            if (!strstr(base ? base + 1 : d, out->config_id)) {
+                path_idx(ep, lp, i);
+                problem(r, ep,
+                        "\"%.200s\" is not named after the arm's config id %.20s; the runs "
+                        "of an arm are stored and logged under one id",
+                        d, out->config_id);
+            }
+        }
+    }
 }
 
 static void read_wall(rd *r, const cJSON *obj, const char *parent, const char *key, wall *w)
@@ -2301,7 +2323,32 @@ static void h_validation(sb *b, const model *m)
     sb_num(b, "%.4g", v->base.tflops);
     sb_puts(b, "</td><td class=\"n\">");
     sb_num(b, "%.4g", v->win.tflops);
-    sb_puts(b, "</td></tr>\n</table>\n<table>\n<tr><th>window</th><td>");
+    sb_puts(b, "</td></tr>\n");
+    if (v->base.config_id || v->win.config_id) {
+        const arm *arms2[2] = {&v->base, &v->win};
+        int k;
+        size_t i;
+        sb_puts(b, "<tr><th>config id (runs)</th>");
+        for (k = 0; k < 2; k++) {
+            sb_puts(b, "<td class=\"cfgid\">");
+            h_code(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
+            sb_puts(b, "</td>");
+        }
+        sb_puts(b, "</tr>\n<tr><th>log folders</th>");
+        for (k = 0; k < 2; k++) {
+            sb_puts(b, "<td class=\"logdirs\">");
+            for (i = 0; i < arms2[k]->log_dirs.n; i++) {
+                if (i)
+                    sb_puts(b, "<br>");
+                h_code(b, arms2[k]->log_dirs.v[i]);
+            }
+            if (!arms2[k]->log_dirs.n)
+                sb_puts(b, "none kept (the executor writes no logs)");
+            sb_puts(b, "</td>");
+        }
+        sb_puts(b, "</tr>\n");
+    }
+    sb_puts(b, "</table>\n<table>\n<tr><th>window</th><td>");
     sb_window(b, v);
     sb_puts(b, " of ");
     sb_num(b, "%.0f", v->steps);
@@ -2798,6 +2845,30 @@ static void render_md(sb *b, const model *m)
         sb_num(b, "%.4g", v->base.tflops);
         sb_puts(b, " | ");
         sb_num(b, "%.4g", v->win.tflops);
+        if (v->base.config_id || v->win.config_id) {
+            const arm *arms2[2] = {&v->base, &v->win};
+            int k;
+            size_t i;
+            sb_puts(b, " |\n| config id (runs) |");
+            for (k = 0; k < 2; k++) {
+                sb_puts(b, " ");
+                sb_mdcode(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
+                sb_puts(b, " |");
+            }
+            sb_puts(b, "\n| log folders |");
+            for (k = 0; k < 2; k++) {
+                sb_puts(b, " ");
+                for (i = 0; i < arms2[k]->log_dirs.n; i++) {
+                    if (i)
+                        sb_puts(b, "<br>");
+                    sb_mdcode(b, arms2[k]->log_dirs.v[i]);
+                }
+                if (!arms2[k]->log_dirs.n)
+                    sb_puts(b, "none kept");
+                if (!k)
+                    sb_puts(b, " |"); /* the last cell is closed below */
+            }
+        }
         sb_puts(b, " |\n\n| | |\n|---|---|\n| window | ");
         sb_window(b, v);
         sb_puts(b, " of ");

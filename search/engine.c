@@ -8,6 +8,7 @@
 #include "config.h"
 #include "gate.h"
 #include "evaluate.h"
+#include "measure.h"
 #include "memory.h"
 
 #include <errno.h>
@@ -481,10 +482,18 @@ static void store_decision(eng *e, int seq, const ab_in *in, const char *verdict
         free(text); /* stored before a resume */
         return;
     }
-    mt_config_id(in->cand, xid);
-    mt_config_id(in->ctl, cid);
-    cc = mt_config_canonical(in->ctl);
-    xc = mt_config_canonical(in->cand);
+    {
+        /* validation runs are stored under the ids of the configs as they
+         * ran (the validation's length): the decision names those */
+        mt_kv *ctl = in->validate ? mt_measure_run_config(e->c, in->ctl, "validate") : NULL;
+        mt_kv *cand = in->validate ? mt_measure_run_config(e->c, in->cand, "validate") : NULL;
+        const mt_kv *c0 = ctl ? ctl : in->ctl, *x0 = cand ? cand : in->cand;
+        mt_config_id(x0, xid);
+        mt_config_id(c0, cid);
+        cc = mt_config_canonical(c0);
+        xc = mt_config_canonical(x0);
+        mt_kv_destroy(&ctl), mt_kv_destroy(&cand);
+    }
     stext = cJSON_PrintUnformatted(stats);
     memset(&dec, 0, sizeof dec);
     dec.kind = in->phase;
@@ -1580,6 +1589,33 @@ static cJSON *memory_json(eng *e, const char *name, const cJSON *job)
     return o;
 }
 
+/* Where a validation arm's runs are: its config id as the runs are stored
+ * (the validation's length) and their log directories from the store,
+ * relative to the tune directory when under it (search/BUNDLE.md). */
+static void arm_runs(eng *e, cJSON *arm, const mt_kv *cfg)
+{
+    char id[17];
+    mt_store_run *runs = NULL;
+    size_t n = 0, i, dl = strlen(e->o.dir);
+    cJSON *dirs;
+    if (!arm)
+        return;
+    mt_measure_config_id(e->c, cfg, "validate", id);
+    cJSON_AddStringToObject(arm, "config_id", id);
+    dirs = cJSON_AddArrayToObject(arm, "log_dirs");
+    if (mt_store_list_runs(e->st, id, "validate", &runs, &n, e->d))
+        return;
+    for (i = 0; dirs && i < n; i++) {
+        const char *p = runs[i].log_path;
+        if (!p || !*p)
+            continue;
+        if (!strncmp(p, e->o.dir, dl) && p[dl] == '/')
+            p += dl + 1;
+        cJSON_AddItemToArray(dirs, cJSON_CreateString(p));
+    }
+    mt_store_runs_free(runs, n);
+}
+
 /* Validate: baseline and winner over the contract's validation window. */
 static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
 {
@@ -1619,6 +1655,8 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
                 xs[n++] = eng_num(q[i].out, "ms");
         cJSON_AddItemToObject(v, "baseline", arm_json(xs, (size_t)n));
         cJSON_AddItemToObject(v, "winner", arm_json(xs, (size_t)n));
+        arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "baseline"), base);
+        arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "winner"), base);
         cJSON_AddNullToObject(v, "gain");
         cJSON_AddNullToObject(v, "ci");
         cJSON_AddNullToObject(v, "p_value");
@@ -1654,6 +1692,8 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
                           cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(out.decision, "control"), 1));
     cJSON_AddItemToObject(v, "winner",
                           cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"), 1));
+    arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "baseline"), base);
+    arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "winner"), e->best);
     x = cJSON_GetObjectItemCaseSensitive(out.decision, "ci");
     cJSON_AddItemToObject(v, "ci", cJSON_Duplicate(x, 1));
     if (out.have_stats) {

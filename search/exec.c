@@ -273,6 +273,12 @@ int eng_exec(eng *e, jobreq *v, size_t n)
     if (!pids)
         return -ENOMEM;
     for (i = 0; i < n; i++) {
+        /* the job is named by the id of the config as it runs (the kind's
+         * train_iters), the id measure.c stores the run under: memo key,
+         * run directory and store agree (a validation run's differs from
+         * its config's screens) */
+        if (v[i].cfg && !v[i].rev)
+            mt_measure_config_id(e->c, v[i].cfg, v[i].kind, v[i].id);
         v[i].out = memo_get(e, &v[i]);
         v[i].fresh = 0;
     }

@@ -565,6 +565,42 @@ START_TEST(decisions_numbered_consecutively)
 }
 END_TEST
 
+/* ---- validation runs ---------------------------------------------------- */
+
+/* A validation arm names the config id its runs are stored under and their
+ * log folders, named after it; a folder under another id is refused. */
+START_TEST(validation_runs_lead_to_their_logs)
+{
+    cJSON *j = fixture(), *w;
+    out o;
+    render_ok(&o, j);
+    ck_has(o.html, "<tr><th>config id (runs)</th><td class=\"cfgid\"><code>5c0e7d2a91b34f68"
+                   "</code></td><td class=\"cfgid\"><code>a47e19c03b5d6e21</code></td></tr>");
+    ck_has(o.html, "<code>runs/a47e19c03b5d6e21-validate-r1900</code><br>"
+                   "<code>runs/a47e19c03b5d6e21-validate-r1901</code>");
+    ck_has(o.md, "| config id (runs) | `5c0e7d2a91b34f68` | `a47e19c03b5d6e21` |\n"
+                 "| log folders | `runs/5c0e7d2a91b34f68-validate-r1900`<br>"
+                 "`runs/5c0e7d2a91b34f68-validate-r1901` | `runs/a47e19c03b5d6e21-validate-r1900`"
+                 "<br>`runs/a47e19c03b5d6e21-validate-r1901` |\n\n");
+    out_free(&o);
+    w = at(at(j, "validation"), "winner");
+    cJSON_ReplaceItemInArray(at(w, "log_dirs"), 1,
+                             cJSON_CreateString("runs/0b1c2d3e4f506172-validate-r1901"));
+    render_json(&o, j);
+    ck_refused(&o, "validation.winner.log_dirs[1]");
+    ck_assert(mt_diag_contains(o.d, "is not named after the arm's config id a47e19c03b5d6e21"));
+    out_free(&o);
+    /* bundles written before it have neither: no rows */
+    cJSON_DeleteItemFromObjectCaseSensitive(w, "config_id");
+    cJSON_DeleteItemFromObjectCaseSensitive(w, "log_dirs");
+    cJSON_DeleteItemFromObjectCaseSensitive(at(at(j, "validation"), "baseline"), "config_id");
+    render_ok(&o, j);
+    ck_lacks(o.html, "config id (runs)");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
 /* ---- throughput ------------------------------------------------------- */
 
 /* timeline[].best_tflops is the incumbent's: the summary names its value at
@@ -913,6 +949,7 @@ int main(void)
     tcase_add_test(tc, decisions_numbered_consecutively);
     tcase_add_test(tc, walls_are_shares_of_the_window);
     tcase_add_test(tc, throughput_line_is_the_accepted_best);
+    tcase_add_test(tc, validation_runs_lead_to_their_logs);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

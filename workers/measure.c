@@ -495,6 +495,28 @@ static int subst_env(mt_kv *env, const char *rev, const char *work)
     return rc;
 }
 
+/* The run's length: what the job kind measures. */
+static int kind_steps(const mt_contract *c, const char *kind)
+{
+    return !strcmp(kind, "validate") ? c->validate.steps : c->screen.steps;
+}
+
+mt_kv *mt_measure_run_config(const mt_contract *c, const mt_kv *cfg, const char *kind)
+{
+    mt_kv *run = mt_kv_dup(cfg);
+    if (run && mt_kv_setf(run, "train_iters", "%d", kind_steps(c, kind)) < 0)
+        mt_kv_destroy(&run);
+    return run;
+}
+
+void mt_measure_config_id(const mt_contract *c, const mt_kv *cfg, const char *kind,
+                          char out[17])
+{
+    mt_kv *run = mt_measure_run_config(c, cfg, kind);
+    mt_config_id(run ? run : cfg, out);
+    mt_kv_destroy(&run);
+}
+
 int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_diag *d)
 {
     const mt_contract *c = spec->contract;
@@ -531,7 +553,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     }
     snprintf(steps, sizeof steps, "%d", window_steps);
     mt_kv_set(cfg, "train_iters", steps);
-    mt_config_id(cfg, m->config_id);
+    mt_config_id(cfg, m->config_id); /* = mt_measure_config_id(c, spec->config, kind) */
     if (mkdir(spec->run_dir, 0755) != 0 && errno != EEXIST) {
         mt_diag_add(d, spec->run_dir, 0, NULL, "cannot create the run directory: %s",
                     strerror(errno));
