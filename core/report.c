@@ -380,10 +380,25 @@ typedef struct tpoint {
     size_t order;
 } tpoint;
 
+/* The hottest GPU of one role (memory[].roles). */
+typedef struct mem_role {
+    const char *role;
+    double rank, peak, median;
+} mem_role;
+
+/* More GPUs than this: the chart shows the hottest of each role. */
+#define MEM_EVERY_GPU 16
+
 typedef struct mem {
     const char *name;
     double capacity, headroom;
     vec per_gpu;
+    const char *source; /* NULL: not given (bundles before it) */
+    int has_hot;
+    double hot_rank, hot_peak;
+    const char *hot_role, *hot_why;
+    mem_role *roles;
+    size_t nroles;
 } mem;
 
 /* A wall's shares partition its profiled window (search/BUNDLE.md): they
@@ -937,6 +952,71 @@ static void read_basefit(rd *r, const cJSON *base, const char *parent, basefit *
     f->reason = get_str(r, o, path, "reason", 0);
 }
 
+/* memory[i]'s source, hottest and roles (absent in bundles written before
+ * them; then nothing is checked).  The hottest must be the largest figure
+ * of per_gpu_gb, which then has one figure (or null) per GPU. */
+static void read_mem_more(rd *r, const cJSON *e, const char *ep, mem *me, double gpus)
+{
+    char hp[PATH_LEN], rp[PATH_LEN], xp[PATH_LEN];
+    const cJSON *h, *a, *x;
+    size_t i, n = me->per_gpu.n;
+    if (cJSON_GetObjectItemCaseSensitive(e, "source"))
+        me->source = get_str(r, e, ep, "source", 0);
+    if (!cJSON_GetObjectItemCaseSensitive(e, "hottest"))
+        return;
+    if ((h = get(r, e, ep, "hottest", J_OBJ | J_NULL, hp))) {
+        me->has_hot = 1;
+        me->hot_rank = get_num(r, h, hp, "rank", J_INT);
+        me->hot_peak = get_num(r, h, hp, "peak_gb", J_NUM);
+        me->hot_role = get_str(r, h, hp, "role", 0);
+        me->hot_why = get_str(r, h, hp, "why", 0);
+        path_key(rp, ep, "per_gpu_gb");
+        if (isfinite(gpus) && (double)n != gpus)
+            problem(r, rp, "has %zu figures for %.0f GPUs; one per GPU (null: no figure)", n,
+                    gpus);
+        path_key(xp, hp, "rank");
+        if (isfinite(me->hot_rank) && (me->hot_rank < 0 || me->hot_rank >= (double)n))
+            problem(r, xp, "%.0f is not a GPU of per_gpu_gb (0-%zu)", me->hot_rank,
+                    n ? n - 1 : 0);
+        else if (isfinite(me->hot_rank) && isfinite(me->hot_peak)) {
+            double at = me->per_gpu.v[(size_t)me->hot_rank];
+            if (!(fabs(at - me->hot_peak) <= 1e-6 * fmax(1, fabs(at))))
+                problem(r, xp, "GPU %.0f has %g GB in per_gpu_gb, not the hottest's %g GB",
+                        me->hot_rank, at, me->hot_peak);
+            for (i = 0; i < n; i++)
+                if (me->per_gpu.v[i] > me->hot_peak * (1 + 1e-9)) {
+                    problem(r, xp, "GPU %zu has %g GB, more than the hottest (GPU %.0f)", i,
+                            me->per_gpu.v[i], me->hot_rank);
+                    break;
+                }
+        }
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(e, "roles"))
+        return;
+    a = get(r, e, ep, "roles", J_ARR, rp);
+    if (!a || !(me->roles = ar_alloc(r->ar, array_len(a) * sizeof(mem_role))))
+        return;
+    i = 0;
+    cJSON_ArrayForEach(x, a)
+    {
+        mem_role *ro = &me->roles[i];
+        path_idx(xp, rp, i++);
+        ro->rank = ro->peak = ro->median = NAN;
+        if (!check(r, x, xp, J_OBJ))
+            continue;
+        ro->role = get_str(r, x, xp, "role", 0);
+        ro->rank = get_num(r, x, xp, "rank", J_INT);
+        ro->peak = get_num(r, x, xp, "peak_gb", J_NUM);
+        ro->median = get_num(r, x, xp, "median_gb", J_NUM | J_NULL);
+        if (isfinite(ro->rank) && (ro->rank < 0 || ro->rank >= (double)n)) {
+            char kp[PATH_LEN];
+            path_key(kp, xp, "rank");
+            problem(r, kp, "%.0f is not a GPU of per_gpu_gb (0-%zu)", ro->rank, n ? n - 1 : 0);
+        }
+    }
+    me->nroles = i;
+}
+
 static void read_bundle(rd *r, const cJSON *root, model *m)
 {
     static const char *const statuses[] = {"validated", "not_confirmed", "baseline_only", "failed",
@@ -1064,6 +1144,7 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
             me->capacity = get_num(r, e, ep, "capacity_gb", J_NUM);
             me->headroom = get_num(r, e, ep, "headroom_gb", J_NUM);
             me->per_gpu = get_vec(r, e, ep, "per_gpu_gb", 1);
+            read_mem_more(r, e, ep, me, m->gpus);
         }
         m->nmem = i;
     }
@@ -1407,11 +1488,12 @@ static void svg_throughput(sb *b, const model *m)
     sb_puts(b, "</svg>");
 }
 
-/* Per-GPU peak memory as bars against the capacity and the headroom limit. */
-static void svg_memory(sb *b, const mem *e, const char *plot)
+/* Per-GPU peak memory as bars against the capacity and the headroom limit:
+ * every GPU, or (roles) the hottest GPU of each role, labelled by rank. */
+static void svg_memory(sb *b, const mem *e, const char *plot, int roles)
 {
     const int H = 260, L = 50, R = 150, T = 16, B = 36;
-    size_t n = e->per_gpu.n, k, every;
+    size_t n = roles ? e->nroles : e->per_gpu.n, k, every;
     int W = 70 + (int)(n < 40 ? n : 40) * 26 + R;
     double ymax = fmax(e->capacity, 0), limit = e->capacity - e->headroom, band, ticks[16];
     axis y;
@@ -1421,15 +1503,19 @@ static void svg_memory(sb *b, const mem *e, const char *plot)
         W = 420;
     if (W > 1000)
         W = 1000;
-    for (k = 0; k < n; k++)
-        if (isfinite(e->per_gpu.v[k]))
-            ymax = fmax(ymax, e->per_gpu.v[k]);
+    for (k = 0; k < n; k++) {
+        double v = roles ? e->roles[k].peak : e->per_gpu.v[k];
+        if (isfinite(v))
+            ymax = fmax(ymax, v);
+    }
     if (!(ymax > 0) || !isfinite(ymax))
         ymax = 1;
     ymax *= 1.08;
     y = (axis){0, ymax, H - B, T};
     band = (double)(W - L - R) / (double)(n ? n : 1);
-    snprintf(label, sizeof label, "per-GPU peak memory (%s)", e->name ? e->name : "");
+    snprintf(label, sizeof label, "%s (%s)",
+             roles ? "peak memory of the hottest GPU of each role" : "per-GPU peak memory",
+             e->name ? e->name : "");
     svg_open(b, plot, W, H, label);
     nt = nice_ticks(0, ymax, 5, ticks, 16);
     for (i = 0; i < nt; i++) {
@@ -1445,10 +1531,18 @@ static void svg_memory(sb *b, const mem *e, const char *plot)
               (T + H - B) / 2, (T + H - B) / 2);
     every = n > 32 ? (n + 15) / 16 : 1;
     for (k = 0; k < n; k++) {
-        double v = e->per_gpu.v[k], bx = L + band * (double)k + band * 0.15;
+        double v = roles ? e->roles[k].peak : e->per_gpu.v[k];
+        double bx = L + band * (double)k + band * 0.15;
+        size_t gpu = roles ? (size_t)e->roles[k].rank : k;
         if (k % every == 0)
             sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%zu</text>",
-                      L + band * ((double)k + 0.5), H - B + 14, k);
+                      L + band * ((double)k + 0.5), H - B + 14, gpu);
+        if (roles) {
+            sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">",
+                      L + band * ((double)k + 0.5), H - B + 26);
+            sb_html(b, e->roles[k].role);
+            sb_puts(b, "</text>");
+        }
         if (!isfinite(v)) {
             sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">?</text>",
                       L + band * ((double)k + 0.5), H - B - 4);
@@ -1458,9 +1552,10 @@ static void svg_memory(sb *b, const mem *e, const char *plot)
                   "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
                   "<title>GPU %zu: %.2f GB</title></rect>",
                   bx, ax(&y, fmax(v, 0)), band * 0.7, (H - B) - ax(&y, fmax(v, 0)),
-                  v > limit ? "#c0392b" : "#4a78b5", k, v);
+                  v > limit ? "#c0392b" : "#4a78b5", gpu, v);
     }
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU</text>", W - R, H - 6);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU</text>", W - R,
+              H - (roles ? 0 : 6));
     sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#8c959f\"/>", L, H - B,
               W - R, H - B);
     sb_printf(b,
@@ -2165,6 +2260,21 @@ static void plot_name(char *out, size_t n, const char *prefix, const char *name,
         snprintf(out, n, "%s-%zu", prefix, i);
 }
 
+/* The hottest GPU in words: "rank 3 at 71.10 GB (first stage): why". */
+static void sb_hottest(sb *b, const mem *e, int html)
+{
+    sb_printf(b, "rank %.0f at %.2f GB (", e->hot_rank, e->hot_peak);
+    if (html)
+        sb_html(b, e->hot_role);
+    else
+        sb_md(b, e->hot_role);
+    sb_puts(b, "): ");
+    if (html)
+        sb_html(b, e->hot_why);
+    else
+        sb_md(b, e->hot_why);
+}
+
 static void h_memory(sb *b, const model *m)
 {
     size_t i, k;
@@ -2177,23 +2287,56 @@ static void h_memory(sb *b, const model *m)
         const mem *e = &m->mem[i];
         char plot[64];
         double hot = NAN;
-        size_t hot_k = 0;
+        size_t hot_k = 0, known = 0;
+        int roles = e->per_gpu.n > MEM_EVERY_GPU && e->nroles > 0;
         for (k = 0; k < e->per_gpu.n; k++)
-            if (isfinite(e->per_gpu.v[k]) && !(e->per_gpu.v[k] <= hot)) {
-                hot = e->per_gpu.v[k];
-                hot_k = k;
+            if (isfinite(e->per_gpu.v[k])) {
+                known++;
+                if (!(e->per_gpu.v[k] <= hot)) {
+                    hot = e->per_gpu.v[k];
+                    hot_k = k;
+                }
             }
         plot_name(plot, sizeof plot, "memory", e->name, i);
         sb_puts(b, "<figure><figcaption><b>");
         sb_html(b, e->name);
         sb_puts(b, "</b>: ");
-        if (isnan(hot))
+        if (e->has_hot) {
+            sb_puts(b, "<span class=\"hottest\">hottest GPU: ");
+            sb_hottest(b, e, 1);
+            sb_puts(b, "</span>");
+        } else if (isnan(hot))
             sb_puts(b, "no per-GPU figures");
         else
             sb_printf(b, "hottest GPU %zu at %.2f GB", hot_k, hot);
-        sb_printf(b, " of %.4g GB capacity; limit %.4g GB (headroom %.4g GB)</figcaption>\n",
-                  e->capacity, e->capacity - e->headroom, e->headroom);
-        svg_memory(b, e, plot);
+        sb_printf(b, "; %.4g GB capacity, limit %.4g GB (headroom %.4g GB); figures for %zu of "
+                     "%zu GPUs",
+                  e->capacity, e->capacity - e->headroom, e->headroom, known, e->per_gpu.n);
+        if (e->source) {
+            sb_puts(b, " (source: ");
+            sb_html(b, e->source);
+            sb_puts(b, ")");
+        }
+        if (roles)
+            sb_printf(b, ". %zu GPUs: the chart shows the hottest GPU of each role; every GPU's "
+                         "figure is in bundle.json",
+                      e->per_gpu.n);
+        sb_puts(b, "</figcaption>\n");
+        svg_memory(b, e, plot, roles);
+        if (e->nroles) {
+            sb_puts(b, "\n<table class=\"roles\"><tr><th>role</th><th>hottest GPU</th>"
+                       "<th>peak</th><th>median GPU of its stage</th></tr>\n");
+            for (k = 0; k < e->nroles; k++) {
+                sb_puts(b, "<tr><td>");
+                sb_html(b, e->roles[k].role);
+                sb_printf(b, "</td><td class=\"n\">%.0f</td><td class=\"n\">%.2f GB</td>"
+                             "<td class=\"n\">",
+                          e->roles[k].rank, e->roles[k].peak);
+                sb_num(b, "%.2f GB", e->roles[k].median);
+                sb_puts(b, "</td></tr>\n");
+            }
+            sb_puts(b, "</table>");
+        }
         sb_puts(b, "</figure>\n");
     }
     sb_puts(b, "</section>\n");
@@ -2726,7 +2869,40 @@ static void render_md(sb *b, const model *m)
     }
 
     sb_puts(b, "## Per-GPU peak memory (GB)\n\n");
-    if (!m->nmem)
+    for (i = 0; i < m->nmem; i++)
+        if (m->mem[i].has_hot) {
+            sb_puts(b, "- ");
+            sb_md(b, m->mem[i].name);
+            sb_puts(b, ": hottest GPU: ");
+            sb_hottest(b, &m->mem[i], 0);
+            sb_puts(b, "\n");
+        }
+    if (m->nmem && m->mem[0].has_hot)
+        sb_puts(b, "\n");
+    for (i = 0; i < m->nmem; i++)
+        if (m->mem[i].per_gpu.n > maxg)
+            maxg = m->mem[i].per_gpu.n;
+    if (m->nmem && maxg > MEM_EVERY_GPU) {
+        /* hundreds of GPUs: the hottest of each role (all in bundle.json) */
+        sb_printf(b, "%zu GPUs: the hottest GPU of each role; every GPU's figure is in "
+                     "bundle.json.\n\n",
+                  maxg);
+        for (i = 0; i < m->nmem; i++) {
+            const mem *e = &m->mem[i];
+            sb_puts(b, "| ");
+            sb_md(b, e->name);
+            sb_puts(b, ": role | GPU | peak | median GPU of its stage |\n|---|---:|---:|---:|\n");
+            for (j = 0; j < e->nroles; j++) {
+                sb_puts(b, "| ");
+                sb_md(b, e->roles[j].role);
+                sb_printf(b, " | %.0f | %.2f | ", e->roles[j].rank, e->roles[j].peak);
+                sb_num(b, "%.2f", e->roles[j].median);
+                sb_puts(b, " |\n");
+            }
+            sb_printf(b, "| capacity | | %.4g | |\n| limit (capacity - headroom) | | %.4g | |\n\n",
+                      e->capacity, e->capacity - e->headroom);
+        }
+    } else if (!m->nmem)
         sb_puts(b, "No memory figures were recorded.\n\n");
     else {
         sb_puts(b, "| GPU |");
@@ -2734,8 +2910,6 @@ static void render_md(sb *b, const model *m)
             sb_puts(b, " ");
             sb_md(b, m->mem[i].name);
             sb_puts(b, " |");
-            if (m->mem[i].per_gpu.n > maxg)
-                maxg = m->mem[i].per_gpu.n;
         }
         sb_puts(b, "\n|---:|");
         for (i = 0; i < m->nmem; i++)

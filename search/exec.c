@@ -150,7 +150,7 @@ char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int
         cJSON_AddNumberToObject(o, "gpu_hours", 0);
     } else {
         g = sim_gpu(&sc);
-        sim_hottest_rank(&sc, &peak);
+        int hot_rank = sim_hottest_rank(&sc, &peak);
         if (g && peak > g->hbm_gb * 1e9) {
             cJSON_AddStringToObject(o, "outcome", "oom");
             cJSON_AddStringToObject(o, "evidence", "model: the hottest rank exceeds HBM");
@@ -177,6 +177,7 @@ char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int
             cJSON_AddNumberToObject(o, "skipped", 0);
             cJSON_AddNumberToObject(o, "nan", 0);
             cJSON_AddNumberToObject(o, "peak_gb", peak / 1e9);
+            cJSON_AddNumberToObject(o, "peak_rank", hot_rank);
             cJSON_AddNumberToObject(o, "gpu_hours",
                                     (sc.startup_s + total * b.step_s) * world / 3600);
             if (n > 0) {

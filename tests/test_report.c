@@ -274,7 +274,8 @@ START_TEST(full_bundle)
     ck_has(o.md, "| Total gain | +14.15% (validated) |");
     ck_has(o.md, "| 2 | 2 | retune | `dispatcher` |");
     ck_has(o.md, "Attention (TP x CP x DP x PP): `TP1 x CP1 x DP16 x PP1`");
-    ck_has(o.md, "| 7 | 63.40 | 71.10 |");
+    ck_has(o.md, "| 0 | 63.40 | 71.10 |");
+    ck_has(o.md, "| 15 | 61.30 | 69.00 |");
     ck_lacks(o.md, "did not confirm");
 
     /* written atomically: no temporary file is left behind */
@@ -565,6 +566,105 @@ START_TEST(decisions_numbered_consecutively)
 }
 END_TEST
 
+/* ---- memory ----------------------------------------------------------- */
+
+static cJSON *numbers(int n, double first, double step);
+
+/* A memory entry of gpus GPUs in pp stages (rank-major, pipeline outermost)
+ * with expert rank 0 of each stage hot, hottest, roles and why as
+ * search/engine.c writes them. */
+static cJSON *memory_of(const char *name, int gpus, int pp)
+{
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray(), *h, *roles, *x;
+    int i, stage_size = gpus / pp;
+    char why[256];
+    for (i = 0; i < gpus; i++) {
+        int stage = i / stage_size, hot = i % stage_size % 8 == 0;
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(50.0 + 3.0 * (pp - stage) +
+                                                   (hot ? 1.5 : 0.001 * (i % 7))));
+    }
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddNumberToObject(o, "capacity_gb", 80);
+    cJSON_AddNumberToObject(o, "headroom_gb", 8);
+    cJSON_AddItemToObject(o, "per_gpu_gb", a);
+    cJSON_AddStringToObject(o, "source", "sim");
+    h = cJSON_AddObjectToObject(o, "hottest");
+    cJSON_AddNumberToObject(h, "rank", 0);
+    cJSON_AddNumberToObject(h, "peak_gb", cJSON_GetArrayItem(a, 0)->valuedouble);
+    cJSON_AddNumberToObject(h, "stage", 1);
+    cJSON_AddNumberToObject(h, "stages", pp);
+    cJSON_AddNumberToObject(h, "expert_rank", 0);
+    cJSON_AddNumberToObject(h, "expert_ranks", 8);
+    cJSON_AddStringToObject(h, "role", "first stage");
+    snprintf(why, sizeof why, "pipeline stage 1 of %d (the first holds the embedding and the "
+                              "most microbatches in flight), expert rank 0 of 8", pp);
+    cJSON_AddStringToObject(h, "why", why);
+    roles = cJSON_AddArrayToObject(o, "roles");
+    x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "role", "first stage");
+    cJSON_AddNumberToObject(x, "rank", 0);
+    cJSON_AddNumberToObject(x, "peak_gb", cJSON_GetArrayItem(a, 0)->valuedouble);
+    cJSON_AddNumberToObject(x, "median_gb", 50.0 + 3.0 * pp);
+    cJSON_AddItemToArray(roles, x);
+    x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "role", "last stage");
+    cJSON_AddNumberToObject(x, "rank", gpus - stage_size);
+    cJSON_AddNumberToObject(x, "peak_gb",
+                            cJSON_GetArrayItem(a, gpus - stage_size)->valuedouble);
+    cJSON_AddNumberToObject(x, "median_gb", 53.0);
+    cJSON_AddItemToArray(roles, x);
+    return o;
+}
+
+/* Up to 16 GPUs every GPU is drawn; past that the hottest of each role, and
+ * either way the hottest GPU is named with its rank and why.  A hottest that
+ * is not the largest figure, or a list short of the GPUs, is refused. */
+START_TEST(memory_names_the_hottest_gpu)
+{
+    cJSON *j = fixture(), *mem;
+    out o;
+    render_ok(&o, j);
+    ck_has(o.html, "<span class=\"hottest\">hottest GPU: rank 0 at 71.10 GB (every stage): "
+                   "no pipeline parallelism: one stage, expert rank 0 of 8; 1.8 GB above the "
+                   "median GPU of its stage (69.3 GB)");
+    ck_has(o.html, "figures for 16 of 16 GPUs (source: sim)");
+    ck_assert_int_eq(count(o.html, "<title>GPU 15: "), 2); /* every GPU of both */
+    ck_has(o.md, "- winner: hottest GPU: rank 0 at 71.10 GB (every stage): no pipeline");
+    out_free(&o);
+    /* 256 GPUs in 4 stages: the roles' GPUs, not 256 bars */
+    set(at(j, "hardware"), "gpus", cJSON_CreateNumber(256));
+    mem = cJSON_CreateArray();
+    cJSON_AddItemToArray(mem, memory_of("baseline", 256, 4));
+    cJSON_AddItemToArray(mem, memory_of("winner", 256, 4));
+    set(j, "memory", mem);
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_has_plot(o.html, "memory-winner");
+    ck_has(o.html, "256 GPUs: the chart shows the hottest GPU of each role");
+    ck_has(o.html, "hottest GPU: rank 0 at 63.50 GB (first stage): pipeline stage 1 of 4");
+    ck_assert_int_eq(count(o.html, "<title>GPU "), 4); /* 2 roles x 2 */
+    ck_has(o.html, "<title>GPU 192: 54.50 GB</title>");
+    ck_has(o.md, "256 GPUs: the hottest GPU of each role; every GPU's figure is in bundle.json.");
+    ck_has(o.md, "| last stage | 192 | 54.50 | 53.00 |");
+    ck_lacks(o.md, "| 255 |");
+    out_free(&o);
+    /* a hottest that is not the largest figure */
+    set(at(cJSON_GetArrayItem(mem, 1), "hottest"), "rank", cJSON_CreateNumber(192));
+    render_json(&o, j);
+    ck_refused(&o, "memory[1].hottest.rank");
+    ck_assert(mt_diag_contains(o.d, "not the hottest's"));
+    out_free(&o);
+    /* GPU 0 alone of 256 */
+    set(at(cJSON_GetArrayItem(mem, 1), "hottest"), "rank", cJSON_CreateNumber(0));
+    set(cJSON_GetArrayItem(mem, 1), "per_gpu_gb", numbers(1, 63.5, 0));
+    render_json(&o, j);
+    ck_refused(&o, "memory[1].per_gpu_gb");
+    ck_assert(mt_diag_contains(o.d, "has 1 figures for 256 GPUs"));
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
 /* ---- validation runs ---------------------------------------------------- */
 
 /* A validation arm names the config id its runs are stored under and their
@@ -731,6 +831,9 @@ START_TEST(edge_cases_draw)
     set(m0, "headroom_gb", cJSON_CreateNumber(0));
     cJSON_ReplaceItemInArray(at(m0, "per_gpu_gb"), 2, cJSON_CreateNull());
     set(cJSON_GetArrayItem(mem, 1), "per_gpu_gb", numbers(1, 0, 0));
+    /* (as a bundle written before hottest and roles has it) */
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetArrayItem(mem, 1), "hottest");
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetArrayItem(mem, 1), "roles");
     /* all walls zero after; validation with one sample each, equal */
     set(at(at(j, "walls"), "after"), "shares", cJSON_Parse("{\"compute\":0,\"exposed_comm\":0,"
                                                            "\"hidden_comm\":0,\"idle\":0,"
@@ -950,6 +1053,7 @@ int main(void)
     tcase_add_test(tc, walls_are_shares_of_the_window);
     tcase_add_test(tc, throughput_line_is_the_accepted_best);
     tcase_add_test(tc, validation_runs_lead_to_their_logs);
+    tcase_add_test(tc, memory_names_the_hottest_gpu);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

@@ -771,6 +771,8 @@ char *mt_measure_memo_json(const mt_measure *m)
     cJSON_AddNumberToObject(o, "skipped", (double)m->skipped);
     cJSON_AddNumberToObject(o, "nan", (double)m->nan);
     memo_num(o, "peak_gb", m->peak_bytes > 0 ? m->peak_bytes / 1e9 : NAN);
+    if (m->peak_rank >= 0)
+        cJSON_AddNumberToObject(o, "peak_rank", m->peak_rank);
     cJSON_AddNumberToObject(o, "gpu_hours", m->gpu_hours);
     cJSON_AddNumberToObject(o, "wall_s", m->run.wall_s);
     cJSON_AddNumberToObject(o, "run_id", (double)m->run_id);
