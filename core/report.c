@@ -1745,11 +1745,12 @@ static const char html_css[] =
     ".mesh{font-size:17px;margin:6px 0}.mesh b{display:inline-block;width:100px}\n"
     "details summary{cursor:pointer;color:var(--mute)}.note{color:var(--mute)}\n"
     ".wide{overflow-x:auto}table.dec{font-size:13px;width:100%;table-layout:fixed}"
-    "table.dec td,table.dec th{overflow-wrap:anywhere;word-break:break-word}"
-    "table.dec td.n{white-space:normal}table.dec code{white-space:pre-wrap}"
-    "col.c-no{width:3em}col.c-id{width:3.5em}col.c-phase{width:5.5em}col.c-var{width:10%}"
-    "col.c-wall{width:7.5em}col.c-verdict{width:5.5em}col.c-med{width:7.5em}"
-    "col.c-gain{width:5.5em}col.c-ci{width:9em}col.c-p{width:4.5em}"
+    "table.dec td,table.dec th{overflow-wrap:break-word}"
+    "table.dec td.n{white-space:normal}table.dec code{white-space:pre-wrap;"
+    "overflow-wrap:anywhere}tr.more td{overflow-wrap:anywhere}"
+    "col.c-no{width:2.6em}col.c-id{width:3em}col.c-phase{width:4.6em}col.c-var{width:10%}"
+    "col.c-wall{width:8.6em}col.c-verdict{width:6.2em}col.c-med{width:6.6em}"
+    "col.c-gain{width:5em}col.c-ci{width:8.6em}col.c-p{width:5em}"
     "tr.more td{color:#424a53;border-top:none;padding-bottom:6px}"
     "tr.more b{color:var(--mute);font-weight:600}\n";
 
@@ -1762,6 +1763,9 @@ static const char html_check[] =
     "document.querySelectorAll('svg.plot').forEach(function(s){if(!s.querySelector("
     "'rect,circle,line,path,polyline,polygon,ellipse'))miss.push('plot:'+"
     "s.getAttribute('data-plot'));});\n"
+    "document.querySelectorAll('table.dec').forEach(function(t){var p=t.parentNode;"
+    "if(t.scrollWidth>p.clientWidth+1||p.scrollWidth>p.clientWidth+1)"
+    "miss.push('decisions-overflow');});\n"
     "document.body.dataset.check=miss.length?'missing:'+miss.join(','):'ok';})();\n";
 
 /* Whether the base fits, in words (plain text; the caller escapes it). */
