@@ -1140,14 +1140,8 @@ static int cmd_measure(int argc, char **argv)
     sim_path(simbin, sizeof simbin);
     {
         char id[17];
-        mt_kv *probe = mt_kv_dup(s.cfg);
-        char steps[32];
         mt_store_run prev;
-        snprintf(steps, sizeof steps, "%d",
-                 !strcmp(kind, "validate") ? s.contract->validate.steps : s.contract->screen.steps);
-        mt_kv_set(probe, "train_iters", steps);
-        mt_config_id(probe, id);
-        mt_kv_destroy(&probe);
+        mt_measure_config_id(s.contract, s.cfg, kind, id);
         memset(&prev, 0, sizeof prev);
         if (mt_store_find_run(st, id, kind, replicate, -1, &prev, d) == 1 &&
             strcmp(prev.outcome, "infra")) {

@@ -360,6 +360,8 @@ typedef struct arm {
     vec s;
     double median, tflops, tokens; /* NaN: null */
     const char *tflops_source;     /* "logged" | "computed"; NULL: absent */
+    const char *config_id;         /* validation arms: the runs' config id; NULL: not given */
+    strs log_dirs;                 /* ... and their log directories */
 } arm;
 
 typedef struct decision {
@@ -379,24 +381,47 @@ typedef struct tpoint {
     size_t order;
 } tpoint;
 
+/* The hottest GPU of one role (memory[].roles). */
+typedef struct mem_role {
+    const char *role;
+    double rank, peak, median;
+} mem_role;
+
+/* More GPUs than this: the chart shows the hottest of each role. */
+#define MEM_EVERY_GPU 16
+
 typedef struct mem {
     const char *name;
     double capacity, headroom;
     vec per_gpu;
+    const char *source; /* NULL: not given (bundles before it) */
+    int has_hot;
+    double hot_rank, hot_peak;
+    const char *hot_role, *hot_why;
+    mem_role *roles;
+    size_t nroles;
 } mem;
+
+/* A wall's shares partition its profiled window (search/BUNDLE.md): they
+ * add up to 1.  Hidden communication is compute time with communication
+ * under it, a share of its own beside compute with nothing under it. */
+#define NSHARES 6
+#define SHARE_OTHER 5 /* optional in the bundle (bundles before it: 0) */
 
 typedef struct wall {
     int present;
     const char *wall, *runner_up;
-    double confidence, window_s, share[5];
+    double confidence, window_s, share[NSHARES];
+    int has_steps;
+    double steps[2]; /* the profiled steps, inclusive */
 } wall;
 
-static const char *const share_keys[5] = {"compute", "exposed_comm", "hidden_comm", "idle",
-                                          "bubble"};
-static const char *const share_names[5] = {"compute", "exposed comm", "hidden comm", "idle",
-                                           "bubble"};
-static const char *const share_colors[5] = {"#4a78b5", "#c0392b", "#e3a33b", "#9aa5b1",
-                                            "#8e6bbf"};
+static const char *const share_keys[NSHARES] = {"compute", "hidden_comm", "exposed_comm",
+                                                "idle",    "bubble",      "other"};
+static const char *const share_names[NSHARES] = {
+    "compute", "compute, comm hidden under it", "exposed comm", "idle", "bubble", "other"};
+static const char *const share_colors[NSHARES] = {"#4a78b5", "#7fa7d9", "#c0392b",
+                                                  "#9aa5b1", "#8e6bbf", "#d0d7de"};
 
 typedef struct ablation {
     const char *knob, *to, *reason;
@@ -802,6 +827,26 @@ static void read_arm(rd *r, const cJSON *obj, const char *parent, const char *ke
         out->tflops_source = get_str(r, o, path, "tflops_source", 1);
     if (cJSON_GetObjectItemCaseSensitive(o, "tokens_per_s_per_gpu"))
         out->tokens = get_num(r, o, path, "tokens_per_s_per_gpu", J_NUM | J_NULL);
+    /* a validation arm's runs (absent in bundles written before them): the
+     * log directories are named after the config id, so a reader finds
+     * them from the report */
+    if (tflops && cJSON_GetObjectItemCaseSensitive(o, "config_id")) {
+        char lp[PATH_LEN], ep[PATH_LEN];
+        size_t i;
+        out->config_id = get_str(r, o, path, "config_id", 0);
+        out->log_dirs = get_strs(r, o, path, "log_dirs");
+        path_key(lp, path, "log_dirs");
+        for (i = 0; out->config_id && i < out->log_dirs.n; i++) {
+            const char *d = out->log_dirs.v[i], *base = strrchr(d, '/');
+            if (!strstr(base ? base + 1 : d, out->config_id)) {
+                path_idx(ep, lp, i);
+                problem(r, ep,
+                        "\"%.200s\" is not named after the arm's config id %.20s; the runs "
+                        "of an arm are stored and logged under one id",
+                        d, out->config_id);
+            }
+        }
+    }
 }
 
 /* label_reasons of a config (optional: bundles written before it). */
@@ -844,6 +889,7 @@ static void read_wall(rd *r, const cJSON *obj, const char *parent, const char *k
     char path[PATH_LEN], sp[PATH_LEN];
     const cJSON *o = get(r, obj, parent, key, J_OBJ | J_NULL, path), *sh;
     int i;
+    double sum = 0;
     w->present = o != NULL;
     if (!o)
         return;
@@ -851,12 +897,32 @@ static void read_wall(rd *r, const cJSON *obj, const char *parent, const char *k
     w->runner_up = get_str(r, o, path, "runner_up", 1);
     w->confidence = get_num(r, o, path, "confidence", J_NUM | J_NULL);
     w->window_s = get_num(r, o, path, "window_s", J_NUM | J_NULL);
+    /* steps: absent in bundles written before it */
+    if (cJSON_GetObjectItemCaseSensitive(o, "steps"))
+        w->has_steps = get_pair(r, o, path, "steps", J_INT, w->steps);
     sh = get(r, o, path, "shares", J_OBJ, sp);
-    for (i = 0; i < 5; i++) {
+    for (i = 0; i < NSHARES; i++) {
+        char kp[PATH_LEN];
+        if (i == SHARE_OTHER && sh && !cJSON_GetObjectItemCaseSensitive(sh, share_keys[i])) {
+            w->share[i] = 0;
+            continue;
+        }
         w->share[i] = get_num(r, sh, sp, share_keys[i], J_NUM);
         if (sh && isnan(w->share[i]))
             w->share[i] = 0;
+        else if (w->share[i] < 0) {
+            path_key(kp, sp, share_keys[i]);
+            problem(r, kp, "is %g; a share of the window is not negative", w->share[i]);
+        }
+        sum += fmax(w->share[i], 0);
     }
+    /* all zero: nothing classified, drawn as an empty bar */
+    if (sh && sum > 0 && fabs(sum - 1) > 0.005)
+        problem(r, sp,
+                "add up to %.1f%%; the shares partition the profiled window (hidden "
+                "communication is a share of compute time, not stacked on it) and must add "
+                "up to 100%%",
+                100 * sum);
 }
 
 static void read_decision(rd *r, const cJSON *o, const char *path, decision *dc)
@@ -940,6 +1006,71 @@ static void read_basefit(rd *r, const cJSON *base, const char *parent, basefit *
     f->reason = get_str(r, o, path, "reason", 0);
 }
 
+/* memory[i]'s source, hottest and roles (absent in bundles written before
+ * them; then nothing is checked).  The hottest must be the largest figure
+ * of per_gpu_gb, which then has one figure (or null) per GPU. */
+static void read_mem_more(rd *r, const cJSON *e, const char *ep, mem *me, double gpus)
+{
+    char hp[PATH_LEN], rp[PATH_LEN], xp[PATH_LEN];
+    const cJSON *h, *a, *x;
+    size_t i, n = me->per_gpu.n;
+    if (cJSON_GetObjectItemCaseSensitive(e, "source"))
+        me->source = get_str(r, e, ep, "source", 0);
+    if (!cJSON_GetObjectItemCaseSensitive(e, "hottest"))
+        return;
+    if ((h = get(r, e, ep, "hottest", J_OBJ | J_NULL, hp))) {
+        me->has_hot = 1;
+        me->hot_rank = get_num(r, h, hp, "rank", J_INT);
+        me->hot_peak = get_num(r, h, hp, "peak_gb", J_NUM);
+        me->hot_role = get_str(r, h, hp, "role", 0);
+        me->hot_why = get_str(r, h, hp, "why", 0);
+        path_key(rp, ep, "per_gpu_gb");
+        if (isfinite(gpus) && (double)n != gpus)
+            problem(r, rp, "has %zu figures for %.0f GPUs; one per GPU (null: no figure)", n,
+                    gpus);
+        path_key(xp, hp, "rank");
+        if (isfinite(me->hot_rank) && (me->hot_rank < 0 || me->hot_rank >= (double)n))
+            problem(r, xp, "%.0f is not a GPU of per_gpu_gb (0-%zu)", me->hot_rank,
+                    n ? n - 1 : 0);
+        else if (isfinite(me->hot_rank) && isfinite(me->hot_peak)) {
+            double at = me->per_gpu.v[(size_t)me->hot_rank];
+            if (!(fabs(at - me->hot_peak) <= 1e-6 * fmax(1, fabs(at))))
+                problem(r, xp, "GPU %.0f has %g GB in per_gpu_gb, not the hottest's %g GB",
+                        me->hot_rank, at, me->hot_peak);
+            for (i = 0; i < n; i++)
+                if (me->per_gpu.v[i] > me->hot_peak * (1 + 1e-9)) {
+                    problem(r, xp, "GPU %zu has %g GB, more than the hottest (GPU %.0f)", i,
+                            me->per_gpu.v[i], me->hot_rank);
+                    break;
+                }
+        }
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(e, "roles"))
+        return;
+    a = get(r, e, ep, "roles", J_ARR, rp);
+    if (!a || !(me->roles = ar_alloc(r->ar, array_len(a) * sizeof(mem_role))))
+        return;
+    i = 0;
+    cJSON_ArrayForEach(x, a)
+    {
+        mem_role *ro = &me->roles[i];
+        path_idx(xp, rp, i++);
+        ro->rank = ro->peak = ro->median = NAN;
+        if (!check(r, x, xp, J_OBJ))
+            continue;
+        ro->role = get_str(r, x, xp, "role", 0);
+        ro->rank = get_num(r, x, xp, "rank", J_INT);
+        ro->peak = get_num(r, x, xp, "peak_gb", J_NUM);
+        ro->median = get_num(r, x, xp, "median_gb", J_NUM | J_NULL);
+        if (isfinite(ro->rank) && (ro->rank < 0 || ro->rank >= (double)n)) {
+            char kp[PATH_LEN];
+            path_key(kp, xp, "rank");
+            problem(r, kp, "%.0f is not a GPU of per_gpu_gb (0-%zu)", ro->rank, n ? n - 1 : 0);
+        }
+    }
+    me->nroles = i;
+}
+
 static void read_bundle(rd *r, const cJSON *root, model *m)
 {
     static const char *const statuses[] = {"validated", "not_confirmed", "baseline_only", "failed",
@@ -1011,11 +1142,27 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
         cJSON_ArrayForEach(e, a)
         {
             path_idx(ep, "decisions", i);
+            m->dec[i].index = NAN;
             if (check(r, e, ep, J_OBJ))
                 read_decision(r, e, ep, &m->dec[i]);
             i++;
         }
         m->ndec = i;
+        /* ids name plots and anchors (ab-ID) and the store's decision/ID:
+         * two decisions with one id would point at one of them */
+        for (i = 1; i < m->ndec; i++) {
+            size_t k;
+            if (isnan(m->dec[i].index))
+                continue;
+            for (k = 0; k < i && m->dec[k].index != m->dec[i].index; k++)
+                ;
+            if (k < i) {
+                path_idx(ep, "decisions", i);
+                path_key(path, ep, "index");
+                problem(r, path, "%.0f is also decisions[%zu].index; decision ids are unique",
+                        m->dec[i].index, k);
+            }
+        }
     }
 
     a = get(r, root, "", "timeline", J_ARR, NULL);
@@ -1053,6 +1200,7 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
             me->capacity = get_num(r, e, ep, "capacity_gb", J_NUM);
             me->headroom = get_num(r, e, ep, "headroom_gb", J_NUM);
             me->per_gpu = get_vec(r, e, ep, "per_gpu_gb", 1);
+            read_mem_more(r, e, ep, me, m->gpus);
         }
         m->nmem = i;
     }
@@ -1295,7 +1443,8 @@ static const char *phase_color(const char *phase)
 }
 
 /* Throughput over the tune: each run's TFLOP/s per GPU (failed runs as
- * crosses on the axis) and the best so far as a step line. */
+ * crosses on the axis) and the accepted best's (the incumbent's) as a step
+ * line. */
 static void svg_throughput(sb *b, const model *m)
 {
     const int W = 900, H = 320, L = 62, R = 20, T = 30, B = 44;
@@ -1343,7 +1492,7 @@ static void svg_throughput(sb *b, const model *m)
               "<text x=\"14\" y=\"%d\" transform=\"rotate(-90 14 %d)\" "
               "text-anchor=\"middle\">TFLOP/s per GPU</text>",
               (T + H - B) / 2, (T + H - B) / 2);
-    /* best so far: a step line, broken where it is null */
+    /* the accepted best: a step line, broken where it is null */
     sb_puts(b, "<path fill=\"none\" stroke=\"#1e7b34\" stroke-width=\"2\" d=\"");
     for (k = 0; k < m->ntl; k++) {
         const tpoint *t = &m->tl[k];
@@ -1381,9 +1530,9 @@ static void svg_throughput(sb *b, const model *m)
     legend_x = L + 8;
     sb_printf(b,
               "<line x1=\"%d\" y1=\"14\" x2=\"%d\" y2=\"14\" stroke=\"#1e7b34\" "
-              "stroke-width=\"2\"/><text x=\"%d\" y=\"18\">best so far</text>",
+              "stroke-width=\"2\"/><text x=\"%d\" y=\"18\">accepted best so far</text>",
               legend_x, legend_x + 18, legend_x + 22);
-    legend_x += 100;
+    legend_x += 150;
     for (i = 0; i < nseen && legend_x < W - 120; i++) {
         sb_printf(b, "<circle cx=\"%d\" cy=\"14\" r=\"3.5\" fill=\"%s\"/><text x=\"%d\" y=\"18\">",
                   legend_x, phase_color(seen[i]), legend_x + 8);
@@ -1398,11 +1547,12 @@ static void svg_throughput(sb *b, const model *m)
     sb_puts(b, "</svg>");
 }
 
-/* Per-GPU peak memory as bars against the capacity and the headroom limit. */
-static void svg_memory(sb *b, const mem *e, const char *plot)
+/* Per-GPU peak memory as bars against the capacity and the headroom limit:
+ * every GPU, or (roles) the hottest GPU of each role, labelled by rank. */
+static void svg_memory(sb *b, const mem *e, const char *plot, int roles)
 {
     const int H = 260, L = 50, R = 150, T = 16, B = 36;
-    size_t n = e->per_gpu.n, k, every;
+    size_t n = roles ? e->nroles : e->per_gpu.n, k, every;
     int W = 70 + (int)(n < 40 ? n : 40) * 26 + R;
     double ymax = fmax(e->capacity, 0), limit = e->capacity - e->headroom, band, ticks[16];
     axis y;
@@ -1412,15 +1562,19 @@ static void svg_memory(sb *b, const mem *e, const char *plot)
         W = 420;
     if (W > 1000)
         W = 1000;
-    for (k = 0; k < n; k++)
-        if (isfinite(e->per_gpu.v[k]))
-            ymax = fmax(ymax, e->per_gpu.v[k]);
+    for (k = 0; k < n; k++) {
+        double v = roles ? e->roles[k].peak : e->per_gpu.v[k];
+        if (isfinite(v))
+            ymax = fmax(ymax, v);
+    }
     if (!(ymax > 0) || !isfinite(ymax))
         ymax = 1;
     ymax *= 1.08;
     y = (axis){0, ymax, H - B, T};
     band = (double)(W - L - R) / (double)(n ? n : 1);
-    snprintf(label, sizeof label, "per-GPU peak memory (%s)", e->name ? e->name : "");
+    snprintf(label, sizeof label, "%s (%s)",
+             roles ? "peak memory of the hottest GPU of each role" : "per-GPU peak memory",
+             e->name ? e->name : "");
     svg_open(b, plot, W, H, label);
     nt = nice_ticks(0, ymax, 5, ticks, 16);
     for (i = 0; i < nt; i++) {
@@ -1436,10 +1590,18 @@ static void svg_memory(sb *b, const mem *e, const char *plot)
               (T + H - B) / 2, (T + H - B) / 2);
     every = n > 32 ? (n + 15) / 16 : 1;
     for (k = 0; k < n; k++) {
-        double v = e->per_gpu.v[k], bx = L + band * (double)k + band * 0.15;
+        double v = roles ? e->roles[k].peak : e->per_gpu.v[k];
+        double bx = L + band * (double)k + band * 0.15;
+        size_t gpu = roles ? (size_t)e->roles[k].rank : k;
         if (k % every == 0)
             sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%zu</text>",
-                      L + band * ((double)k + 0.5), H - B + 14, k);
+                      L + band * ((double)k + 0.5), H - B + 14, gpu);
+        if (roles) {
+            sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">",
+                      L + band * ((double)k + 0.5), H - B + 26);
+            sb_html(b, e->roles[k].role);
+            sb_puts(b, "</text>");
+        }
         if (!isfinite(v)) {
             sb_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">?</text>",
                       L + band * ((double)k + 0.5), H - B - 4);
@@ -1449,9 +1611,10 @@ static void svg_memory(sb *b, const mem *e, const char *plot)
                   "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\">"
                   "<title>GPU %zu: %.2f GB</title></rect>",
                   bx, ax(&y, fmax(v, 0)), band * 0.7, (H - B) - ax(&y, fmax(v, 0)),
-                  v > limit ? "#c0392b" : "#4a78b5", k, v);
+                  v > limit ? "#c0392b" : "#4a78b5", gpu, v);
     }
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU</text>", W - R, H - 6);
+    sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">GPU</text>", W - R,
+              H - (roles ? 0 : 6));
     sb_printf(b, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#8c959f\"/>", L, H - B,
               W - R, H - B);
     sb_printf(b,
@@ -1468,25 +1631,18 @@ static void svg_memory(sb *b, const mem *e, const char *plot)
     sb_puts(b, "</svg>");
 }
 
-/* Wall breakdown before and after as stacked horizontal bars (shares of
- * each profiled window). */
+/* Wall breakdown before and after as 100% bars: the shares partition each
+ * profiled window (read_wall refused any that do not add up to 100%). */
 static void svg_walls(sb *b, const wall *before, const wall *after)
 {
     const wall *rows[2] = {before, after};
     const char *names[2] = {"before", "after"};
     const int W = 900, L = 70, R = 20, T = 10, ROW = 44;
-    int nrows = 0, H, i, j, nt, base;
+    int nrows = 0, H, i, j, nt, base, lx;
     double xmax = 1, ticks[16];
     axis x;
-    for (i = 0; i < 2; i++) {
-        double sum = 0;
-        if (!rows[i]->present)
-            continue;
-        nrows++;
-        for (j = 0; j < 5; j++)
-            sum += fmax(rows[i]->share[j], 0);
-        xmax = fmax(xmax, sum);
-    }
+    for (i = 0; i < 2; i++)
+        nrows += rows[i]->present;
     H = T + (nrows ? nrows : 1) * ROW + 56;
     base = T + (nrows ? nrows : 1) * ROW;
     x = (axis){0, xmax, L, W - R};
@@ -1509,7 +1665,7 @@ static void svg_walls(sb *b, const wall *before, const wall *after)
         y = T + ROW * nrows++ + 8;
         sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", L - 8, y + 18,
                   names[i]);
-        for (j = 0; j < 5; j++) {
+        for (j = 0; j < NSHARES; j++) {
             double s = fmax(rows[i]->share[j], 0), x0 = ax(&x, at), x1 = ax(&x, at + s);
             at += s;
             if (!(s > 0))
@@ -1525,12 +1681,12 @@ static void svg_walls(sb *b, const wall *before, const wall *after)
                           (x0 + x1) / 2, y + 18, s * 100);
         }
     }
-    for (j = 0; j < 5; j++) {
-        int lx = L + j * 150;
+    for (j = 0, lx = L; j < NSHARES; j++) {
         sb_printf(b,
                   "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                   "<text x=\"%d\" y=\"%d\">%s</text>",
                   lx, base + 28, share_colors[j], lx + 16, base + 38, share_names[j]);
+        lx += 30 + 6 * (int)strlen(share_names[j]);
     }
     sb_puts(b, "</svg>");
 }
@@ -1672,8 +1828,15 @@ static const char html_css[] =
     ".diff .add{color:var(--ok)}.diff .del{color:var(--bad)}\n"
     ".mesh{font-size:17px;margin:6px 0}.mesh b{display:inline-block;width:100px}\n"
     "details summary{cursor:pointer;color:var(--mute)}.note{color:var(--mute)}\n"
-    ".wide{overflow-x:auto}table.dec{font-size:13px}tr.more td{color:#424a53;"
-    "border-top:none;padding-bottom:6px}tr.more b{color:var(--mute);font-weight:600}\n";
+    ".wide{overflow-x:auto}table.dec{font-size:13px;width:100%;table-layout:fixed}"
+    "table.dec td,table.dec th{overflow-wrap:break-word}"
+    "table.dec td.n{white-space:normal}table.dec code{white-space:pre-wrap;"
+    "overflow-wrap:anywhere}tr.more td{overflow-wrap:anywhere}"
+    "col.c-no{width:2.6em}col.c-id{width:3em}col.c-phase{width:4.6em}col.c-var{width:10%}"
+    "col.c-wall{width:8.6em}col.c-verdict{width:6.2em}col.c-med{width:6.6em}"
+    "col.c-gain{width:5em}col.c-ci{width:8.6em}col.c-p{width:5em}"
+    "tr.more td{color:#424a53;border-top:none;padding-bottom:6px}"
+    "tr.more b{color:var(--mute);font-weight:600}\n";
 
 /* Checks on load that every section and plot rendered; a headless browser's
  * DOM dump then carries the verdict on <body>. */
@@ -1684,6 +1847,9 @@ static const char html_check[] =
     "document.querySelectorAll('svg.plot').forEach(function(s){if(!s.querySelector("
     "'rect,circle,line,path,polyline,polygon,ellipse'))miss.push('plot:'+"
     "s.getAttribute('data-plot'));});\n"
+    "document.querySelectorAll('table.dec').forEach(function(t){var p=t.parentNode;"
+    "if(t.scrollWidth>p.clientWidth+1||p.scrollWidth>p.clientWidth+1)"
+    "miss.push('decisions-overflow');});\n"
     "document.body.dataset.check=miss.length?'missing:'+miss.join(','):'ok';})();\n";
 
 /* Whether the base fits, in words (plain text; the caller escapes it). */
@@ -1730,6 +1896,8 @@ static void no_recipe_words(sb *t, const model *m)
                    "made it fit");
     else if (f->present && f->fits < 0)
         sb_puts(t, "The base config does not run");
+    else if (f->present && f->fits != 1)
+        sb_puts(t, "The base config does not fit in memory");
     else
         sb_puts(t, "The tune failed");
     sb_printf(t,
@@ -1742,6 +1910,18 @@ static int is_failed(const model *m)
 {
     return m->status && !strcmp(m->status, "failed");
 }
+
+/* The recipe is the base itself and the fit phase found that the base does
+ * not fit (or does not run): whatever the status, there is nothing usable to
+ * recommend. */
+static int base_unusable(const model *m)
+{
+    return m->fit.present && m->fit.fits != 1 && !m->change.n;
+}
+
+/* No recipe to recommend: a failed tune, or a recipe that is a base that
+ * does not fit. */
+static int no_recipe(const model *m) { return is_failed(m) || base_unusable(m); }
 
 static void h_kv(sb *b, const char *key, const char *val)
 {
@@ -1919,7 +2099,7 @@ static void h_recipe(sb *b, const model *m)
         sb_html(b, m->val.recommendation);
         sb_puts(b, "</p>\n");
     }
-    if (is_failed(m)) {
+    if (no_recipe(m)) {
         sb t = {0};
         no_recipe_words(&t, m);
         sb_puts(b, "<p class=\"banner bad\">");
@@ -1930,7 +2110,7 @@ static void h_recipe(sb *b, const model *m)
         free(t.s);
     }
     sb_puts(b, "<h3>Changes from the baseline</h3>\n");
-    if (!m->change.n && is_failed(m))
+    if (!m->change.n && no_recipe(m))
         sb_puts(b, "<p class=\"note\">None: the config shown is the base, not a "
                    "recommendation.</p>\n");
     else if (!m->change.n)
@@ -2032,17 +2212,24 @@ static void h_decisions(sb *b, const model *m)
         sb_puts(b, "<p class=\"note\">No decisions were made.</p>\n</section>\n");
         return;
     }
-    sb_puts(b, "<div class=\"wide\"><table class=\"dec\"><tr><th>#</th><th>phase</th>"
+    sb_puts(b, "<table class=\"dec\"><colgroup><col class=\"c-no\"><col class=\"c-id\">"
+               "<col class=\"c-phase\"><col class=\"c-var\"><col class=\"c-wall\">"
+               "<col class=\"c-change\"><col class=\"c-verdict\"><col class=\"c-med\">"
+               "<col class=\"c-med\"><col class=\"c-gain\"><col class=\"c-ci\">"
+               "<col class=\"c-p\"></colgroup>\n<tr><th>#</th><th>id</th><th>phase</th>"
                "<th>variable</th><th>wall</th><th>change</th><th>verdict</th>"
                "<th>control median</th><th>candidate median</th><th>gain</th><th>CI</th>"
                "<th>p</th></tr>\n");
     for (i = 0; i < m->ndec; i++) {
         const decision *dc = &m->dec[i];
-        sb_puts(b, "<tr><td class=\"n\" rowspan=\"2\">");
+        /* #: the decisions in order, 1, 2, 3...; id: the store's number */
+        sb_puts(b, "<tr><td class=\"n dno\" rowspan=\"2\">");
         if (has_samples(dc))
-            sb_printf(b, "<a href=\"#ab-%.0f\">%.0f</a>", dc->index, dc->index);
+            sb_printf(b, "<a href=\"#ab-%.0f\">%zu</a>", dc->index, i + 1);
         else
-            sb_num(b, "%.0f", dc->index);
+            sb_printf(b, "%zu", i + 1);
+        sb_puts(b, "</td><td class=\"n\" rowspan=\"2\">");
+        sb_num(b, "%.0f", dc->index);
         sb_puts(b, "</td><td>");
         sb_html(b, dc->phase);
         sb_puts(b, "</td><td>");
@@ -2084,8 +2271,11 @@ static void h_decisions(sb *b, const model *m)
         }
         sb_puts(b, "</td></tr>\n");
     }
-    sb_puts(b, "</table></div>\n<p class=\"note\">gain: the candidate's median step time "
-               "shorter than the control's, as a fraction of the control's.</p>\n</section>\n");
+    sb_puts(b, "</table>\n<p class=\"note\">gain: the candidate's median step time "
+               "shorter than the control's, as a fraction of the control's. #: the decisions "
+               "in the order they were taken. id: the decision's number in the store "
+               "(<code>decision/ID</code> in moetune.db; its runs are replicates ID&times;100 "
+               "and up); profiled runs take numbers too, so ids may skip.</p>\n</section>\n");
 }
 
 static void h_distributions(sb *b, const model *m)
@@ -2110,11 +2300,12 @@ static void h_distributions(sb *b, const model *m)
         if (!has_samples(dc))
             continue;
         snprintf(plot, sizeof plot, "ab-%.0f", dc->index);
-        snprintf(label, sizeof label, "step times of decision %.0f (%s): control and candidate",
-                 dc->index, dc->variable ? dc->variable : "");
-        sb_printf(b, "<figure id=\"%s\"><figcaption><b>#%.0f ", plot, dc->index);
+        snprintf(label, sizeof label, "step times of decision %zu (%s): control and candidate",
+                 i + 1, dc->variable ? dc->variable : "");
+        sb_printf(b, "<figure id=\"%s\"><figcaption><b>#%zu ", plot, i + 1);
         sb_html(b, dc->variable);
-        sb_printf(b, "</b> <span class=\"v-%s\">", dc->verdict ? dc->verdict : "none");
+        sb_printf(b, "</b> (id %.0f) <span class=\"v-%s\">", dc->index,
+                  dc->verdict ? dc->verdict : "none");
         sb_html(b, dc->verdict);
         sb_puts(b, "</span>, gain ");
         sb_pct(b, dc->gain);
@@ -2143,13 +2334,16 @@ static void h_throughput(sb *b, const model *m)
         return;
     }
     for (k = 0; k < m->ntl; k++) {
-        if (isfinite(m->tl[k].best) && !(m->tl[k].best <= best))
+        if (isfinite(m->tl[k].best))
             best = m->tl[k].best;
         failed += !isfinite(m->tl[k].tflops);
     }
-    sb_printf(b, "<p>%zu runs, %zu without a throughput figure (failed); best ", m->ntl, failed);
+    sb_printf(b, "<p>%zu runs, %zu without a throughput figure (failed); the accepted best "
+                 "config at the last run: ", m->ntl, failed);
     sb_num(b, "%.4g", best);
-    sb_puts(b, " TFLOP/s per GPU; ");
+    sb_puts(b, " TFLOP/s per GPU (its runs' median; the step line is the incumbent's, each "
+               "accepted decision moves it, a faster single run of a rejected candidate does "
+               "not); ");
     sb_num(b, "%.4g", m->tl[m->ntl - 1].gpu_hours);
     sb_puts(b, " GPU hours at the last run.</p>\n");
     svg_throughput(b, m);
@@ -2170,6 +2364,21 @@ static void plot_name(char *out, size_t n, const char *prefix, const char *name,
         snprintf(out, n, "%s-%zu", prefix, i);
 }
 
+/* The hottest GPU in words: "rank 3 at 71.10 GB (first stage): why". */
+static void sb_hottest(sb *b, const mem *e, int html)
+{
+    sb_printf(b, "rank %.0f at %.2f GB (", e->hot_rank, e->hot_peak);
+    if (html)
+        sb_html(b, e->hot_role);
+    else
+        sb_md(b, e->hot_role);
+    sb_puts(b, "): ");
+    if (html)
+        sb_html(b, e->hot_why);
+    else
+        sb_md(b, e->hot_why);
+}
+
 static void h_memory(sb *b, const model *m)
 {
     size_t i, k;
@@ -2182,26 +2391,82 @@ static void h_memory(sb *b, const model *m)
         const mem *e = &m->mem[i];
         char plot[64];
         double hot = NAN;
-        size_t hot_k = 0;
+        size_t hot_k = 0, known = 0;
+        int roles = e->per_gpu.n > MEM_EVERY_GPU && e->nroles > 0;
         for (k = 0; k < e->per_gpu.n; k++)
-            if (isfinite(e->per_gpu.v[k]) && !(e->per_gpu.v[k] <= hot)) {
-                hot = e->per_gpu.v[k];
-                hot_k = k;
+            if (isfinite(e->per_gpu.v[k])) {
+                known++;
+                if (!(e->per_gpu.v[k] <= hot)) {
+                    hot = e->per_gpu.v[k];
+                    hot_k = k;
+                }
             }
         plot_name(plot, sizeof plot, "memory", e->name, i);
         sb_puts(b, "<figure><figcaption><b>");
         sb_html(b, e->name);
         sb_puts(b, "</b>: ");
-        if (isnan(hot))
+        if (e->has_hot) {
+            sb_puts(b, "<span class=\"hottest\">hottest GPU: ");
+            sb_hottest(b, e, 1);
+            sb_puts(b, "</span>");
+        } else if (isnan(hot))
             sb_puts(b, "no per-GPU figures");
         else
             sb_printf(b, "hottest GPU %zu at %.2f GB", hot_k, hot);
-        sb_printf(b, " of %.4g GB capacity; limit %.4g GB (headroom %.4g GB)</figcaption>\n",
-                  e->capacity, e->capacity - e->headroom, e->headroom);
-        svg_memory(b, e, plot);
+        sb_printf(b, "; %.4g GB capacity, limit %.4g GB (headroom %.4g GB); figures for %zu of "
+                     "%zu GPUs",
+                  e->capacity, e->capacity - e->headroom, e->headroom, known, e->per_gpu.n);
+        if (e->source) {
+            sb_puts(b, " (source: ");
+            sb_html(b, e->source);
+            sb_puts(b, ")");
+        }
+        if (roles)
+            sb_printf(b, ". %zu GPUs: the chart shows the hottest GPU of each role; every GPU's "
+                         "figure is in bundle.json",
+                      e->per_gpu.n);
+        sb_puts(b, "</figcaption>\n");
+        svg_memory(b, e, plot, roles);
+        if (e->nroles) {
+            sb_puts(b, "\n<table class=\"roles\"><tr><th>role</th><th>hottest GPU</th>"
+                       "<th>peak</th><th>median GPU of its stage</th></tr>\n");
+            for (k = 0; k < e->nroles; k++) {
+                sb_puts(b, "<tr><td>");
+                sb_html(b, e->roles[k].role);
+                sb_printf(b, "</td><td class=\"n\">%.0f</td><td class=\"n\">%.2f GB</td>"
+                             "<td class=\"n\">",
+                          e->roles[k].rank, e->roles[k].peak);
+                sb_num(b, "%.2f GB", e->roles[k].median);
+                sb_puts(b, "</td></tr>\n");
+            }
+            sb_puts(b, "</table>");
+        }
         sb_puts(b, "</figure>\n");
     }
     sb_puts(b, "</section>\n");
+}
+
+/* The window a wall came from: "steps 3-5 (6.21 s)", "one modelled step
+ * (2.07 s)" (a wall without steps, as the model executor writes it). */
+static void sb_wall_window(sb *b, const wall *w)
+{
+    if (w->has_steps) {
+        if (w->steps[0] == w->steps[1])
+            sb_printf(b, "step %.0f", w->steps[0]);
+        else
+            sb_printf(b, "steps %.0f-%.0f", w->steps[0], w->steps[1]);
+        if (isfinite(w->window_s)) {
+            sb_puts(b, " (");
+            sb_secs(b, w->window_s);
+            sb_puts(b, ")");
+        }
+    } else if (isfinite(w->window_s)) {
+        sb_puts(b, "one modelled step (");
+        sb_secs(b, w->window_s);
+        sb_puts(b, ")");
+    } else {
+        sb_puts(b, "n/a");
+    }
 }
 
 static void h_wall_row(sb *b, const char *what, const wall *w)
@@ -2217,7 +2482,7 @@ static void h_wall_row(sb *b, const char *what, const wall *w)
     sb_puts(b, ", confidence ");
     sb_num(b, "%.2f", w->confidence);
     sb_puts(b, ")</td><td class=\"n\">");
-    sb_secs(b, w->window_s);
+    sb_wall_window(b, w);
     sb_puts(b, "</td></tr>\n");
 }
 
@@ -2235,14 +2500,18 @@ static void h_walls(sb *b, const model *m)
     h_wall_row(b, "after", &m->after);
     sb_puts(b, "</table>\n<table><tr><th>share of the window</th><th>before</th>"
                "<th>after</th></tr>\n");
-    for (j = 0; j < 5; j++) {
-        sb_printf(b, "<tr><td>%s</td><td class=\"n\">", share_names[j]);
+    for (j = 0; j < NSHARES; j++) {
+        sb_printf(b, "<tr><td>%s</td><td class=\"n share-before\">", share_names[j]);
         sb_num(b, "%.1f%%", m->before.present ? m->before.share[j] * 100 : NAN);
-        sb_puts(b, "</td><td class=\"n\">");
+        sb_puts(b, "</td><td class=\"n share-after\">");
         sb_num(b, "%.1f%%", m->after.present ? m->after.share[j] * 100 : NAN);
         sb_puts(b, "</td></tr>\n");
     }
-    sb_puts(b, "</table>\n</section>\n");
+    sb_puts(b, "</table>\n<p class=\"note\">The shares partition each profiled window and add "
+               "up to 100%: compute time with communication hidden under it is its own share, "
+               "beside compute with nothing under it; idle excludes the pipeline bubble, shown "
+               "apart; other is time no trace class covers (optimizer step, host work outside "
+               "kernels).</p>\n</section>\n");
 }
 
 static void h_ablation(sb *b, const model *m)
@@ -2345,7 +2614,32 @@ static void h_validation(sb *b, const model *m)
     sb_num(b, "%.0f", v->base.tokens);
     sb_puts(b, "</td><td class=\"n\">");
     sb_num(b, "%.0f", v->win.tokens);
-    sb_puts(b, "</td></tr>\n</table>\n<table>\n<tr><th>window</th><td>");
+    sb_puts(b, "</td></tr>\n");
+    if (v->base.config_id || v->win.config_id) {
+        const arm *arms2[2] = {&v->base, &v->win};
+        int k;
+        size_t i;
+        sb_puts(b, "<tr><th>config id (runs)</th>");
+        for (k = 0; k < 2; k++) {
+            sb_puts(b, "<td class=\"cfgid\">");
+            h_code(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
+            sb_puts(b, "</td>");
+        }
+        sb_puts(b, "</tr>\n<tr><th>log folders</th>");
+        for (k = 0; k < 2; k++) {
+            sb_puts(b, "<td class=\"logdirs\">");
+            for (i = 0; i < arms2[k]->log_dirs.n; i++) {
+                if (i)
+                    sb_puts(b, "<br>");
+                h_code(b, arms2[k]->log_dirs.v[i]);
+            }
+            if (!arms2[k]->log_dirs.n)
+                sb_puts(b, "none kept (the executor writes no logs)");
+            sb_puts(b, "</td>");
+        }
+        sb_puts(b, "</tr>\n");
+    }
+    sb_puts(b, "</table>\n<table>\n<tr><th>window</th><td>");
     sb_window(b, v);
     sb_puts(b, " of ");
     sb_num(b, "%.0f", v->steps);
@@ -2621,7 +2915,7 @@ static void render_md(sb *b, const model *m)
         sb_md(b, m->val.recommendation);
         sb_puts(b, "\n\n");
     }
-    if (is_failed(m)) {
+    if (no_recipe(m)) {
         sb t = {0};
         no_recipe_words(&t, m);
         sb_puts(b, "> **");
@@ -2632,7 +2926,7 @@ static void render_md(sb *b, const model *m)
         free(t.s);
     }
     sb_puts(b, "### Changes from the baseline\n\n");
-    if (!m->change.n && is_failed(m))
+    if (!m->change.n && no_recipe(m))
         sb_puts(b, "None: the config shown is the base, not a recommendation.\n\n");
     else if (!m->change.n)
         sb_puts(b, "None: the baseline is the recommendation.\n\n");
@@ -2682,12 +2976,12 @@ static void render_md(sb *b, const model *m)
     if (!m->ndec)
         sb_puts(b, "No decisions were made.\n\n");
     else {
-        sb_puts(b, "| # | phase | variable | wall | change | repairs | verdict | control median | "
-                   "candidate median | gain | CI | p | evidence | reason |\n"
-                   "|---:|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|\n");
+        sb_puts(b, "| # | id | phase | variable | wall | change | repairs | verdict | "
+                   "control median | candidate median | gain | CI | p | evidence | reason |\n"
+                   "|---:|---:|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|\n");
         for (i = 0; i < m->ndec; i++) {
             const decision *dc = &m->dec[i];
-            sb_puts(b, "| ");
+            sb_printf(b, "| %zu | ", i + 1);
             sb_num(b, "%.0f", dc->index);
             sb_puts(b, " | ");
             sb_md(b, dc->phase);
@@ -2728,12 +3022,15 @@ static void render_md(sb *b, const model *m)
             sb_puts(b, " |\n");
         }
         sb_puts(b, "\ngain: the candidate's median step time shorter than the control's, as a "
-                   "fraction of the control's.\n\n### Samples (step times, s)\n\n");
+                   "fraction of the control's. #: the decisions in the order they were taken. "
+                   "id: the decision's number in the store (`decision/ID` in moetune.db; its "
+                   "runs are replicates ID x 100 and up); profiled runs take numbers too, so "
+                   "ids may skip.\n\n### Samples (step times, s)\n\n");
         for (i = 0; i < m->ndec; i++) {
             const decision *dc = &m->dec[i];
             if (!has_samples(dc))
                 continue;
-            sb_printf(b, "- #%.0f ", dc->index);
+            sb_printf(b, "- #%zu (id %.0f) ", i + 1, dc->index);
             sb_mdcode(b, dc->variable);
             sb_puts(b, ": control ");
             sb_samples(b, &dc->control.s);
@@ -2748,7 +3045,7 @@ static void render_md(sb *b, const model *m)
     if (!m->ntl)
         sb_puts(b, "No runs were recorded.\n\n");
     else {
-        sb_puts(b, "| run | phase | GPU hours | TFLOP/s per GPU | best so far |\n"
+        sb_puts(b, "| run | phase | GPU hours | TFLOP/s per GPU | accepted best so far |\n"
                    "|---:|---|---:|---:|---:|\n");
         for (i = 0; i < m->ntl; i++) {
             const tpoint *t = &m->tl[i];
@@ -2771,7 +3068,40 @@ static void render_md(sb *b, const model *m)
     }
 
     sb_puts(b, "## Per-GPU peak memory (GB)\n\n");
-    if (!m->nmem)
+    for (i = 0; i < m->nmem; i++)
+        if (m->mem[i].has_hot) {
+            sb_puts(b, "- ");
+            sb_md(b, m->mem[i].name);
+            sb_puts(b, ": hottest GPU: ");
+            sb_hottest(b, &m->mem[i], 0);
+            sb_puts(b, "\n");
+        }
+    if (m->nmem && m->mem[0].has_hot)
+        sb_puts(b, "\n");
+    for (i = 0; i < m->nmem; i++)
+        if (m->mem[i].per_gpu.n > maxg)
+            maxg = m->mem[i].per_gpu.n;
+    if (m->nmem && maxg > MEM_EVERY_GPU) {
+        /* hundreds of GPUs: the hottest of each role (all in bundle.json) */
+        sb_printf(b, "%zu GPUs: the hottest GPU of each role; every GPU's figure is in "
+                     "bundle.json.\n\n",
+                  maxg);
+        for (i = 0; i < m->nmem; i++) {
+            const mem *e = &m->mem[i];
+            sb_puts(b, "| ");
+            sb_md(b, e->name);
+            sb_puts(b, ": role | GPU | peak | median GPU of its stage |\n|---|---:|---:|---:|\n");
+            for (j = 0; j < e->nroles; j++) {
+                sb_puts(b, "| ");
+                sb_md(b, e->roles[j].role);
+                sb_printf(b, " | %.0f | %.2f | ", e->roles[j].rank, e->roles[j].peak);
+                sb_num(b, "%.2f", e->roles[j].median);
+                sb_puts(b, " |\n");
+            }
+            sb_printf(b, "| capacity | | %.4g | |\n| limit (capacity - headroom) | | %.4g | |\n\n",
+                      e->capacity, e->capacity - e->headroom);
+        }
+    } else if (!m->nmem)
         sb_puts(b, "No memory figures were recorded.\n\n");
     else {
         sb_puts(b, "| GPU |");
@@ -2779,8 +3109,6 @@ static void render_md(sb *b, const model *m)
             sb_puts(b, " ");
             sb_md(b, m->mem[i].name);
             sb_puts(b, " |");
-            if (m->mem[i].per_gpu.n > maxg)
-                maxg = m->mem[i].per_gpu.n;
         }
         sb_puts(b, "\n|---:|");
         for (i = 0; i < m->nmem; i++)
@@ -2828,10 +3156,13 @@ static void render_md(sb *b, const model *m)
         sb_puts(b, "\n| window |");
         for (i = 0; i < 2; i++) {
             sb_puts(b, " ");
-            sb_secs(b, w[i]->present ? w[i]->window_s : NAN);
+            if (w[i]->present)
+                sb_wall_window(b, w[i]);
+            else
+                sb_puts(b, "n/a");
             sb_puts(b, " |");
         }
-        for (j = 0; j < 5; j++) {
+        for (j = 0; j < NSHARES; j++) {
             sb_printf(b, "\n| %s |", share_names[j]);
             for (i = 0; i < 2; i++) {
                 sb_puts(b, " ");
@@ -2839,7 +3170,10 @@ static void render_md(sb *b, const model *m)
                 sb_puts(b, " |");
             }
         }
-        sb_puts(b, "\n\n");
+        sb_puts(b, "\n\nThe shares partition each profiled window and add up to 100%: compute "
+                   "time with communication hidden under it is its own share, beside compute "
+                   "with nothing under it; idle excludes the pipeline bubble, shown apart; "
+                   "other is time no trace class covers.\n\n");
     }
 
     sb_puts(b, "## Ablation (leave one out)\n\n");
@@ -2888,6 +3222,30 @@ static void render_md(sb *b, const model *m)
         sb_num(b, "%.0f", v->base.tokens);
         sb_puts(b, " | ");
         sb_num(b, "%.0f", v->win.tokens);
+        if (v->base.config_id || v->win.config_id) {
+            const arm *arms2[2] = {&v->base, &v->win};
+            int k;
+            size_t i;
+            sb_puts(b, " |\n| config id (runs) |");
+            for (k = 0; k < 2; k++) {
+                sb_puts(b, " ");
+                sb_mdcode(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
+                sb_puts(b, " |");
+            }
+            sb_puts(b, "\n| log folders |");
+            for (k = 0; k < 2; k++) {
+                sb_puts(b, " ");
+                for (i = 0; i < arms2[k]->log_dirs.n; i++) {
+                    if (i)
+                        sb_puts(b, "<br>");
+                    sb_mdcode(b, arms2[k]->log_dirs.v[i]);
+                }
+                if (!arms2[k]->log_dirs.n)
+                    sb_puts(b, "none kept");
+                if (!k)
+                    sb_puts(b, " |"); /* the last cell is closed below */
+            }
+        }
         sb_puts(b, " |\n\n| | |\n|---|---|\n| window | ");
         sb_window(b, v);
         sb_puts(b, " of ");

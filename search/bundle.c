@@ -39,26 +39,59 @@ static void num_or_null(cJSON *o, const char *k, double v)
         cJSON_AddNullToObject(o, k);
 }
 
-/* The job memo's wall, in the bundle's shape. */
+static double share_of(const cJSON *w, const char *k)
+{
+    double v = eng_num(w, k);
+    return isfinite(v) && v > 0 ? v : 0;
+}
+
+/* The job memo's wall, in the bundle's shape.  The memo's figures overlap:
+ * compute is the union of compute kernels, communication hidden under
+ * compute included; idle includes the pipeline bubble.  The bundle's shares
+ * partition the profiled window instead (search/BUNDLE.md): compute with
+ * nothing under it, compute with communication hidden under it, exposed
+ * communication, idle less the bubble, the bubble, and what no trace class
+ * covers; they add up to 1. */
 static cJSON *wall_json(const cJSON *w)
 {
     cJSON *o, *s;
-    static const char *const shares[] = {"compute", "exposed_comm", "hidden_comm", "idle",
-                                         "bubble"};
-    size_t i;
+    double compute, hidden, exposed, idle, bubble, other, sum;
     if (!w)
         return cJSON_CreateNull();
+    compute = share_of(w, "compute");
+    hidden = fmin(share_of(w, "hidden_comm"), compute);
+    exposed = share_of(w, "exposed_comm");
+    idle = share_of(w, "idle");
+    bubble = fmin(share_of(w, "bubble"), idle);
+    sum = compute + exposed + idle;
+    other = sum < 1 ? 1 - sum : 0;
+    if (sum > 1) {
+        /* overlapping figures of a malformed trace: scaled to the window */
+        compute /= sum, hidden /= sum, exposed /= sum, idle /= sum, bubble /= sum;
+    } else if (!(sum > 0)) {
+        other = 1; /* nothing classified */
+    }
     o = cJSON_CreateObject();
     s = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "wall", eng_str(w, "wall"));
     cJSON_AddStringToObject(o, "runner_up", eng_str(w, "runner_up"));
     num_or_null(o, "confidence", eng_num(w, "confidence"));
-    for (i = 0; i < sizeof shares / sizeof shares[0]; i++) {
-        double v = eng_num(w, shares[i]);
-        cJSON_AddNumberToObject(s, shares[i], isfinite(v) ? v : 0);
-    }
+    cJSON_AddNumberToObject(s, "compute", compute - hidden);
+    cJSON_AddNumberToObject(s, "exposed_comm", exposed);
+    cJSON_AddNumberToObject(s, "hidden_comm", hidden);
+    cJSON_AddNumberToObject(s, "idle", idle - bubble);
+    cJSON_AddNumberToObject(s, "bubble", bubble);
+    cJSON_AddNumberToObject(s, "other", other);
     cJSON_AddItemToObject(o, "shares", s);
-    cJSON_AddNullToObject(o, "window_s");
+    if (isfinite(eng_num(w, "first")) && isfinite(eng_num(w, "last"))) {
+        cJSON *st = cJSON_CreateArray();
+        cJSON_AddItemToArray(st, cJSON_CreateNumber(eng_num(w, "first")));
+        cJSON_AddItemToArray(st, cJSON_CreateNumber(eng_num(w, "last")));
+        cJSON_AddItemToObject(o, "steps", st);
+    } else {
+        cJSON_AddNullToObject(o, "steps");
+    }
+    num_or_null(o, "window_s", eng_num(w, "window_s"));
     cJSON_AddStringToObject(o, "reason", eng_str(w, "reason"));
     return o;
 }

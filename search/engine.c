@@ -10,6 +10,7 @@
 #include "evaluate.h"
 #include "flops.h"
 #include "label.h"
+#include "measure.h"
 #include "memory.h"
 
 #include <errno.h>
@@ -157,18 +158,49 @@ void eng_progress(eng *e, const char *fmt, ...)
     mt_store_add_event(e->st, NAN, e->phase ? e->phase : "start", line, NULL);
 }
 
+/* The incumbent's throughput: the median TFLOP/s per GPU of every run of
+ * the config the engine holds as its best now (the accepted best, not the
+ * best single sample of any config).  Each config's figures are kept by
+ * its id, so a candidate accepted after its runs has them at once. */
+static double incumbent_tflops(eng *e, const jobreq *q, double tf)
+{
+    char id[17];
+    cJSON *a;
+    double v[MAX_REPS * 4], med = NAN;
+    size_t n = 0;
+    if (!e->best || !q->cfg)
+        return NAN; /* a bisection: no incumbent */
+    if (!e->tflops_of && !(e->tflops_of = cJSON_CreateObject()))
+        return NAN;
+    if (isfinite(tf) && eng_job_ok(q->out)) {
+        mt_config_id(q->cfg, id);
+        if (!(a = cJSON_GetObjectItemCaseSensitive(e->tflops_of, id)))
+            a = cJSON_AddArrayToObject(e->tflops_of, id);
+        if (a)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(tf));
+    }
+    mt_config_id(e->best, id);
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(e->tflops_of, id))
+        if (n < sizeof v / sizeof v[0])
+            v[n++] = a->valuedouble;
+    if (n && mt_stats_median(v, n, &med))
+        med = NAN;
+    return med;
+}
+
 void eng_timeline(eng *e, const jobreq *q)
 {
     cJSON *o = cJSON_CreateObject();
     double tf = eng_num(q->out, "tflops");
     const char *src = "logged";
+    double best;
     if (!isfinite(tf) && eng_job_ok(q->out)) {
         /* a log without throughput lines: Megatron's formula (core/flops.h) */
         mt_flops_throughput(e->c, q->cfg, eng_num(q->out, "ms") / 1000.0, &tf, NULL);
         src = "computed";
     }
-    if (isfinite(tf) && tf > e->best_tflops_seen && strcmp(q->kind, "fit"))
-        e->best_tflops_seen = tf;
+    /* the accepted best's throughput so far (the incumbent's runs) */
+    best = incumbent_tflops(e, q, tf);
     cJSON_AddNumberToObject(o, "run", e->runs);
     cJSON_AddNumberToObject(o, "gpu_hours", e->gpu_hours);
     if (isfinite(tf)) {
@@ -178,8 +210,8 @@ void eng_timeline(eng *e, const jobreq *q)
         cJSON_AddNullToObject(o, "tflops");
         cJSON_AddNullToObject(o, "tflops_source");
     }
-    if (e->best_tflops_seen > 0)
-        cJSON_AddNumberToObject(o, "best_tflops", e->best_tflops_seen);
+    if (isfinite(best))
+        cJSON_AddNumberToObject(o, "best_tflops", best);
     else
         cJSON_AddNullToObject(o, "best_tflops");
     cJSON_AddStringToObject(o, "phase", q->phase ? q->phase : (e->phase ? e->phase : ""));
@@ -521,10 +553,18 @@ static void store_decision(eng *e, int seq, const ab_in *in, const char *verdict
         free(text); /* stored before a resume */
         return;
     }
-    mt_config_id(in->cand, xid);
-    mt_config_id(in->ctl, cid);
-    cc = mt_config_canonical(in->ctl);
-    xc = mt_config_canonical(in->cand);
+    {
+        /* validation runs are stored under the ids of the configs as they
+         * ran (the validation's length): the decision names those */
+        mt_kv *ctl = in->validate ? mt_measure_run_config(e->c, in->ctl, "validate") : NULL;
+        mt_kv *cand = in->validate ? mt_measure_run_config(e->c, in->cand, "validate") : NULL;
+        const mt_kv *c0 = ctl ? ctl : in->ctl, *x0 = cand ? cand : in->cand;
+        mt_config_id(x0, xid);
+        mt_config_id(c0, cid);
+        cc = mt_config_canonical(c0);
+        xc = mt_config_canonical(x0);
+        mt_kv_destroy(&ctl), mt_kv_destroy(&cand);
+    }
     stext = cJSON_PrintUnformatted(stats);
     memset(&dec, 0, sizeof dec);
     dec.kind = in->phase;
@@ -1648,16 +1688,187 @@ static int phase_ablate(eng *e)
     return rc;
 }
 
-static cJSON *memory_json(eng *e, const char *name, const cJSON *job)
+/* A GPU's place in the mesh (Megatron's default order, pipeline outermost,
+ * then data/expert groups, TP innermost): its pipeline stage and its
+ * expert-parallel rank. */
+typedef struct gpu_role {
+    long stage, expert;
+} gpu_role;
+
+static gpu_role role_of(const mt_mesh *m, long rank)
 {
-    cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray();
-    double cap = hbm_gb(e), p = eng_num(job, "peak_gb");
+    gpu_role r;
+    long stage_size = m->pp > 0 && m->world >= m->pp ? m->world / m->pp : m->world;
+    long etp = m->etp > 0 ? m->etp : 1, ep = m->ep > 0 ? m->ep : 1;
+    if (stage_size < 1)
+        stage_size = 1;
+    r.stage = rank / stage_size;
+    if (m->pp > 0 && r.stage >= m->pp)
+        r.stage = m->pp - 1;
+    r.expert = (rank % stage_size / etp) % ep;
+    return r;
+}
+
+/* "first stage" / "middle stages" / "last stage" / "every stage". */
+static const char *stage_role(const mt_mesh *m, long stage)
+{
+    if (m->pp <= 1)
+        return "every stage";
+    return stage == 0 ? "first stage" : stage == m->pp - 1 ? "last stage" : "middle stages";
+}
+
+static int dbl_less(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The median peak of the GPUs whose stage role is that of stage (NAN: none). */
+static double role_median(const mt_mesh *m, const double *gb, long n, long stage)
+{
+    double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v), med;
+    long i, k = 0;
+    const char *want = stage_role(m, stage);
+    if (!v)
+        return NAN;
+    for (i = 0; i < n; i++)
+        if (isfinite(gb[i]) && !strcmp(stage_role(m, role_of(m, i).stage), want))
+            v[k++] = gb[i];
+    qsort(v, (size_t)k, sizeof *v, dbl_less);
+    med = k ? (k % 2 ? v[k / 2] : (v[k / 2 - 1] + v[k / 2]) / 2) : NAN;
+    free(v);
+    return med;
+}
+
+static void add_role(cJSON *roles, const char *role, long rank, double gb, double median)
+{
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "role", role);
+    cJSON_AddNumberToObject(x, "rank", (double)rank);
+    cJSON_AddNumberToObject(x, "peak_gb", gb);
+    add_gb(x, "median_gb", median);
+    cJSON_AddItemToArray(roles, x);
+}
+
+/* The memory of one validation run (search/BUNDLE.md memory[]): every
+ * GPU's peak from the store's rows of the run (NVML, the sim's report or the
+ * log's per-rank lines; measure.c collects them), indexed by global rank;
+ * the hottest GPU named with its place in the mesh and why it is the
+ * hottest; the hottest GPU of each role (pipeline stage first / middle /
+ * last, and a hot expert rank: one above its stage's median). */
+static cJSON *memory_json(eng *e, const char *name, const cJSON *job, const mt_kv *cfg)
+{
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray(), *roles = cJSON_CreateArray();
+    double cap = hbm_gb(e), p = eng_num(job, "peak_gb"), run = eng_num(job, "run_id"), *gb;
+    long world = strtol(mt_kv_get(e->c->hardware, "world_size"), NULL, 10), i, hot = -1;
+    mt_store_gpu_mem *rows = NULL;
+    size_t nrows = 0, r;
+    const char *source = "none";
+    mt_mesh mesh;
+    if (world < 1)
+        world = 1;
+    gb = malloc((size_t)world * sizeof *gb);
+    for (i = 0; gb && i < world; i++)
+        gb[i] = NAN;
+    if (gb && isfinite(run) && run >= 0 &&
+        mt_store_gpu_memory(e->st, (int64_t)run, &rows, &nrows, e->d) == 0) {
+        for (r = 0; r < nrows; r++)
+            if (rows[r].rank >= 0 && rows[r].rank < world && rows[r].peak_bytes > 0) {
+                gb[rows[r].rank] = (double)rows[r].peak_bytes / 1e9;
+                source = rows[r].source ? rows[r].source : "none";
+            }
+    }
+    if (gb && !strcmp(source, "none") && isfinite(p)) {
+        /* no rows (the model executor): the hottest GPU's figure alone */
+        double pr = eng_num(job, "peak_rank");
+        if (isfinite(pr) && pr >= 0 && pr < world) {
+            gb[(long)pr] = p;
+            source = "peak";
+        }
+    }
+    mt_config_mesh(cfg, e->c->hardware, &mesh);
+    if (mesh.world != world)
+        mesh.world = world;
+    for (i = 0; gb && i < world; i++) {
+        if (isfinite(gb[i]) && (hot < 0 || gb[i] > gb[hot]))
+            hot = i;
+        cJSON_AddItemToArray(a, isfinite(gb[i]) ? cJSON_CreateNumber(gb[i]) : cJSON_CreateNull());
+    }
     cJSON_AddStringToObject(o, "name", name);
     cJSON_AddNumberToObject(o, "capacity_gb", isfinite(cap) ? cap : 0);
     cJSON_AddNumberToObject(o, "headroom_gb", isfinite(cap) ? cap * e->c->memory_headroom : 0);
-    if (isfinite(p))
-        cJSON_AddItemToArray(a, cJSON_CreateNumber(p));
     cJSON_AddItemToObject(o, "per_gpu_gb", a);
+    cJSON_AddStringToObject(o, "source", source);
+    if (hot >= 0) {
+        static const char *const stage_roles[] = {"first stage", "middle stages", "last stage",
+                                                  "every stage"};
+        cJSON *h = cJSON_AddObjectToObject(o, "hottest");
+        gpu_role hr = role_of(&mesh, hot);
+        double med = role_median(&mesh, gb, world, hr.stage), excess = -INFINITY;
+        long hot_expert = -1, k;
+        char why[512];
+        size_t off;
+        for (k = 0; k < 4; k++) {
+            long best = -1;
+            for (i = 0; i < world; i++)
+                if (isfinite(gb[i]) &&
+                    !strcmp(stage_role(&mesh, role_of(&mesh, i).stage), stage_roles[k]) &&
+                    (best < 0 || gb[i] > gb[best]))
+                    best = i;
+            if (best >= 0)
+                add_role(roles, stage_roles[k], best, gb[best],
+                         role_median(&mesh, gb, world, role_of(&mesh, best).stage));
+        }
+        /* the hot expert rank: the GPU furthest above its stage's median,
+         * when an expert rank stands out (> 1%) */
+        for (i = 0; mesh.ep > 1 && i < world; i++) {
+            double m = isfinite(gb[i]) ? role_median(&mesh, gb, world, role_of(&mesh, i).stage)
+                                       : NAN;
+            if (isfinite(m) && gb[i] - m > excess) {
+                excess = gb[i] - m;
+                hot_expert = i;
+            }
+        }
+        if (hot_expert >= 0 && excess > 0.01 * gb[hot_expert])
+            add_role(roles, "hot expert rank", hot_expert, gb[hot_expert], gb[hot_expert] - excess);
+        cJSON_AddNumberToObject(h, "rank", (double)hot);
+        cJSON_AddNumberToObject(h, "peak_gb", gb[hot]);
+        cJSON_AddNumberToObject(h, "stage", (double)hr.stage + 1);
+        cJSON_AddNumberToObject(h, "stages", (double)(mesh.pp > 0 ? mesh.pp : 1));
+        cJSON_AddNumberToObject(h, "expert_rank", (double)hr.expert);
+        cJSON_AddNumberToObject(h, "expert_ranks", (double)(mesh.ep > 0 ? mesh.ep : 1));
+        cJSON_AddStringToObject(h, "role", stage_role(&mesh, hr.stage));
+        if (mesh.pp > 1)
+            off = (size_t)snprintf(why, sizeof why, "pipeline stage %ld of %ld%s", hr.stage + 1,
+                                   mesh.pp,
+                                   hr.stage == 0 ? " (the first holds the embedding and the "
+                                                   "most microbatches in flight)"
+                                   : hr.stage == mesh.pp - 1 ? " (the last holds the output "
+                                                               "layer and the loss)"
+                                                             : "");
+        else
+            off = (size_t)snprintf(why, sizeof why, "no pipeline parallelism: one stage");
+        if (mesh.ep > 1 && off < sizeof why)
+            off += (size_t)snprintf(why + off, sizeof why - off, ", expert rank %ld of %ld",
+                                    hr.expert, mesh.ep);
+        if (!strcmp(source, "peak") && off < sizeof why)
+            snprintf(why + off, sizeof why - off,
+                     "; the run reported its hottest GPU only, no other GPU's figure");
+        else if (isfinite(med) && gb[hot] - med > 0.01 * gb[hot] && off < sizeof why)
+            snprintf(why + off, sizeof why - off,
+                     "; %.1f GB above the median GPU of its stage (%.1f GB)%s", gb[hot] - med, med,
+                     mesh.ep > 1 ? ": its expert rank holds more routed tokens than the others"
+                                 : "");
+        else if (off < sizeof why)
+            snprintf(why + off, sizeof why - off,
+                     "; its stage's GPUs are within 1%% of it: the stage itself is the hottest");
+        cJSON_AddStringToObject(h, "why", why);
+    } else {
+        cJSON_AddNullToObject(o, "hottest");
+    }
+    cJSON_AddItemToObject(o, "roles", roles);
+    mt_store_gpu_memory_free(rows, nrows);
+    free(gb);
     return o;
 }
 
@@ -1822,6 +2033,33 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
     return o;
 }
 
+/* Where a validation arm's runs are: its config id as the runs are stored
+ * (the validation's length) and their log directories from the store,
+ * relative to the tune directory when under it (search/BUNDLE.md). */
+static void arm_runs(eng *e, cJSON *arm, const mt_kv *cfg)
+{
+    char id[17];
+    mt_store_run *runs = NULL;
+    size_t n = 0, i, dl = strlen(e->o.dir);
+    cJSON *dirs;
+    if (!arm)
+        return;
+    mt_measure_config_id(e->c, cfg, "validate", id);
+    cJSON_AddStringToObject(arm, "config_id", id);
+    dirs = cJSON_AddArrayToObject(arm, "log_dirs");
+    if (mt_store_list_runs(e->st, id, "validate", &runs, &n, e->d))
+        return;
+    for (i = 0; dirs && i < n; i++) {
+        const char *p = runs[i].log_path;
+        if (!p || !*p)
+            continue;
+        if (!strncmp(p, e->o.dir, dl) && p[dl] == '/')
+            p += dl + 1;
+        cJSON_AddItemToArray(dirs, cJSON_CreateString(p));
+    }
+    mt_store_runs_free(runs, n);
+}
+
 /* Validate: baseline and winner over the contract's validation window. */
 static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
 {
@@ -1863,14 +2101,16 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
             }
         cJSON_AddItemToObject(v, "baseline", arm_json(e, base, xs, xt, (size_t)n));
         cJSON_AddItemToObject(v, "winner", arm_json(e, base, xs, xt, (size_t)n));
+        arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "baseline"), base);
+        arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "winner"), base);
         cJSON_AddNullToObject(v, "gain");
         cJSON_AddNullToObject(v, "ci");
         cJSON_AddNullToObject(v, "p_value");
         cJSON_AddBoolToObject(v, "confirmed", 0);
         cJSON_AddStringToObject(v, "recommendation",
                                 "no change passed the gate: keep the baseline (validated here)");
-        e->mem_baseline = memory_json(e, "baseline", q[0].out);
-        e->mem_winner = memory_json(e, "winner", q[0].out);
+        e->mem_baseline = memory_json(e, "baseline", q[0].out, base);
+        e->mem_winner = memory_json(e, "winner", q[0].out, base);
         eng_jobs_free(q, 6);
         add_label(e, v, base, -1);
         {
@@ -1905,6 +2145,8 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
                           cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(out.decision, "control"), 1));
     cJSON_AddItemToObject(v, "winner",
                           cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"), 1));
+    arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "baseline"), base);
+    arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "winner"), e->best);
     x = cJSON_GetObjectItemCaseSensitive(out.decision, "ci");
     cJSON_AddItemToObject(v, "ci", cJSON_Duplicate(x, 1));
     if (out.have_stats) {
@@ -1945,8 +2187,8 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         q[0].rep = q[1].rep = e->seq * REP_BLOCK;
         q[0].phase = q[1].phase = "validate";
         if (eng_exec(e, q, 2) == 0) {
-            e->mem_baseline = memory_json(e, "baseline", q[0].out);
-            e->mem_winner = memory_json(e, "winner", q[1].out);
+            e->mem_baseline = memory_json(e, "baseline", q[0].out, base);
+            e->mem_winner = memory_json(e, "winner", q[1].out, e->best);
         }
         e->runs -= 2; /* memoized reads, not runs */
         e->gpu_hours -= (isfinite(eng_num(q[0].out, "gpu_hours")) ? eng_num(q[0].out, "gpu_hours") : 0) +
@@ -2191,6 +2433,7 @@ out:
     cJSON_Delete(e.base_fit);
     cJSON_Delete(e.decisions);
     cJSON_Delete(e.timeline);
+    cJSON_Delete(e.tflops_of);
     cJSON_Delete(e.accepted);
     cJSON_Delete(e.ablation);
     cJSON_Delete(e.walls_before);

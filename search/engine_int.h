@@ -46,12 +46,12 @@ typedef struct eng {
     double best_peak_gb;      /* the best's measured hottest GPU, GB; NAN: not measured */
     cJSON *decisions, *timeline, *accepted, *ablation, *walls_before, *walls_after;
     cJSON *validation, *mem_baseline, *mem_winner;
-    double best_tflops_seen;
     cJSON *baseline_arm, *best_arm; /* their latest measured figures (status.json) */
     int ablating, ablate_left;      /* ablation runs; the ablations still to run */
     int not_ablated;                /* accepted changes the budget left unablated */
     int natural_plan;               /* validation will add natural-routing arms */
     int validated;                  /* the validation ran: nothing left to reserve */
+    cJSON *tflops_of;         /* config id -> [TFLOP/s per GPU of each ok run] (timeline) */
     char stopped[128];
     int last_worse;
     int last_memory;          /* ... refused it for memory (gate or OOM) */

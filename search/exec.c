@@ -154,7 +154,7 @@ static char *model_job(const mt_contract *c, const mt_kv *cfg, const char *kind,
         cJSON_AddNumberToObject(o, "gpu_hours", 0);
     } else {
         g = sim_gpu(&sc);
-        sim_hottest_rank(&sc, &peak);
+        int hot_rank = sim_hottest_rank(&sc, &peak);
         if (g && peak > g->hbm_gb * 1e9) {
             cJSON_AddStringToObject(o, "outcome", "oom");
             cJSON_AddStringToObject(o, "evidence", "model: the hottest rank exceeds HBM");
@@ -181,6 +181,7 @@ static char *model_job(const mt_contract *c, const mt_kv *cfg, const char *kind,
             cJSON_AddNumberToObject(o, "skipped", 0);
             cJSON_AddNumberToObject(o, "nan", 0);
             cJSON_AddNumberToObject(o, "peak_gb", peak / 1e9);
+            cJSON_AddNumberToObject(o, "peak_rank", hot_rank);
             cJSON_AddNumberToObject(o, "gpu_hours",
                                     (sc.startup_s + total * b.step_s) * world / 3600);
             if (n > 0) {
@@ -221,6 +222,8 @@ static char *model_job(const mt_contract *c, const mt_kv *cfg, const char *kind,
                 cJSON_AddNumberToObject(w, "hidden_comm", (b.ep_comm - b.ep_exposed) / tot);
                 cJSON_AddNumberToObject(w, "idle", wv.idle_share);
                 cJSON_AddNumberToObject(w, "bubble", b.pp_bubble / tot);
+                /* the shares are of one modelled step: no step range */
+                cJSON_AddNumberToObject(w, "window_s", tot);
                 cJSON_AddItemToObject(o, "wall", w);
             }
         }
@@ -281,6 +284,12 @@ int eng_exec(eng *e, jobreq *v, size_t n)
     if (!pids)
         return -ENOMEM;
     for (i = 0; i < n; i++) {
+        /* the job is named by the id of the config as it runs (the kind's
+         * train_iters), the id measure.c stores the run under: memo key,
+         * run directory and store agree (a validation run's differs from
+         * its config's screens) */
+        if (v[i].cfg && !v[i].rev)
+            mt_measure_config_id(e->c, v[i].cfg, v[i].kind, v[i].id);
         v[i].out = memo_get(e, &v[i]);
         v[i].fresh = 0;
     }

@@ -46,7 +46,8 @@ run_browser() {
 }
 
 status=0
-run_browser "$out/chromium-dom.log" --dump-dom >"$out/dom.html" || status=$?
+# a normal window width: the decision table must wrap in it, not scroll
+run_browser "$out/chromium-dom.log" --window-size=1280,4000 --dump-dom >"$out/dom.html" || status=$?
 if [ "$status" -ne 0 ]; then
   echo "report_chromium: chromium --dump-dom failed (exit $status); its log:" >&2
   tail -n 30 "$out/chromium-dom.log" >&2
@@ -55,6 +56,37 @@ fi
 if ! grep -q 'data-check="ok"' "$out/dom.html"; then
   echo "report_chromium: the page's check did not pass:" >&2
   grep -o 'data-check="[^"]*"' "$out/dom.html" >&2 || echo "  (no data-check: the script did not run)" >&2
+  exit 1
+fi
+
+# The sections the page's own check cannot judge, read from the rendered DOM:
+# decisions numbered 1, 2, 3... in order; each wall's shares add up to 100%;
+# every memory figure names its hottest GPU.
+nums=$(grep -o '<td class="n dno" rowspan="2">\(<a [^>]*>\)\?[0-9]*' "$out/dom.html" | sed 's/.*>//')
+want=1
+for n in $nums; do
+  if [ "$n" != "$want" ]; then
+    echo "report_chromium: decision number $n where $want was due (numbers: $(echo $nums | tr '\n' ' '))" >&2
+    exit 1
+  fi
+  want=$((want + 1))
+done
+if [ "$want" -eq 1 ]; then
+  echo "report_chromium: the decision table has no numbered rows" >&2
+  exit 1
+fi
+for side in before after; do
+  sum=$(grep -o "<td class=\"n share-$side\">[0-9.]*%" "$out/dom.html" | sed 's/.*>//; s/%//' |
+        awk '{ s += $1; n++ } END { if (n) printf "%.1f", s; else print "none" }')
+  case "$sum" in
+    99.9|100.0|100.1) ;;
+    *) echo "report_chromium: the $side wall's shares add up to $sum%, not 100%" >&2; exit 1 ;;
+  esac
+done
+mems=$(grep -c '<figcaption><b>[a-z]*</b>: ' "$out/dom.html" || true)
+hots=$(grep -o '<span class="hottest">hottest GPU: rank [0-9]* at [0-9.]* GB ([^)]*): [^<]' "$out/dom.html" | wc -l)
+if [ "$hots" -lt 1 ] || [ "$hots" -ne "$(grep -o 'data-plot="memory-' "$out/dom.html" | wc -l)" ]; then
+  echo "report_chromium: $hots memory figures name their hottest GPU (rank and why), of $mems" >&2
   exit 1
 fi
 

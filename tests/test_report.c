@@ -13,6 +13,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -271,9 +272,10 @@ START_TEST(full_bundle)
     ck_has(o.md, "model.recompute_modules=[moe_act,layernorm]");
     ck_has(o.md, "| gain | +14.15% |");
     ck_has(o.md, "| Total gain | +14.15% (validated) |");
-    ck_has(o.md, "| 2 | retune | `dispatcher` |");
+    ck_has(o.md, "| 2 | 2 | retune | `dispatcher` |");
     ck_has(o.md, "Attention (TP x CP x DP x PP): `TP1 x CP1 x DP16 x PP1`");
-    ck_has(o.md, "| 7 | 63.40 | 71.10 |");
+    ck_has(o.md, "| 0 | 63.40 | 71.10 |");
+    ck_has(o.md, "| 15 | 61.30 | 69.00 |");
     ck_lacks(o.md, "did not confirm");
 
     /* written atomically: no temporary file is left behind */
@@ -484,6 +486,304 @@ START_TEST(fitted_base_and_fitting_base_say_so)
 }
 END_TEST
 
+/* Whatever the status, a recipe that is a base the fit phase found not to
+ * fit is no recommendation: a tune that stopped at the base (baseline_only)
+ * with baseline.fit.fits false says so, in both views. */
+START_TEST(unfit_base_is_never_the_recommendation)
+{
+    static const char *const statuses[] = {"baseline_only", "failed"};
+    size_t k;
+    for (k = 0; k < 2; k++) {
+        cJSON *j = fixture();
+        out o;
+        set(j, "validation", cJSON_CreateNull());
+        set(j, "total_gain", cJSON_CreateNull());
+        set(j, "ablation", cJSON_CreateArray());
+        set(j, "status", cJSON_CreateString(statuses[k]));
+        set(at(j, "recipe"), "changes", cJSON_CreateArray());
+        set(at(j, "recipe"), "command_diff", cJSON_CreateArray());
+        set(at(j, "baseline"), "fit", base_fit(k ? -1 : 0, 81.2, 90, NULL));
+        render_ok(&o, j);
+        ck_page(o.html);
+        ck_lacks(o.html, "the baseline is the recommendation");
+        ck_lacks(o.md, "the baseline is the recommendation");
+        ck_has(o.html, "<p class=\"banner bad\">No usable recipe. The base config does not ");
+        ck_has(o.md, k ? "> **No usable recipe. The base config does not run"
+                       : "> **No usable recipe. The base config does not fit in memory");
+        ck_has(o.md, "None: the config shown is the base, not a recommendation.");
+        out_free(&o);
+        /* the same bundle with a base that fits: the baseline stands */
+        set(at(j, "baseline"), "fit", base_fit(1, 60.2, 61.0, NULL));
+        set(j, "status", cJSON_CreateString("baseline_only"));
+        render_ok(&o, j);
+        ck_has(o.html, "None: the baseline is the recommendation.");
+        ck_lacks(o.html, "No usable recipe");
+        cJSON_Delete(j);
+        out_free(&o);
+    }
+}
+END_TEST
+
+/* ---- decisions -------------------------------------------------------- */
+
+/* The engine's decision ids skip (profiled runs take numbers): the visible
+ * numbers are 1, 2, 3 in order, each with its id; plots keep the id. */
+START_TEST(decisions_numbered_consecutively)
+{
+    cJSON *j = fixture();
+    out o;
+    set(decision(j, 0), "index", cJSON_CreateNumber(1));
+    set(decision(j, 1), "index", cJSON_CreateNumber(3));
+    set(decision(j, 2), "index", cJSON_CreateNumber(7));
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_has(o.html, "<td class=\"n dno\" rowspan=\"2\"><a href=\"#ab-1\">1</a></td>"
+                   "<td class=\"n\" rowspan=\"2\">1</td>");
+    ck_has(o.html, "<td class=\"n dno\" rowspan=\"2\"><a href=\"#ab-3\">2</a></td>"
+                   "<td class=\"n\" rowspan=\"2\">3</td>");
+    ck_has(o.html, "<td class=\"n dno\" rowspan=\"2\"><a href=\"#ab-7\">3</a></td>"
+                   "<td class=\"n\" rowspan=\"2\">7</td>");
+    ck_assert_int_eq(count(o.html, "class=\"n dno\""), 3);
+    ck_has_plot(o.html, "ab-7");
+    ck_has(o.html, "<figure id=\"ab-7\"><figcaption><b>#3 ");
+    ck_has(o.html, "(id 7)");
+    ck_has(o.html, "so ids may skip");
+    /* the table wraps instead of scrolling sideways */
+    ck_lacks(o.html, "<div class=\"wide\"><table class=\"dec\"");
+    ck_has(o.html, "table.dec{font-size:13px;width:100%;table-layout:fixed}");
+    ck_has(o.html, "tr.more td{overflow-wrap:anywhere}");
+    ck_has(o.md, "| 2 | 3 | retune | `dispatcher` |");
+    ck_has(o.md, "| 3 | 7 | retune | `permute_fusion` |");
+    ck_has(o.md, "- #3 (id 7) `permute_fusion`");
+    out_free(&o);
+    /* one id twice is refused, by its path */
+    set(decision(j, 2), "index", cJSON_CreateNumber(3));
+    render_json(&o, j);
+    ck_refused(&o, "decisions[2].index");
+    ck_assert(mt_diag_contains(o.d, "3 is also decisions[1].index"));
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+/* ---- memory ----------------------------------------------------------- */
+
+static cJSON *numbers(int n, double first, double step);
+
+/* A memory entry of gpus GPUs in pp stages (rank-major, pipeline outermost)
+ * with expert rank 0 of each stage hot, hottest, roles and why as
+ * search/engine.c writes them. */
+static cJSON *memory_of(const char *name, int gpus, int pp)
+{
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray(), *h, *roles, *x;
+    int i, stage_size = gpus / pp;
+    char why[256];
+    for (i = 0; i < gpus; i++) {
+        int stage = i / stage_size, hot = i % stage_size % 8 == 0;
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(50.0 + 3.0 * (pp - stage) +
+                                                   (hot ? 1.5 : 0.001 * (i % 7))));
+    }
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddNumberToObject(o, "capacity_gb", 80);
+    cJSON_AddNumberToObject(o, "headroom_gb", 8);
+    cJSON_AddItemToObject(o, "per_gpu_gb", a);
+    cJSON_AddStringToObject(o, "source", "sim");
+    h = cJSON_AddObjectToObject(o, "hottest");
+    cJSON_AddNumberToObject(h, "rank", 0);
+    cJSON_AddNumberToObject(h, "peak_gb", cJSON_GetArrayItem(a, 0)->valuedouble);
+    cJSON_AddNumberToObject(h, "stage", 1);
+    cJSON_AddNumberToObject(h, "stages", pp);
+    cJSON_AddNumberToObject(h, "expert_rank", 0);
+    cJSON_AddNumberToObject(h, "expert_ranks", 8);
+    cJSON_AddStringToObject(h, "role", "first stage");
+    snprintf(why, sizeof why, "pipeline stage 1 of %d (the first holds the embedding and the "
+                              "most microbatches in flight), expert rank 0 of 8", pp);
+    cJSON_AddStringToObject(h, "why", why);
+    roles = cJSON_AddArrayToObject(o, "roles");
+    x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "role", "first stage");
+    cJSON_AddNumberToObject(x, "rank", 0);
+    cJSON_AddNumberToObject(x, "peak_gb", cJSON_GetArrayItem(a, 0)->valuedouble);
+    cJSON_AddNumberToObject(x, "median_gb", 50.0 + 3.0 * pp);
+    cJSON_AddItemToArray(roles, x);
+    x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "role", "last stage");
+    cJSON_AddNumberToObject(x, "rank", gpus - stage_size);
+    cJSON_AddNumberToObject(x, "peak_gb",
+                            cJSON_GetArrayItem(a, gpus - stage_size)->valuedouble);
+    cJSON_AddNumberToObject(x, "median_gb", 53.0);
+    cJSON_AddItemToArray(roles, x);
+    return o;
+}
+
+/* Up to 16 GPUs every GPU is drawn; past that the hottest of each role, and
+ * either way the hottest GPU is named with its rank and why.  A hottest that
+ * is not the largest figure, or a list short of the GPUs, is refused. */
+START_TEST(memory_names_the_hottest_gpu)
+{
+    cJSON *j = fixture(), *mem;
+    out o;
+    render_ok(&o, j);
+    ck_has(o.html, "<span class=\"hottest\">hottest GPU: rank 0 at 71.10 GB (every stage): "
+                   "no pipeline parallelism: one stage, expert rank 0 of 8; 1.8 GB above the "
+                   "median GPU of its stage (69.3 GB)");
+    ck_has(o.html, "figures for 16 of 16 GPUs (source: sim)");
+    ck_assert_int_eq(count(o.html, "<title>GPU 15: "), 2); /* every GPU of both */
+    ck_has(o.md, "- winner: hottest GPU: rank 0 at 71.10 GB (every stage): no pipeline");
+    out_free(&o);
+    /* 256 GPUs in 4 stages: the roles' GPUs, not 256 bars */
+    set(at(j, "hardware"), "gpus", cJSON_CreateNumber(256));
+    mem = cJSON_CreateArray();
+    cJSON_AddItemToArray(mem, memory_of("baseline", 256, 4));
+    cJSON_AddItemToArray(mem, memory_of("winner", 256, 4));
+    set(j, "memory", mem);
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_has_plot(o.html, "memory-winner");
+    ck_has(o.html, "256 GPUs: the chart shows the hottest GPU of each role");
+    ck_has(o.html, "hottest GPU: rank 0 at 63.50 GB (first stage): pipeline stage 1 of 4");
+    ck_assert_int_eq(count(o.html, "<title>GPU "), 4); /* 2 roles x 2 */
+    ck_has(o.html, "<title>GPU 192: 54.50 GB</title>");
+    ck_has(o.md, "256 GPUs: the hottest GPU of each role; every GPU's figure is in bundle.json.");
+    ck_has(o.md, "| last stage | 192 | 54.50 | 53.00 |");
+    ck_lacks(o.md, "| 255 |");
+    out_free(&o);
+    /* a hottest that is not the largest figure */
+    set(at(cJSON_GetArrayItem(mem, 1), "hottest"), "rank", cJSON_CreateNumber(192));
+    render_json(&o, j);
+    ck_refused(&o, "memory[1].hottest.rank");
+    ck_assert(mt_diag_contains(o.d, "not the hottest's"));
+    out_free(&o);
+    /* GPU 0 alone of 256 */
+    set(at(cJSON_GetArrayItem(mem, 1), "hottest"), "rank", cJSON_CreateNumber(0));
+    set(cJSON_GetArrayItem(mem, 1), "per_gpu_gb", numbers(1, 63.5, 0));
+    render_json(&o, j);
+    ck_refused(&o, "memory[1].per_gpu_gb");
+    ck_assert(mt_diag_contains(o.d, "has 1 figures for 256 GPUs"));
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+/* ---- validation runs ---------------------------------------------------- */
+
+/* A validation arm names the config id its runs are stored under and their
+ * log folders, named after it; a folder under another id is refused. */
+START_TEST(validation_runs_lead_to_their_logs)
+{
+    cJSON *j = fixture(), *w;
+    out o;
+    render_ok(&o, j);
+    ck_has(o.html, "<tr><th>config id (runs)</th><td class=\"cfgid\"><code>5c0e7d2a91b34f68"
+                   "</code></td><td class=\"cfgid\"><code>a47e19c03b5d6e21</code></td></tr>");
+    ck_has(o.html, "<code>runs/a47e19c03b5d6e21-validate-r1900</code><br>"
+                   "<code>runs/a47e19c03b5d6e21-validate-r1901</code>");
+    ck_has(o.md, "| config id (runs) | `5c0e7d2a91b34f68` | `a47e19c03b5d6e21` |\n"
+                 "| log folders | `runs/5c0e7d2a91b34f68-validate-r1900`<br>"
+                 "`runs/5c0e7d2a91b34f68-validate-r1901` | `runs/a47e19c03b5d6e21-validate-r1900`"
+                 "<br>`runs/a47e19c03b5d6e21-validate-r1901` |\n\n");
+    out_free(&o);
+    w = at(at(j, "validation"), "winner");
+    cJSON_ReplaceItemInArray(at(w, "log_dirs"), 1,
+                             cJSON_CreateString("runs/0b1c2d3e4f506172-validate-r1901"));
+    render_json(&o, j);
+    ck_refused(&o, "validation.winner.log_dirs[1]");
+    ck_assert(mt_diag_contains(o.d, "is not named after the arm's config id a47e19c03b5d6e21"));
+    out_free(&o);
+    /* bundles written before it have neither: no rows */
+    cJSON_DeleteItemFromObjectCaseSensitive(w, "config_id");
+    cJSON_DeleteItemFromObjectCaseSensitive(w, "log_dirs");
+    cJSON_DeleteItemFromObjectCaseSensitive(at(at(j, "validation"), "baseline"), "config_id");
+    render_ok(&o, j);
+    ck_lacks(o.html, "config id (runs)");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+/* ---- throughput ------------------------------------------------------- */
+
+/* timeline[].best_tflops is the incumbent's: the summary names its value at
+ * the last run (an ablation that drops a change may lower it), never the
+ * largest value of the line. */
+START_TEST(throughput_line_is_the_accepted_best)
+{
+    cJSON *j = fixture(), *tl = at(j, "timeline");
+    out o;
+    set(cJSON_GetArrayItem(tl, 12), "best_tflops", cJSON_CreateNumber(340.5));
+    set(cJSON_GetArrayItem(tl, 13), "best_tflops", cJSON_CreateNumber(340.5));
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_has(o.html, "the accepted best config at the last run: 340.5 TFLOP/s per GPU");
+    ck_lacks(o.html, "at the last run: 352.8");
+    ck_has(o.html, ">accepted best so far</text>");
+    ck_has(o.md, "| run | phase | GPU hours | TFLOP/s per GPU | accepted best so far |");
+    ck_has(o.md, "| 14 | validate | 9.6 | 351.4 | 340.5 |");
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
+/* ---- walls ------------------------------------------------------------ */
+
+/* The sum of the percentages in cells of class cls ("share-after"). */
+static double cell_sum(const char *html, const char *cls)
+{
+    char want[64];
+    const char *p = html;
+    double sum = 0;
+    snprintf(want, sizeof want, "class=\"n %s\">", cls);
+    while ((p = strstr(p, want))) {
+        p += strlen(want);
+        sum += strtod(p, NULL);
+    }
+    return sum;
+}
+
+/* A wall's shares partition its profiled window: the rendered shares add up
+ * to 100% (hidden communication a share of its own, not stacked on
+ * compute), the window column names the profiled steps, and shares that
+ * overlap (108%) are refused by their path. */
+START_TEST(walls_are_shares_of_the_window)
+{
+    cJSON *j = fixture(), *after;
+    out o;
+    render_ok(&o, j);
+    ck_page(o.html);
+    ck_assert_msg(fabs(cell_sum(o.html, "share-before") - 100) < 0.05, "before sums to %g",
+                  cell_sum(o.html, "share-before"));
+    ck_assert_msg(fabs(cell_sum(o.html, "share-after") - 100) < 0.05, "after sums to %g",
+                  cell_sum(o.html, "share-after"));
+    ck_assert_int_eq(count(o.html, "class=\"n share-after\">"), 6);
+    ck_has(o.html, "<tr><td>compute, comm hidden under it</td><td class=\"n share-before\">8.0%"
+                   "</td><td class=\"n share-after\">12.0%</td></tr>");
+    ck_has(o.html, "<td class=\"n\">steps 3-5 (6.21 s)</td>");
+    ck_has(o.md, "| window | steps 3-5 (7.23 s) | steps 3-5 (6.21 s) |");
+    ck_has(o.md, "| other | 8.0% | 12.0% |");
+    ck_lacks(o.md, "| window | n/a");
+    out_free(&o);
+    /* a wall of one modelled step (no steps), and one without a window */
+    after = at(at(j, "walls"), "after");
+    cJSON_DeleteItemFromObjectCaseSensitive(after, "steps");
+    render_ok(&o, j);
+    ck_has(o.md, "| window | steps 3-5 (7.23 s) | one modelled step (6.21 s) |");
+    out_free(&o);
+    /* hidden communication stacked on a compute share that already holds it */
+    set(at(after, "shares"), "compute", cJSON_CreateNumber(0.67));
+    render_json(&o, j);
+    ck_refused(&o, "walls.after.shares");
+    ck_assert(mt_diag_contains(o.d, "add up to 108.0%"));
+    out_free(&o);
+    set(at(after, "shares"), "compute", cJSON_CreateNumber(0.67));
+    set(at(after, "shares"), "other", cJSON_CreateNumber(-0.08));
+    render_json(&o, j);
+    ck_refused(&o, "walls.after.shares.other");
+    ck_assert(mt_diag_contains(o.d, "is -0.08; a share of the window is not negative"));
+    cJSON_Delete(j);
+    out_free(&o);
+}
+END_TEST
+
 /* ---- edge cases in the data ------------------------------------------- */
 
 static cJSON *numbers(int n, double first, double step)
@@ -531,6 +831,9 @@ START_TEST(edge_cases_draw)
     set(m0, "headroom_gb", cJSON_CreateNumber(0));
     cJSON_ReplaceItemInArray(at(m0, "per_gpu_gb"), 2, cJSON_CreateNull());
     set(cJSON_GetArrayItem(mem, 1), "per_gpu_gb", numbers(1, 0, 0));
+    /* (as a bundle written before hottest and roles has it) */
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetArrayItem(mem, 1), "hottest");
+    cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetArrayItem(mem, 1), "roles");
     /* all walls zero after; validation with one sample each, equal */
     set(at(at(j, "walls"), "after"), "shares", cJSON_Parse("{\"compute\":0,\"exposed_comm\":0,"
                                                            "\"hidden_comm\":0,\"idle\":0,"
@@ -745,6 +1048,12 @@ int main(void)
     tcase_add_test(tc, many_problems_capped);
     tcase_add_test(tc, base_that_does_not_fit_is_not_usable);
     tcase_add_test(tc, fitted_base_and_fitting_base_say_so);
+    tcase_add_test(tc, unfit_base_is_never_the_recommendation);
+    tcase_add_test(tc, decisions_numbered_consecutively);
+    tcase_add_test(tc, walls_are_shares_of_the_window);
+    tcase_add_test(tc, throughput_line_is_the_accepted_best);
+    tcase_add_test(tc, validation_runs_lead_to_their_logs);
+    tcase_add_test(tc, memory_names_the_hottest_gpu);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

@@ -969,6 +969,88 @@ START_TEST(total_gain_is_the_validation)
 }
 END_TEST
 
+/* The report details of issue 16 in a real bundle: the throughput line is
+ * the incumbent's (a median of its runs, below the best single sample at
+ * some run), every GPU has a memory figure and the hottest is named, each
+ * wall's shares add up to 1 with its profiled steps, and the validation
+ * arms' log folders exist, named after the ids their runs are stored under. */
+START_TEST(report_details_of_a_real_bundle)
+{
+    const cJSON *x, *w;
+    double run_max = 0;
+    int below = 0, k, gpus;
+    mt_diag *d = mt_diag_new();
+    mt_store *st;
+    need_reference();
+    cJSON_ArrayForEach(x, get(ref_bundle, "timeline"))
+    {
+        double tf = num(x, "tflops"), best = num(x, "best_tflops");
+        if (isfinite(tf) && tf > run_max)
+            run_max = tf;
+        if (isfinite(best)) {
+            ck_assert_msg(best <= run_max + 1e-9, "run %d: best %g above every sample %g",
+                          (int)num(x, "run"), best, run_max);
+            below += best < run_max - 1e-9;
+        }
+    }
+    ck_assert_msg(below > 0, "best_tflops is the running maximum of the samples");
+    gpus = (int)num(get(ref_bundle, "hardware"), "gpus");
+    ck_assert_int_eq(cJSON_GetArraySize(get(ref_bundle, "memory")), 2);
+    cJSON_ArrayForEach(x, get(ref_bundle, "memory"))
+    {
+        const cJSON *h = get(x, "hottest"), *g;
+        double top = 0;
+        ck_assert_int_eq(cJSON_GetArraySize(get(x, "per_gpu_gb")), gpus);
+        cJSON_ArrayForEach(g, get(x, "per_gpu_gb"))
+        {
+            ck_assert_msg(cJSON_IsNumber(g), "a GPU without a figure");
+            top = fmax(top, g->valuedouble);
+        }
+        ck_assert_str_eq(str(x, "source"), "sim");
+        ck_assert_ptr_nonnull(h);
+        ck_assert(num(h, "peak_gb") == top);
+        ck_assert_str_ne(str(h, "why"), "");
+        ck_assert_int_ge(cJSON_GetArraySize(get(x, "roles")), 1);
+    }
+    for (k = 0; k < 2; k++) {
+        double sum = 0;
+        w = get(get(ref_bundle, "walls"), k ? "after" : "before");
+        ck_assert_ptr_nonnull(w);
+        cJSON_ArrayForEach(x, get(w, "shares"))
+        {
+            ck_assert(x->valuedouble >= 0);
+            sum += x->valuedouble;
+        }
+        ck_assert_msg(fabs(sum - 1) < 1e-6, "wall shares add up to %g", sum);
+        ck_assert_int_eq(cJSON_GetArraySize(get(w, "steps")), 2);
+        ck_assert(isfinite(num(w, "window_s")) && num(w, "window_s") > 0);
+    }
+    st = mt_store_open(ref_dir, NULL, d);
+    ck_assert_ptr_nonnull(st);
+    for (k = 0; k < 2; k++) {
+        const cJSON *arm = get(get(ref_bundle, "validation"), k ? "winner" : "baseline");
+        const char *id = str(arm, "config_id");
+        mt_store_run *v = NULL;
+        size_t n = 0;
+        ck_assert_int_eq((int)strlen(id), 16);
+        ck_assert_int_eq(mt_store_list_runs(st, id, "validate", &v, &n, d), 0);
+        ck_assert_uint_ge(n, 1);
+        ck_assert_int_eq(cJSON_GetArraySize(get(arm, "log_dirs")), (int)n);
+        mt_store_runs_free(v, n);
+        cJSON_ArrayForEach(x, get(arm, "log_dirs"))
+        {
+            char path[1024];
+            struct stat sb;
+            ck_assert_ptr_nonnull(strstr(x->valuestring, id));
+            snprintf(path, sizeof path, "%s/%s", ref_dir, x->valuestring);
+            ck_assert_msg(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode), "no folder %s", path);
+        }
+    }
+    mt_store_close(&st);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
 START_TEST(status_of_a_finished_tune)
 {
     static const char *args[4];
@@ -1731,6 +1813,7 @@ int main(void)
     tcase_add_test(ref, accepted_decisions_pass_the_gate);
     tcase_add_test(ref, total_gain_is_the_validation);
     tcase_add_test(ref, status_of_a_finished_tune);
+    tcase_add_test(ref, report_details_of_a_real_bundle);
     tcase_add_test(ref, resume_after_kill_anywhere);
     suite_add_tcase(s, ref);
 

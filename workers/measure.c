@@ -338,6 +338,11 @@ static void analyse_trace(const mt_measure_spec *spec, mt_measure *m, mt_kv *ev,
         m->wall = p.wall;
         m->share_compute = p.window_ns ? (double)p.compute_ns / (double)p.window_ns : 0;
         m->share_hidden = p.window_ns ? (double)p.hidden_ns / (double)p.window_ns : 0;
+        /* window_ns sums the devices' windows */
+        if (p.ndev && p.window_ns > 0)
+            m->prof_window_s = (double)p.window_ns / (double)p.ndev / 1e9;
+        if (p.has_steps)
+            m->prof_first = p.first, m->prof_last = p.last;
         for (i = 0; mt_kv_entry(p.evidence, i, &k, &v) == 0; i++)
             mt_kv_set(ev, k, v);
         mt_kv_setf(ev, "trace.wall", "%s", mt_wall_name(p.wall.wall));
@@ -490,6 +495,28 @@ static int subst_env(mt_kv *env, const char *rev, const char *work)
     return rc;
 }
 
+/* The run's length: what the job kind measures. */
+static int kind_steps(const mt_contract *c, const char *kind)
+{
+    return !strcmp(kind, "validate") ? c->validate.steps : c->screen.steps;
+}
+
+mt_kv *mt_measure_run_config(const mt_contract *c, const mt_kv *cfg, const char *kind)
+{
+    mt_kv *run = mt_kv_dup(cfg);
+    if (run && mt_kv_setf(run, "train_iters", "%d", kind_steps(c, kind)) < 0)
+        mt_kv_destroy(&run);
+    return run;
+}
+
+void mt_measure_config_id(const mt_contract *c, const mt_kv *cfg, const char *kind,
+                          char out[17])
+{
+    mt_kv *run = mt_measure_run_config(c, cfg, kind);
+    mt_config_id(run ? run : cfg, out);
+    mt_kv_destroy(&run);
+}
+
 int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_diag *d)
 {
     const mt_contract *c = spec->contract;
@@ -514,6 +541,8 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     memset(&g, 0, sizeof g);
     m->run_id = -1;
     m->used_first = m->used_last = -1; /* no window summarized (yet) */
+    m->prof_first = m->prof_last = -1;
+    m->prof_window_s = NAN;
     mt_rendered_init(&r);
     if (!strcmp(spec->kind, "validate")) {
         m->first = c->validate.first, m->last = c->validate.last;
@@ -524,7 +553,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     }
     snprintf(steps, sizeof steps, "%d", window_steps);
     mt_kv_set(cfg, "train_iters", steps);
-    mt_config_id(cfg, m->config_id);
+    mt_config_id(cfg, m->config_id); /* = mt_measure_config_id(c, spec->config, kind) */
     if (mkdir(spec->run_dir, 0755) != 0 && errno != EEXIST) {
         mt_diag_add(d, spec->run_dir, 0, NULL, "cannot create the run directory: %s",
                     strerror(errno));
@@ -552,6 +581,8 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         /* three steps of the window (the end is exclusive, and must be
          * reached for the profiler to flush) */
         snprintf(b, sizeof b, "%d", m->first + 3 < m->last ? m->first + 3 : m->last);
+        m->prof_first = m->first;
+        m->prof_last = (m->first + 3 < m->last ? m->first + 3 : m->last) - 1;
         snprintf(tbdir, sizeof tbdir, "%s/tb", spec->run_dir);
         if (c->dialect == MT_DIALECT_BRIDGE) {
             char o1[64], o2[64], o3[4200];
@@ -744,6 +775,8 @@ char *mt_measure_memo_json(const mt_measure *m)
     cJSON_AddNumberToObject(o, "skipped", (double)m->skipped);
     cJSON_AddNumberToObject(o, "nan", (double)m->nan);
     memo_num(o, "peak_gb", m->peak_bytes > 0 ? m->peak_bytes / 1e9 : NAN);
+    if (m->peak_rank >= 0)
+        cJSON_AddNumberToObject(o, "peak_rank", m->peak_rank);
     cJSON_AddNumberToObject(o, "gpu_hours", m->gpu_hours);
     cJSON_AddNumberToObject(o, "wall_s", m->run.wall_s);
     cJSON_AddNumberToObject(o, "run_id", (double)m->run_id);
@@ -777,6 +810,12 @@ char *mt_measure_memo_json(const mt_measure *m)
         cJSON_AddNumberToObject(w, "hidden_comm", m->share_hidden);
         cJSON_AddNumberToObject(w, "idle", m->wall.idle_share);
         cJSON_AddNumberToObject(w, "bubble", m->wall.idle_share - m->wall.idle_net_share);
+        /* the profiled window the shares are of */
+        if (m->prof_first >= 0) {
+            cJSON_AddNumberToObject(w, "first", m->prof_first);
+            cJSON_AddNumberToObject(w, "last", m->prof_last);
+        }
+        memo_num(w, "window_s", m->prof_window_s);
         cJSON_AddItemToObject(o, "wall", w);
     }
     text = cJSON_PrintUnformatted(o);

@@ -84,6 +84,9 @@ typedef struct mt_measure {
     char trace_path[512];
     mt_wall_verdict wall;        /* the wall of the profiled window (profiled only) */
     double share_compute, share_hidden; /* compute and hidden comm / window (profiled) */
+    int prof_first, prof_last;   /* the steps the profiler was asked for, inclusive
+                                    (-1 when not profiled) */
+    double prof_window_s;        /* the trace window one GPU saw, s; NAN: unknown */
     mt_verdicts verdicts;        /* each plugin's activation verdicts */
     int not_applied;             /* verdicts that say a knob did not take effect */
     mt_run_result run;           /* process facts (evidence copied below) */
@@ -92,6 +95,17 @@ typedef struct mt_measure {
     int64_t run_id;              /* store row, -1 when not stored */
     mt_logparse *log;            /* the parsed log (owned) */
 } mt_measure;
+
+/* The id of cfg as a job of kind runs it (out gets 16 hex digits and a
+ * NUL): the config with train_iters set to the kind's steps (validate: the
+ * contract's validation steps; every other kind: the screen's).  The run is
+ * stored under this id, and the engine names the job, its memo key and its
+ * run directory by it, so the three agree. */
+void mt_measure_config_id(const mt_contract *c, const mt_kv *cfg, const char *kind,
+                          char out[17]);
+/* That config itself (caller owns it: mt_kv_destroy); NULL when out of
+ * memory. */
+mt_kv *mt_measure_run_config(const mt_contract *c, const mt_kv *cfg, const char *kind);
 
 /* Runs one measurement; stores it when st is not NULL.  0 when a result
  * exists (whatever its outcome), negative when it could not even be set up
