@@ -1300,7 +1300,7 @@ static int wall_rank(uint32_t walls, const cJSON *w)
 
 /* Screens candidate k against the best; accepts through the gate. */
 static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJSON *wall,
-                            int *accepted)
+                            int *accepted, double *near_effect)
 {
     ab_in in;
     ab_out out;
@@ -1323,6 +1323,13 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
     e->last_worse = rc == 0 && out.have_stats && out.dec.verdict == MT_STATS_WORSE;
     e->last_memory = rc == 0 && !out.accepted &&
                      (!strncmp(out.reason, "memory:", 7) || strstr(out.reason, "failed: oom"));
+    /* a near miss: refused only for being smaller than the minimum effect,
+     * with the candidate estimated faster (the bundle below) */
+    if (near_effect)
+        *near_effect = rc == 0 && !out.accepted && out.have_stats && out.dec.effect < 0 &&
+                               !strncmp(out.reason, "below the minimum effect", 24)
+                           ? out.dec.effect
+                           : 0;
     if (rc == 0) {
         eng_progress(e, "%s %s: %s", k->variable, out.accepted ? "accepted" : "rejected",
                      out.reason);
@@ -1425,7 +1432,7 @@ static int pair_for_memory(eng *e, const char *phase, mt_candidates *cs, size_t 
                     pairs = 2;
                 } else {
                     tried_add(t, key);
-                    rc = screen_candidate(e, phase, &pc, wall, accepted);
+                    rc = screen_candidate(e, phase, &pc, wall, accepted, NULL);
                     (*ab_count)++;
                     pairs++;
                 }
@@ -1439,13 +1446,157 @@ static int pair_for_memory(eng *e, const char *phase, mt_candidates *cs, size_t 
     return rc;
 }
 
+/* Near misses: changes refused only because each alone was smaller than the
+ * minimum effect, though estimated faster.  Several such changes to
+ * different knobs can add up to more than the minimum effect, which no
+ * one-variable screen would ever see; when the walk runs out of candidates
+ * they are screened once more as one change against the incumbent (the
+ * decision's variable names them all, and ablation later tests the bundle
+ * as a whole). */
+#define MAX_NEAR 16
+typedef struct near_miss {
+    char *variable, *summary;
+    mt_kv *sets;
+    uint32_t walls, label;
+    double effect; /* median(candidate) / median(control) - 1, < 0 */
+} near_miss;
+
+typedef struct near_list {
+    near_miss v[MAX_NEAR];
+    size_t n;
+} near_list;
+
+static int kv_same(const mt_kv *a, const mt_kv *b)
+{
+    const char *k, *v, *w;
+    size_t i;
+    if (mt_kv_count(a) != mt_kv_count(b))
+        return 0;
+    for (i = 0; mt_kv_entry(a, i, &k, &v) == 0; i++)
+        if (!(w = mt_kv_get(b, k)) || strcmp(v, w))
+            return 0;
+    return 1;
+}
+
+static void near_add(near_list *l, const mt_candidate *k, double effect)
+{
+    near_miss *m;
+    size_t i;
+    for (i = 0; i < l->n; i++)
+        if (!strcmp(l->v[i].variable, k->variable) && kv_same(l->v[i].sets, k->sets))
+            return;
+    if (l->n == MAX_NEAR || !k->sets)
+        return;
+    m = &l->v[l->n++];
+    m->variable = strdup(k->variable);
+    m->summary = strdup(k->summary ? k->summary : k->variable);
+    m->sets = mt_kv_dup(k->sets);
+    m->walls = k->walls;
+    m->label = k->label;
+    m->effect = effect;
+}
+
+static void near_clear(near_list *l)
+{
+    size_t i;
+    for (i = 0; i < l->n; i++) {
+        free(l->v[i].variable), free(l->v[i].summary);
+        mt_kv_destroy(&l->v[i].sets);
+    }
+    l->n = 0;
+}
+
+static int near_cmp(const void *pa, const void *pb)
+{
+    const near_miss *a = pa, *b = pb;
+    return a->effect < b->effect ? -1 : a->effect > b->effect;
+}
+
+/* The bundle of the near misses that still change the incumbent, the most
+ * promising first; a later one that sets a knob an earlier one set to
+ * another value is left out.  1 when a legal bundle of two or more was
+ * screened (*accepted tells), 0 when there was none to screen. */
+static int screen_near_bundle(eng *e, near_list *l, const cJSON *wall, tried *t, int *accepted,
+                              int *rc)
+{
+    mt_candidate pc;
+    char var[512] = "", sum[1200] = "", kid[17], best_id[17], key[64];
+    size_t i, used = 0;
+    uint32_t label = MT_LABEL_TRAINING_EQUIVALENT;
+    int screened = 0;
+    *accepted = 0;
+    if (l->n < 2)
+        return 0;
+    qsort(l->v, l->n, sizeof l->v[0], near_cmp);
+    memset(&pc, 0, sizeof pc);
+    pc.sets = mt_kv_new();
+    pc.repairs = mt_kv_new();
+    for (i = 0; i < l->n; i++) {
+        const char *k, *v, *now;
+        size_t j;
+        int clash = 0, changes = 0;
+        for (j = 0; mt_kv_entry(l->v[i].sets, j, &k, &v) == 0; j++) {
+            const char *have = mt_kv_get(pc.sets, k);
+            if (have && strcmp(have, v))
+                clash = 1;
+            now = mt_kv_get(e->best, k);
+            changes += !now || strcmp(now, v);
+        }
+        if (clash || !changes)
+            continue;
+        for (j = 0; mt_kv_entry(l->v[i].sets, j, &k, &v) == 0; j++)
+            mt_kv_set(pc.sets, k, v);
+        snprintf(var + strlen(var), sizeof var - strlen(var), "%s%s", used ? "+" : "",
+                 l->v[i].variable);
+        snprintf(sum + strlen(sum), sizeof sum - strlen(sum), "%s%s (%+.2f%% alone)",
+                 used ? "; " : "", l->v[i].summary, 100 * l->v[i].effect);
+        pc.walls |= l->v[i].walls;
+        if (l->v[i].label & MT_LABEL_BENCHMARK_ONLY)
+            label = MT_LABEL_BENCHMARK_ONLY;
+        used++;
+    }
+    if (used >= 2) {
+        char v2[560], s2[1300];
+        snprintf(v2, sizeof v2, "bundle:%s", var);
+        snprintf(s2, sizeof s2, "the near misses together: %s", sum);
+        pc.plugin = "bundle";
+        pc.variable = v2;
+        pc.summary = s2;
+        pc.label = label;
+        mt_candidate_apply(e->reg, e->c, e->best, &pc, e->d);
+        mt_config_id(e->best, best_id);
+        if (pc.config && !pc.violations.n && label_allowed(e, pc.label) &&
+            in_space(e, e->best, pc.config) && may_fit(e, pc.config)) {
+            mt_config_id(pc.config, kid);
+            snprintf(key, sizeof key, "%s>%s", best_id, kid);
+            if (!tried_has(t, key)) {
+                mt_stats_design ds;
+                design(e, &ds, 0, 0);
+                if (afford(e, 2 * ds.initial)) {
+                    tried_add(t, key);
+                    *rc = screen_candidate(e, "retune", &pc, wall, accepted, NULL);
+                    screened = 1;
+                }
+            }
+        }
+    }
+    mt_kv_destroy(&pc.sets), mt_kv_destroy(&pc.config), mt_kv_destroy(&pc.repairs);
+    mt_violations_free(&pc.violations);
+    mt_strlist_free(&pc.repair_notes);
+    mt_strlist_free(&pc.notes);
+    return screened;
+}
+
 /* Scale (the folding plugin's layouts) and retune (every other plugin, the
- * dominant wall's first): one variable per screen until nothing passes. */
+ * dominant wall's first): one variable per screen until nothing passes, then
+ * the near misses as one change. */
 static int phase_search(eng *e)
 {
     tried t = {0};
+    near_list nl;
     cJSON *wall = NULL;
     int ab_count = 0, scale_left = 3, rc = 0;
+    nl.n = 0;
     e->phase = "scale";
     for (;;) {
         mt_candidates cs = {0};
@@ -1509,6 +1660,17 @@ static int phase_search(eng *e)
                 scale_left = 0;
                 continue;
             }
+            if (ab_count < MAX_AB && screen_near_bundle(e, &nl, wall, &t, &accepted, &rc)) {
+                ab_count++;
+                near_clear(&nl);
+                if (rc)
+                    break;
+                if (accepted) {
+                    cJSON_Delete(wall);
+                    wall = NULL; /* re-profile the new best, and walk on from it */
+                    continue;
+                }
+            }
             snprintf(e->stopped, sizeof e->stopped, "no further candidate passes the gate");
             break;
         }
@@ -1529,7 +1691,12 @@ static int phase_search(eng *e)
             tried_add(&t, ck);
         }
         e->phase = phase;
-        rc = screen_candidate(e, phase, &cs.v[pick], wall, &accepted);
+        {
+            double near_effect = 0;
+            rc = screen_candidate(e, phase, &cs.v[pick], wall, &accepted, &near_effect);
+            if (rc == 0 && !accepted && near_effect < 0 && !strcmp(phase, "retune"))
+                near_add(&nl, &cs.v[pick], near_effect);
+        }
         if (rc == 0 && !accepted && e->last_worse) {
             char ck[1024], slow[1100];
             change_key(&cs.v[pick], ck, sizeof ck);
@@ -1560,6 +1727,7 @@ static int phase_search(eng *e)
             e->walls_before = cJSON_Duplicate(wall, 1);
     }
     tried_free(&t);
+    near_clear(&nl);
     return rc;
 }
 
@@ -1597,7 +1765,22 @@ static int phase_ablate(eng *e)
                 }
             }
             if (!live) {
-                cJSON_Delete(row);
+                /* nothing of it is in the winner: said, not measured */
+                char to[512] = "";
+                size_t off = 0;
+                cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
+                    off += (size_t)snprintf(to + off, off < sizeof to ? sizeof to - off : 0,
+                                            "%s%s=%s", off ? " " : "", eng_str(x, "knob"),
+                                            eng_str(x, "to"));
+                cJSON_AddStringToObject(row, "knob", eng_str(a, "variable"));
+                cJSON_AddStringToObject(row, "to", to);
+                cJSON_AddNullToObject(row, "gain_without");
+                cJSON_AddNullToObject(row, "p_value");
+                cJSON_AddBoolToObject(row, "kept", 0);
+                cJSON_AddStringToObject(row, "reason",
+                                        "superseded: later accepted changes set every knob it "
+                                        "changed to other values, so the winner does not hold it");
+                cJSON_AddItemToArray(e->ablation, row);
                 mt_kv_destroy(&k.sets);
                 mt_kv_destroy(&k.repairs);
                 continue;

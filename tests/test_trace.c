@@ -756,17 +756,20 @@ static mt_wall_verdict sim_wall(mt_trace *t)
 }
 
 /* The same A/B with the experts inside one NVLink domain (EP 8 of 16
- * GPUs): the overlap hides enough that communication stops being the wall. */
+ * GPUs) and TE graphs keeping the host's launches down: the overlap hides
+ * enough that communication stops being the wall. */
 START_TEST(sim_wall_moves_when_overlap_hides_comm)
 {
     static const char *const off[] = {
         "moe_token_dispatcher_type=flex", "moe_flex_dispatcher_backend=hybridep",
         "moe_flex_dispatcher_num_sms=32", "moe_permute_fusion=true",
-        "expert_model_parallel_size=8",   NULL};
+        "expert_model_parallel_size=8",   "cuda_graph_impl=transformer_engine",
+        "cuda_graph_modules=attn moe_router moe_preprocess", NULL};
     static const char *const on[] = {
         "moe_token_dispatcher_type=flex", "moe_flex_dispatcher_backend=hybridep",
         "moe_flex_dispatcher_num_sms=32", "moe_permute_fusion=true",
         "expert_model_parallel_size=8",   "overlap_moe_expert_parallel_comm=true",
+        "cuda_graph_impl=transformer_engine", "cuda_graph_modules=attn moe_router moe_preprocess",
         NULL};
     mt_trace *a = sim_open("qwen3-30b-a3b-h100x16.cfg", off, NULL);
     mt_trace *b = sim_open("qwen3-30b-a3b-h100x16.cfg", on, NULL);
@@ -779,8 +782,8 @@ START_TEST(sim_wall_moves_when_overlap_hides_comm)
 }
 END_TEST
 
-/* A fast Blackwell node with a fast dispatcher and no CUDA graphs: the GPU
- * waits for the host's launches. */
+/* A fast Blackwell node with a fast dispatcher, no CUDA graphs and half the
+ * contract's micro-batch (MBS 4): the GPU waits for the host's launches. */
 START_TEST(sim_host_bound_blackwell)
 {
     static const char *const sets[] = {
