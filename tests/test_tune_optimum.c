@@ -174,6 +174,96 @@ START_TEST(tune_reaches_the_optimum)
 }
 END_TEST
 
+/* Changes each under the minimum effect add up: with the example's minimum
+ * effect raised to 5%, the graph scopes, EP overlap and the layout are each
+ * refused alone (estimated faster, but by less), and the walk ends by
+ * screening them as one bundle, which passes the gate and is ablated as
+ * one change. */
+START_TEST(near_misses_screened_as_a_bundle)
+{
+    char *path = tk_example(EXAMPLE), *text = tk_slurp(path), *at, *cfg;
+    char base[] = "/tmp/moetune-opt-bundle-XXXXXX", dir[64], cmd[128];
+    const char *args[] = {"tune", NULL, "--dir", dir, "--executor", "model", NULL};
+    const cJSON *x, *bundle = NULL;
+    cJSON *b;
+    int parts = 0, ablated = 0;
+    run r;
+    ck_assert_ptr_nonnull(text);
+    at = strstr(text, "min_effect = 0.02;");
+    ck_assert_ptr_nonnull(at);
+    memcpy(at, "min_effect = 0.05;", 18);
+    cfg = tk_write_temp("bundle.cfg", text);
+    ck_assert_ptr_nonnull(cfg);
+    args[1] = cfg;
+    ck_assert_ptr_nonnull(mkdtemp(base));
+    snprintf(dir, sizeof dir, "%s/T", base);
+    r = moetune(args);
+    ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
+    b = tk_bundle(dir);
+    ck_assert_ptr_nonnull(b);
+    cJSON_ArrayForEach(x, get(b, "decisions"))
+    {
+        const char *v = get(x, "variable")->valuestring;
+        if (!strncmp(v, "bundle:", 7) && !strcmp(get(x, "verdict")->valuestring, "accepted"))
+            bundle = x;
+    }
+    ck_assert_msg(bundle, "no accepted bundle of near misses");
+    /* it names its parts, each with the effect it had alone (under 5%) */
+    {
+        const char *v = get(bundle, "variable")->valuestring + 7, *p;
+        char part[64];
+        while (*v) {
+            size_t n = strcspn(v, "+");
+            const cJSON *y;
+            int refused = 0;
+            snprintf(part, sizeof part, "%.*s", (int)n, v);
+            cJSON_ArrayForEach(y, get(b, "decisions"))
+                if (get(y, "index")->valueint < get(bundle, "index")->valueint &&
+                    !strcmp(get(y, "variable")->valuestring, part) &&
+                    !strncmp(get(y, "reason")->valuestring, "below the minimum effect", 24))
+                    refused = 1;
+            ck_assert_msg(refused, "%s was not refused alone for its size before the bundle", part);
+            parts++;
+            v += n;
+            if (*v == '+')
+                v++;
+        }
+        p = get(bundle, "reason")->valuestring;
+        ck_assert_ptr_nonnull(strstr(p, "accepted: "));
+    }
+    ck_assert_int_ge(parts, 2);
+    /* the progress line names each part with its effect alone: every one
+     * was estimated faster */
+    {
+        const char *line = strstr(r.out, "the near misses together: "), *p;
+        int n = 0;
+        if (!line)
+            line = strstr(r.err, "the near misses together: ");
+        ck_assert_msg(line, "no progress line for the bundle\n%s%s", r.out, r.err);
+        for (p = line; (p = strstr(p, "% alone)")) && p < line + strcspn(line, "\n"); p++) {
+            const char *q = p;
+            while (q > line && q[-1] != '(')
+                q--;
+            ck_assert_msg(atof(q) < 0, "a part estimated slower joined the bundle: %.80s", q);
+            n++;
+        }
+        ck_assert_int_eq(n, parts);
+    }
+    cJSON_ArrayForEach(x, get(b, "ablation"))
+        if (!strcmp(get(x, "knob")->valuestring, get(bundle, "variable")->valuestring))
+            ablated = isfinite(get(x, "gain_without")->valuedouble) ? 1 : 0;
+    ck_assert_msg(ablated, "the bundle has no measured ablation row");
+    cJSON_Delete(b);
+    done(&r);
+    unlink(cfg);
+    free(cfg), free(text), free(path);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
+    if (system(cmd)) {
+        /* leftovers in /tmp are harmless */
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tune_optimum");
@@ -183,6 +273,7 @@ int main(void)
     tcase_add_test(tc, check_and_optimum_accept_the_example);
     tcase_add_test(tc, optimum_refuses_a_base_that_does_not_fit);
     tcase_add_test(tc, tune_reaches_the_optimum);
+    tcase_add_test(tc, near_misses_screened_as_a_bundle);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }
