@@ -174,6 +174,72 @@ START_TEST(tune_reaches_the_optimum)
 }
 END_TEST
 
+/* text with every "from" replaced by "to" (each must occur); caller frees */
+static char *replaced(const char *text, const char *const (*subs)[2], size_t n)
+{
+    char *s = strdup(text);
+    size_t i;
+    for (i = 0; s && i < n; i++) {
+        char *at = strstr(s, subs[i][0]), *t;
+        size_t a, lf, lt;
+        ck_assert_msg(at, "the example has no '%s'", subs[i][0]);
+        a = (size_t)(at - s), lf = strlen(subs[i][0]), lt = strlen(subs[i][1]);
+        t = malloc(strlen(s) - lf + lt + 1);
+        ck_assert_ptr_nonnull(t);
+        memcpy(t, s, a);
+        memcpy(t + a, subs[i][1], lt);
+        strcpy(t + a + lt, at + lf);
+        free(s);
+        s = t;
+    }
+    return s;
+}
+
+/* `moetune check` on the example with its base set to each published run
+ * of point I: both fit on the 80 GB H100s they ran on, as the estimate
+ * says for the hottest rank. */
+START_TEST(check_says_point_i_runs_fit)
+{
+    static const char *const common[][2] = {
+        {"pipeline_model_parallel_size = 32;", "pipeline_model_parallel_size = 8;"},
+        {"pipeline_model_parallel_layout = \"E|(t|)*94L\";",
+         "pipeline_model_parallel_layout = \"Et*2|(t*3|)*30t*2L\";"},
+        {"moe_token_dispatcher_type = \"alltoall\";",
+         "moe_token_dispatcher_type = \"flex\";\n  moe_flex_dispatcher_backend = \"deepep\";"}};
+    /* I1: TP2 EP32 PP8 VPP4, recompute layernorm + moe_act (the base's) */
+    static const char *const i1[][2] = {
+        {"expert_model_parallel_size = 8;", "expert_model_parallel_size = 32;"}};
+    /* I2: TP4 EP8 PP8 VPP4, no recompute */
+    static const char *const i2[][2] = {
+        {"tensor_model_parallel_size = 2;", "tensor_model_parallel_size = 4;"},
+        {"recompute_granularity = \"selective\";", "recompute_granularity = \"none\";"},
+        {"recompute_modules = [\"layernorm\", \"moe_act\"];", "recompute_modules = [];"}};
+    char *path = tk_example(EXAMPLE), *text = tk_slurp(path);
+    int k;
+    ck_assert_ptr_nonnull(text);
+    for (k = 0; k < 2; k++) {
+        char *a = replaced(text, common, 3);
+        char *b = k ? replaced(a, i2, 3) : replaced(a, i1, 1);
+        char *cfg = tk_write_temp(k ? "i2.cfg" : "i1.cfg", b);
+        const char *args[] = {"check", cfg, NULL};
+        run r = moetune(args);
+        ck_assert_msg(r.status == 0, "I%d: exit %d\n%s%s", k + 1, r.status, r.out, r.err);
+        ck_assert_msg(strstr(r.out, ": OK"), "I%d:\n%s", k + 1, r.out);
+        ck_assert_msg(strstr(r.out, k ? "Attention: TP4 x CP1 x DP8 x PP8 (VPP4)"
+                                      : "Attention: TP2 x CP1 x DP16 x PP8 (VPP4)"),
+                      "I%d:\n%s", k + 1, r.out);
+        ck_assert_msg(strstr(r.out, " GB usable at 8% headroom): fits\n"), "I%d:\n%s", k + 1,
+                      r.out);
+        printf("point I%d: %.*s\n", k + 1,
+               (int)strcspn(strstr(r.out, "memory estimate"), "\n"), strstr(r.out, "memory estimate"));
+        done(&r);
+        unlink(cfg);
+        free(cfg), free(b), free(a);
+    }
+    free(text), free(path);
+}
+END_TEST
+
 /* Changes each under the minimum effect add up: with the example's minimum
  * effect raised to 5%, the graph scopes, EP overlap and the layout are each
  * refused alone (estimated faster, but by less), and the walk ends by
@@ -274,6 +340,7 @@ int main(void)
     tcase_add_test(tc, optimum_refuses_a_base_that_does_not_fit);
     tcase_add_test(tc, tune_reaches_the_optimum);
     tcase_add_test(tc, near_misses_screened_as_a_bundle);
+    tcase_add_test(tc, check_says_point_i_runs_fit);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }
