@@ -181,6 +181,19 @@ static void check_bundle(const mt_contract *c, const char *dir, const seen *s)
     ck_assert_msg(s->jobs - s->validate_jobs + 4 * VALIDATION_REPLICATES <= RUNS,
                   "%s: the search ran %d jobs of a budget of %d runs", dir,
                   s->jobs - s->validate_jobs, RUNS);
+    /* the reserve it stopped at covers the validation's first look, both
+     * arms, and its natural-routing arms */
+    {
+        int used = 0, of = 0, kept = -1;
+        const char *why = cJSON_GetObjectItemCaseSensitive(budget, "stopped_because")->valuestring;
+        ck_assert_msg(sscanf(why, "run budget (%d used of %d, %d kept", &used, &of, &kept) == 3,
+                      "%s: stopped because %s", dir, why);
+        ck_assert_msg(kept >= 4 * VALIDATION_REPLICATES, "%s: %d runs kept in reserve, under %d",
+                      dir, kept, 4 * VALIDATION_REPLICATES);
+    }
+    /* and the reserve is what lets validation run inside the budget */
+    ck_assert_msg(runs->valueint <= RUNS, "%s: %d runs used of a budget of %d", dir,
+                  runs->valueint, RUNS);
     /* the baseline is always validated, the winner beside it when there is one */
     ck_assert_int_ge(s->validate_jobs, VALIDATION_REPLICATES);
     ck_assert_msg(!strncmp(cJSON_GetObjectItemCaseSensitive(budget, "stopped_because")->valuestring,
