@@ -1373,6 +1373,45 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
     return rc;
 }
 
+/* Screens a candidate the engine put together (pc's plugin, variable,
+ * summary, walls, label and sets set by the caller) against the incumbent:
+ * applied through the repair protocol, and screened when it is legal, in
+ * the declared space, may fit, was not tried from this incumbent and the
+ * budget affords it.  1 when screened (*accepted, *rc say how it went), 0
+ * when it was not, -1 when only the budget stopped it.  Frees what pc owns
+ * (sets, repairs, config, violations, notes). */
+static int screen_built(eng *e, const char *phase, mt_candidate *pc, const cJSON *wall, tried *t,
+                        int *accepted, int *rc)
+{
+    char kid[17], best_id[17], key[64];
+    int screened = 0;
+    if (!pc->repairs)
+        pc->repairs = mt_kv_new();
+    mt_candidate_apply(e->reg, e->c, e->best, pc, e->d);
+    mt_config_id(e->best, best_id);
+    if (pc->config && !pc->violations.n && label_allowed(e, pc->label) &&
+        in_space(e, e->best, pc->config) && may_fit(e, pc->config)) {
+        mt_config_id(pc->config, kid);
+        snprintf(key, sizeof key, "%s>%s", best_id, kid);
+        if (!tried_has(t, key)) {
+            mt_stats_design ds;
+            design(e, &ds, 0, 0);
+            if (!afford(e, 2 * ds.initial)) {
+                screened = -1;
+            } else {
+                tried_add(t, key);
+                *rc = screen_candidate(e, phase, pc, wall, accepted, NULL);
+                screened = 1;
+            }
+        }
+    }
+    mt_kv_destroy(&pc->sets), mt_kv_destroy(&pc->config), mt_kv_destroy(&pc->repairs);
+    mt_violations_free(&pc->violations);
+    mt_strlist_free(&pc->repair_notes);
+    mt_strlist_free(&pc->notes);
+    return screened;
+}
+
 /* A change that is fast but does not fit (the gate's memory refusal, or an
  * OOM) is tried once more together with a change that makes room: a
  * memory-wall candidate or a smaller micro-batch, from the declared space.
@@ -1384,11 +1423,9 @@ static int pair_for_memory(eng *e, const char *phase, mt_candidates *cs, size_t 
     mt_candidate *x = &cs->v[pick];
     size_t m;
     int pairs = 0, rc = 0;
-    char best_id[17];
-    mt_config_id(e->best, best_id);
     for (m = 0; m < cs->n && pairs < 2 && !*accepted && rc == 0; m++) {
         mt_candidate *mk = &cs->v[m], pc;
-        char var[256], sum[600], kid[17], key[64];
+        char var[256], sum[600];
         const char *k, *v;
         size_t i;
         int lower_mbs = 0;
@@ -1419,29 +1456,17 @@ static int pair_for_memory(eng *e, const char *phase, mt_candidates *cs, size_t 
             mt_kv_set(pc.sets, k, v);
         for (i = 0; mk->sets && mt_kv_entry(mk->sets, i, &k, &v) == 0; i++)
             mt_kv_set(pc.sets, k, v);
-        mt_candidate_apply(e->reg, e->c, e->best, &pc, e->d);
-        if (pc.config && !pc.violations.n && in_space(e, e->best, pc.config) &&
-            may_fit(e, pc.config)) {
-            mt_config_id(pc.config, kid);
-            snprintf(key, sizeof key, "%s>%s", best_id, kid);
-            if (!tried_has(t, key)) {
-                mt_stats_design ds;
-                design(e, &ds, 0, 0);
-                if (!afford(e, 2 * ds.initial)) {
-                    rc = 0;
-                    pairs = 2;
-                } else {
-                    tried_add(t, key);
-                    rc = screen_candidate(e, phase, &pc, wall, accepted, NULL);
-                    (*ab_count)++;
-                    pairs++;
-                }
-            }
+        switch (screen_built(e, phase, &pc, wall, t, accepted, &rc)) {
+        case 1:
+            (*ab_count)++;
+            pairs++;
+            break;
+        case -1:
+            pairs = 2; /* the budget: no more pairings */
+            break;
+        default:
+            break;
         }
-        mt_kv_destroy(&pc.sets), mt_kv_destroy(&pc.config), mt_kv_destroy(&pc.repairs);
-        mt_violations_free(&pc.violations);
-        mt_strlist_free(&pc.repair_notes);
-        mt_strlist_free(&pc.notes);
     }
     return rc;
 }
@@ -1520,10 +1545,9 @@ static int screen_near_bundle(eng *e, near_list *l, const cJSON *wall, tried *t,
                               int *rc)
 {
     mt_candidate pc;
-    char var[512] = "", sum[1200] = "", kid[17], best_id[17], key[64];
+    char var[512] = "", sum[1200] = "";
     size_t i, used = 0;
     uint32_t label = MT_LABEL_TRAINING_EQUIVALENT;
-    int screened = 0;
     *accepted = 0;
     if (l->n < 2)
         return 0;
@@ -1563,28 +1587,10 @@ static int screen_near_bundle(eng *e, near_list *l, const cJSON *wall, tried *t,
         pc.variable = v2;
         pc.summary = s2;
         pc.label = label;
-        mt_candidate_apply(e->reg, e->c, e->best, &pc, e->d);
-        mt_config_id(e->best, best_id);
-        if (pc.config && !pc.violations.n && label_allowed(e, pc.label) &&
-            in_space(e, e->best, pc.config) && may_fit(e, pc.config)) {
-            mt_config_id(pc.config, kid);
-            snprintf(key, sizeof key, "%s>%s", best_id, kid);
-            if (!tried_has(t, key)) {
-                mt_stats_design ds;
-                design(e, &ds, 0, 0);
-                if (afford(e, 2 * ds.initial)) {
-                    tried_add(t, key);
-                    *rc = screen_candidate(e, "retune", &pc, wall, accepted, NULL);
-                    screened = 1;
-                }
-            }
-        }
+        return screen_built(e, "retune", &pc, wall, t, accepted, rc) == 1;
     }
-    mt_kv_destroy(&pc.sets), mt_kv_destroy(&pc.config), mt_kv_destroy(&pc.repairs);
-    mt_violations_free(&pc.violations);
-    mt_strlist_free(&pc.repair_notes);
-    mt_strlist_free(&pc.notes);
-    return screened;
+    mt_kv_destroy(&pc.sets), mt_kv_destroy(&pc.repairs);
+    return 0;
 }
 
 /* Scale (the folding plugin's layouts) and retune (every other plugin, the
@@ -1731,6 +1737,17 @@ static int phase_search(eng *e)
     return rc;
 }
 
+/* "knob=value knob=value" of an accepted change (its ablation row's "to") */
+static void change_text(const cJSON *a, char *to, size_t n)
+{
+    const cJSON *x;
+    size_t off = 0;
+    to[0] = '\0';
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
+        off += (size_t)snprintf(to + off, off < n ? n - off : 0, "%s%s=%s", off ? " " : "",
+                                eng_str(x, "knob"), eng_str(x, "to"));
+}
+
 /* Ablate: each accepted change removed from the winner once. */
 static int phase_ablate(eng *e)
 {
@@ -1766,12 +1783,8 @@ static int phase_ablate(eng *e)
             }
             if (!live) {
                 /* nothing of it is in the winner: said, not measured */
-                char to[512] = "";
-                size_t off = 0;
-                cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
-                    off += (size_t)snprintf(to + off, off < sizeof to ? sizeof to - off : 0,
-                                            "%s%s=%s", off ? " " : "", eng_str(x, "knob"),
-                                            eng_str(x, "to"));
+                char to[512];
+                change_text(a, to, sizeof to);
                 cJSON_AddStringToObject(row, "knob", eng_str(a, "variable"));
                 cJSON_AddStringToObject(row, "to", to);
                 cJSON_AddNullToObject(row, "gain_without");
@@ -1789,11 +1802,8 @@ static int phase_ablate(eng *e)
         mt_candidate_apply(e->reg, e->c, e->best, &k, e->d);
         cJSON_AddStringToObject(row, "knob", eng_str(a, "variable"));
         {
-            char to[512] = "";
-            size_t off = 0;
-            cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
-                off += (size_t)snprintf(to + off, off < sizeof to ? sizeof to - off : 0, "%s%s=%s",
-                                        off ? " " : "", eng_str(x, "knob"), eng_str(x, "to"));
+            char to[512];
+            change_text(a, to, sizeof to);
             cJSON_AddStringToObject(row, "to", to);
         }
         if (k.reject || k.violations.n || !k.config) {
