@@ -15,6 +15,11 @@ static const mt_gpu_spec gpus[] = {
 
 static const char *const names[] = {"H100", "H200", "B200", "GB200", "GB300", NULL};
 
+double mt_gpu_oom_bytes(const mt_gpu_spec *g)
+{
+    return g ? (g->hbm_gb - 0.5) * 1024.0 * 1024.0 * 1024.0 : 0;
+}
+
 const mt_gpu_spec *mt_gpu_find(const char *name)
 {
     size_t i;

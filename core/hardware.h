@@ -21,6 +21,12 @@ typedef struct mt_gpu_spec {
 
 /* NULL when unknown.  Case-sensitive canonical names; see mt_gpu_names. */
 const mt_gpu_spec *mt_gpu_find(const char *name);
+/* The bytes a process can allocate on the GPU before CUDA runs out of
+ * memory: the published capacity is binary (H100's "80 GB" is 80 GiB,
+ * nvidia-smi shows 81,559 MiB), less about half a GiB for the CUDA context.
+ * The simulated runs fail at this; moetune's own gates and the estimate
+ * compare against hbm_gb x 10^9 and a headroom, which is stricter. */
+double mt_gpu_oom_bytes(const mt_gpu_spec *g);
 /* NULL-terminated list of known names (for messages). */
 const char *const *mt_gpu_names(void);
 

@@ -155,7 +155,7 @@ static char *model_job(const mt_contract *c, const mt_kv *cfg, const char *kind,
     } else {
         g = sim_gpu(&sc);
         int hot_rank = sim_hottest_rank(&sc, &peak);
-        if (g && peak > g->hbm_gb * 1e9) {
+        if (g && peak > mt_gpu_oom_bytes(g)) {
             cJSON_AddStringToObject(o, "outcome", "oom");
             cJSON_AddStringToObject(o, "evidence", "model: the hottest rank exceeds HBM");
             cJSON_AddNumberToObject(o, "gpu_hours", sc.startup_s * world / 3600);

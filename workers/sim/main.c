@@ -211,7 +211,7 @@ int main(int argc, char **argv)
         return 1;
     }
     g = sim_gpu(&c);
-    hbm = g ? g->hbm_gb * 1e9 : 0;
+    hbm = mt_gpu_oom_bytes(g);
     inject_rank = c.inject_rank >= 0 && c.inject_rank < sim_world(&c) ? c.inject_rank : 0;
 
     /* 3. start-up */

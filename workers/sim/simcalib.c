@@ -533,13 +533,8 @@ static int expect(FILE *out, int ok, const char *what, double a, double b)
     return !ok;
 }
 
-/* Usable bytes of a GPU: the published capacities are binary (H100's "80 GB"
- * is 80 GiB; nvidia-smi shows 81,559 MiB), less the CUDA context. */
-static double usable_bytes(const sim_cfg *c)
-{
-    const mt_gpu_spec *g = sim_gpu(c);
-    return g ? (g->hbm_gb - 0.5) * 1024.0 * 1024.0 * 1024.0 : 0;
-}
+/* The bytes a run may peak at before the sim's run fails with an OOM. */
+static double usable_bytes(const sim_cfg *c) { return mt_gpu_oom_bytes(sim_gpu(c)); }
 
 /* Every published run ran, so its configuration (and a ratio's reference)
  * must fit its GPUs in the sim; prints the ones that do not. */

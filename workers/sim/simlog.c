@@ -360,7 +360,7 @@ static void train_step_frames(FILE *f, const sim_cfg *c)
 void simlog_oom(FILE *f, const sim_cfg *c, int rank, double max_reserved)
 {
     const mt_gpu_spec *g = sim_gpu(c);
-    double cap = g ? g->hbm_gb * 1e9 : 80e9;
+    double cap = g ? mt_gpu_oom_bytes(g) : 80e9;
     double free_b = 0.004 * cap, in_use = cap - free_b;
     double tried = max_reserved - in_use, unalloc;
     sim_mem m;

@@ -671,9 +671,13 @@ void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
     layers = stage_layers(c, stage, &vpp);
     dense_here = first ? fmin(c->first_k_dense, layers) : 0;
     moe_layers = layers - dense_here;
-    /* the hot expert rank (EP index 0 by convention) takes the routing excess */
+    /* the hot expert rank (EP index 0 by convention) takes the routing
+     * excess.  The step waits for the hottest rank of every layer, but a
+     * GPU's memory sums its own load over its layers, and the hot rank of
+     * one layer is not the hot rank of the next: over n MoE layers its
+     * excess averages down by sqrt(n) */
     if ((int)(fmod(rank, stage_size) / etp) % (int)ep == 0)
-        imb = routing_imbalance(c);
+        imb = 1 + (routing_imbalance(c) - 1) / sqrt(fmax(1, moe_layers));
 
     rank_params(c, stage, &nonexp, &exp);
     m->weights = (nonexp + exp) * 2;
