@@ -1748,135 +1748,164 @@ static void change_text(const cJSON *a, char *to, size_t n)
                                 eng_str(x, "knob"), eng_str(x, "to"));
 }
 
-/* Ablate: each accepted change removed from the winner once. */
-static int phase_ablate(eng *e)
+/* Ablates one accepted change a against the winner: the ablation row in
+ * *row_out, *superseded set when the winner holds none of its knobs at the
+ * change's values (nothing to remove, nothing measured).  0, or -1 when the
+ * executor failed. */
+static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
 {
-    cJSON *a;
-    int rc = 0;
-    e->phase = "ablate";
-    e->ablating = 1;
-    e->ablate_left = cJSON_GetArraySize(e->accepted);
-    cJSON_ArrayForEach(a, e->accepted)
+    mt_candidate k;
+    cJSON *x;
+    ab_in in;
+    ab_out out;
+    cJSON *row = cJSON_CreateObject();
+    char to[512], part[600] = "";
+    int rc = 0, live = 0, all = 0;
+    *row_out = row;
+    *superseded = 0;
+    memset(&k, 0, sizeof k);
+    k.plugin = "ablation";
+    k.variable = (char *)eng_str(a, "variable");
+    k.sets = mt_kv_new();
+    k.repairs = mt_kv_new();
+    /* only the knobs the winner holds at this change's value: a later
+     * change to the same knob superseded the rest */
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
     {
-        mt_candidate k;
-        cJSON *x;
-        ab_in in;
-        ab_out out;
-        cJSON *row = cJSON_CreateObject();
-        e->ablate_left--; /* this one's runs are afford()'s n, the rest stay reserved */
-        memset(&k, 0, sizeof k);
-        k.plugin = "ablation";
-        k.variable = (char *)eng_str(a, "variable");
-        k.sets = mt_kv_new();
-        k.repairs = mt_kv_new();
-        {
-            /* only the knobs the winner still holds at this change's value:
-             * a later change to the same knob superseded it */
-            int live = 0;
-            cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
-            {
-                const char *now = mt_kv_get(e->best, eng_str(x, "knob"));
-                if (now && !strcmp(now, eng_str(x, "to"))) {
-                    mt_kv_set(k.sets, eng_str(x, "knob"), eng_str(x, "from"));
-                    live++;
-                }
-            }
-            if (!live) {
-                /* nothing of it is in the winner: said, not measured */
-                char to[512];
-                change_text(a, to, sizeof to);
-                cJSON_AddStringToObject(row, "knob", eng_str(a, "variable"));
-                cJSON_AddStringToObject(row, "to", to);
-                cJSON_AddNullToObject(row, "gain_without");
-                cJSON_AddNullToObject(row, "p_value");
-                cJSON_AddBoolToObject(row, "kept", 0);
-                cJSON_AddStringToObject(row, "reason",
-                                        "superseded: later accepted changes set every knob it "
-                                        "changed to other values, so the winner does not hold it");
-                cJSON_AddItemToArray(e->ablation, row);
-                mt_kv_destroy(&k.sets);
-                mt_kv_destroy(&k.repairs);
-                continue;
-            }
+        const char *now = mt_kv_get(e->best, eng_str(x, "knob"));
+        all++;
+        if (now && !strcmp(now, eng_str(x, "to"))) {
+            mt_kv_set(k.sets, eng_str(x, "knob"), eng_str(x, "from"));
+            snprintf(part + strlen(part), sizeof part - strlen(part), "%s%s=%s",
+                     live ? " " : "", eng_str(x, "knob"), eng_str(x, "to"));
+            live++;
         }
-        mt_candidate_apply(e->reg, e->c, e->best, &k, e->d);
-        cJSON_AddStringToObject(row, "knob", eng_str(a, "variable"));
-        {
-            char to[512];
-            change_text(a, to, sizeof to);
-            cJSON_AddStringToObject(row, "to", to);
-        }
-        if (k.reject || k.violations.n || !k.config) {
+    }
+    change_text(a, to, sizeof to);
+    cJSON_AddStringToObject(row, "knob", eng_str(a, "variable"));
+    cJSON_AddStringToObject(row, "to", to);
+    if (!live) {
+        /* nothing of it is in the winner: said, not measured */
+        cJSON_AddNullToObject(row, "gain_without");
+        cJSON_AddNullToObject(row, "p_value");
+        cJSON_AddBoolToObject(row, "kept", 0);
+        cJSON_AddStringToObject(row, "reason",
+                                "superseded: later accepted changes set every knob it changed "
+                                "to other values, so the winner does not hold it");
+        *superseded = 1;
+        mt_kv_destroy(&k.sets), mt_kv_destroy(&k.repairs);
+        return 0;
+    }
+    mt_candidate_apply(e->reg, e->c, e->best, &k, e->d);
+    if (k.reject || k.violations.n || !k.config) {
+        cJSON_AddNullToObject(row, "gain_without");
+        cJSON_AddNullToObject(row, "p_value");
+        cJSON_AddBoolToObject(row, "kept", 1);
+        cJSON_AddStringToObject(row, "reason", "cannot be removed alone (illegal without it)");
+        goto done;
+    }
+    {
+        mt_stats_design ds;
+        design(e, &ds, 0, 0);
+        if (!afford(e, 2 * ds.initial)) {
             cJSON_AddNullToObject(row, "gain_without");
             cJSON_AddNullToObject(row, "p_value");
             cJSON_AddBoolToObject(row, "kept", 1);
-            cJSON_AddStringToObject(row, "reason", "cannot be removed alone (illegal without it)");
-            cJSON_AddItemToArray(e->ablation, row);
-            mt_kv_destroy(&k.sets), mt_kv_destroy(&k.config), mt_kv_destroy(&k.repairs);
-            mt_violations_free(&k.violations);
-            mt_strlist_free(&k.repair_notes);
-            continue;
+            cJSON_AddStringToObject(row, "reason", "not ablated: budget");
+            e->not_ablated++;
+            goto done;
         }
-        {
-            mt_stats_design ds;
-            design(e, &ds, 0, 0);
-            if (!afford(e, 2 * ds.initial)) {
-                cJSON_AddNullToObject(row, "gain_without");
-                cJSON_AddNullToObject(row, "p_value");
-                cJSON_AddBoolToObject(row, "kept", 1);
-                cJSON_AddStringToObject(row, "reason", "not ablated: budget");
-                e->not_ablated++;
-                cJSON_AddItemToArray(e->ablation, row);
-                mt_kv_destroy(&k.sets), mt_kv_destroy(&k.config), mt_kv_destroy(&k.repairs);
-                mt_violations_free(&k.violations);
-                mt_strlist_free(&k.repair_notes);
-                continue;
-            }
+    }
+    memset(&in, 0, sizeof in);
+    in.phase = "ablate";
+    in.variable = eng_str(a, "variable");
+    in.ctl = e->best;
+    in.cand = k.config;
+    in.changes = diff_json(e->best, k.config);
+    in.repairs = cJSON_CreateArray();
+    in.label = MT_LABEL_TRAINING_EQUIVALENT;
+    in.gate = 0;
+    eng_progress(e, "ablating %s", in.variable);
+    rc = ab(e, &in, &out);
+    if (rc == 0) {
+        int drop = out.have_stats &&
+                   (out.dec.verdict == MT_STATS_SAME || out.dec.verdict == MT_STATS_BETTER);
+        char why[900];
+        if (out.have_stats) {
+            cJSON_AddNumberToObject(row, "gain_without", -out.dec.effect);
+            cJSON_AddNumberToObject(row, "p_value", out.dec.p);
+        } else {
+            cJSON_AddNullToObject(row, "gain_without");
+            cJSON_AddNullToObject(row, "p_value");
         }
-        memset(&in, 0, sizeof in);
-        in.phase = "ablate";
-        in.variable = eng_str(a, "variable");
-        in.ctl = e->best;
-        in.cand = k.config;
-        in.changes = diff_json(e->best, k.config);
-        in.repairs = cJSON_CreateArray();
-        in.label = MT_LABEL_TRAINING_EQUIVALENT;
-        in.gate = 0;
-        eng_progress(e, "ablating %s", in.variable);
-        rc = ab(e, &in, &out);
-        if (rc == 0) {
-            int drop = out.have_stats && (out.dec.verdict == MT_STATS_SAME ||
-                                          out.dec.verdict == MT_STATS_BETTER);
-            if (out.have_stats)
-                cJSON_AddNumberToObject(row, "gain_without", -out.dec.effect);
-            else
-                cJSON_AddNullToObject(row, "gain_without");
-            if (out.have_stats)
-                cJSON_AddNumberToObject(row, "p_value", out.dec.p);
-            else
-                cJSON_AddNullToObject(row, "p_value");
-            cJSON_AddBoolToObject(row, "kept", !drop);
-            cJSON_AddStringToObject(row, "reason",
-                                    drop ? "removing it does not hurt: dropped" : out.reason);
-            eng_progress(e, "%s %s", in.variable, drop ? "dropped" : "kept");
-            if (drop) {
-                const cJSON *arm = cJSON_GetObjectItemCaseSensitive(out.decision, "candidate");
-                cJSON_Delete(e->best_arm);
-                e->best_arm = cJSON_Duplicate(arm, 1);
-                e->best_ms = eng_num(arm, "median") * 1000;
-                mt_kv_destroy(&e->best);
-                e->best = mt_kv_dup(k.config);
-                e->best_peak_gb = NAN; /* the ablation's statistics read no peak */
-            }
+        cJSON_AddBoolToObject(row, "kept", !drop);
+        snprintf(why, sizeof why, "%s%s%s%s", drop ? "removing it does not hurt: dropped" : out.reason,
+                 live < all ? " (partly superseded: the winner holds only " : "",
+                 live < all ? part : "", live < all ? " of it)" : "");
+        cJSON_AddStringToObject(row, "reason", why);
+        eng_progress(e, "%s %s", in.variable, drop ? "dropped" : "kept");
+        if (drop) {
+            const cJSON *arm = cJSON_GetObjectItemCaseSensitive(out.decision, "candidate");
+            cJSON_Delete(e->best_arm);
+            e->best_arm = cJSON_Duplicate(arm, 1);
+            e->best_ms = eng_num(arm, "median") * 1000;
+            mt_kv_destroy(&e->best);
+            e->best = mt_kv_dup(k.config);
+            e->best_peak_gb = NAN; /* the ablation's statistics read no peak */
         }
+    }
+    cJSON_Delete(in.changes), cJSON_Delete(in.repairs);
+done:
+    mt_kv_destroy(&k.sets), mt_kv_destroy(&k.config), mt_kv_destroy(&k.repairs);
+    mt_violations_free(&k.violations);
+    mt_strlist_free(&k.repair_notes);
+    return rc;
+}
+
+/* Ablate: each accepted change removed from the winner once, in order.  A
+ * change a later one superseded can come back when that later one is
+ * dropped (its "from" is the earlier change's value): such changes are
+ * ablated again once the pass is over, until none comes back. */
+static int phase_ablate(eng *e)
+{
+    cJSON *a;
+    int rc = 0, i = 0, again = 1, n = cJSON_GetArraySize(e->accepted);
+    int *sup = calloc((size_t)(n > 0 ? n : 1), sizeof *sup);
+    e->phase = "ablate";
+    e->ablating = 1;
+    e->ablate_left = n;
+    cJSON_ArrayForEach(a, e->accepted)
+    {
+        cJSON *row;
+        e->ablate_left--; /* this one's runs are afford()'s n, the rest stay reserved */
+        rc = ablate_one(e, a, &row, &sup[i]);
         cJSON_AddItemToArray(e->ablation, row);
-        cJSON_Delete(in.changes), cJSON_Delete(in.repairs);
-        mt_kv_destroy(&k.sets), mt_kv_destroy(&k.config), mt_kv_destroy(&k.repairs);
-        mt_violations_free(&k.violations);
-        mt_strlist_free(&k.repair_notes);
+        i++;
         if (rc)
             break;
     }
+    while (rc == 0 && again) {
+        again = 0;
+        for (i = 0; i < n && rc == 0; i++) {
+            const cJSON *x;
+            int back = 0;
+            if (!sup || !sup[i])
+                continue;
+            a = cJSON_GetArrayItem(e->accepted, i);
+            cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
+            {
+                const char *now = mt_kv_get(e->best, eng_str(x, "knob"));
+                back |= now && !strcmp(now, eng_str(x, "to"));
+            }
+            if (back) {
+                cJSON *row;
+                rc = ablate_one(e, a, &row, &sup[i]);
+                cJSON_ReplaceItemInArray(e->ablation, i, row);
+                again = 1;
+            }
+        }
+    }
+    free(sup);
     e->ablating = 0;
     return rc;
 }

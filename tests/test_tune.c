@@ -1754,10 +1754,27 @@ START_TEST(demo_bundle_is_evidence)
     cJSON_ArrayForEach(x, get(b, "ablation"))
     {
         rows++;
-        /* a change later ones overwrote is not in the winner: said so */
+        /* a change later ones overwrote is not in the winner: said so, and
+         * true of the recipe (none of its knobs at the change's values) */
         if (!strncmp(str(x, "reason"), "superseded: ", 12)) {
+            const cJSON *d, *c;
+            int seen = 0;
             ck_assert(cJSON_IsNull(get(x, "gain_without")));
             ck_assert(cJSON_IsFalse(get(x, "kept")));
+            cJSON_ArrayForEach(d, get(b, "decisions"))
+            {
+                if (strcmp(str(d, "verdict"), "accepted") || !strcmp(str(d, "phase"), "validate"))
+                    continue;
+                if (++seen != rows)
+                    continue;
+                cJSON_ArrayForEach(c, get(d, "change"))
+                {
+                    const cJSON *v = get(get(get(b, "recipe"), "config"), str(c, "knob"));
+                    ck_assert_msg(!cJSON_IsString(v) || strcmp(v->valuestring, str(c, "to")),
+                                  "ablation row %d says superseded, but the recipe holds %s=%s",
+                                  rows, str(c, "knob"), str(c, "to"));
+                }
+            }
             continue;
         }
         ck_assert_msg(isfinite(num(x, "gain_without")), "ablation of %s not measured: %s",
