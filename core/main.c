@@ -104,6 +104,9 @@ static void usage(FILE *out)
             "                                the finished tune's recipe, as written into DIR:\n"
             "                                the Megatron-LM command (default), Megatron-Bridge\n"
             "                                overrides, the environment, or a Slurm batch script\n"
+            "  bisect CONTRACT --good REV --bad REV (--repo PATH | --revs FILE) --dir DIR ...\n"
+            "                                the commit a throughput regression came in with\n"
+            "                                (moetune bisect --help for every option)\n"
             "  worker --connect tcp://HOST:PORT [--allow PROGRAM]... [--key DIR/NAME --server-key F]\n"
             "                                a ZeroMQ worker that runs a tune's jobs on this node\n"
             "  keygen DIR NAME [--force]     a CURVE keypair for the coordinator or a worker\n"
@@ -697,9 +700,11 @@ static int print_formatted(session *s, uint32_t dial, const char *format, mt_dia
     int rc;
     mt_rendered_init(&out);
     if (!strcmp(format, "env")) {
-        rc = mt_render(s->reg, s->contract, s->cfg, dial, &out, d) ? 1
-             : mt_recipe_env_text(out.env, &text, d)              ? EXIT_BAD_INPUT
-                                                                  : 0;
+        rc = mt_render(s->reg, s->contract, s->cfg, dial, &out, d) ? 1 : 0;
+        if (!rc && !strcmp(s->contract->backend, "sim"))
+            mt_measure_sim_env(s->contract, NULL, out.env); /* as the sh format exports */
+        if (!rc && mt_recipe_env_text(out.env, &text, d))
+            rc = EXIT_BAD_INPUT;
     } else {
         sim_path(simbin, sizeof simbin);
         snprintf(title, sizeof title, "moetune render %s", s->contract->path);

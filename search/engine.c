@@ -1331,8 +1331,8 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
                            ? out.dec.effect
                            : 0;
     if (rc == 0) {
-        eng_progress(e, "%s %s: %s", k->variable, out.accepted ? "accepted" : "rejected",
-                     out.reason);
+        /* an accepted screen's reason starts "accepted: " itself */
+        eng_progress(e, "%s %s%s", k->variable, out.accepted ? "" : "rejected: ", out.reason);
         if (out.accepted) {
             cJSON *a = cJSON_CreateObject();
             *accepted = 1;

@@ -4,6 +4,8 @@
  */
 #include "recipe.h"
 
+#include "measure.h"
+
 #include "launch.h"
 #include "render.h"
 
@@ -224,6 +226,10 @@ int mt_recipe_command(mt_registry *reg, const mt_contract *c, const mt_kv *cfg, 
     int rc;
     if (mt_render(reg, c, cfg, dialect, r, d))
         return -1;
+    /* a sim contract's program needs the cluster it stands for, which
+     * moetune otherwise adds per run */
+    if (!strcmp(c->backend, "sim"))
+        mt_measure_sim_env(c, NULL, r->env);
     if (dialect == (uint32_t)c->dialect) {
         if (!(ph = mt_kv_new()))
             return oom(d);

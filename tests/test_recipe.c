@@ -221,6 +221,22 @@ static char *run_batch(const char *srun_dir, const char *dir, const char *name)
  * Bridge dialect's rules for Bridge main, and the batch script runs srun
  * with the contract's 2 nodes x 4 GPUs and its container, needing no
  * moetune. */
+/* text without the lines of the sim's cluster (MOETUNE_SIM_*), in place */
+static char *own_env(char *text)
+{
+    char *r = text, *w = text;
+    while (*r) {
+        size_t n = strcspn(r, "\n") + (r[strcspn(r, "\n")] ? 1 : 0);
+        if (strncmp(r, "MOETUNE_SIM_", 12)) {
+            memmove(w, r, n);
+            w += n;
+        }
+        r += n;
+    }
+    *w = '\0';
+    return text;
+}
+
 START_TEST(recipe_from_a_real_tune)
 {
     char *dir = fresh_dir("tune"), *srun = fake_srun(0), *text, *want, *got, *sim;
@@ -275,10 +291,14 @@ START_TEST(recipe_from_a_real_tune)
     mt_strlist_free(&l);
     free(text);
 
-    /* env: this contract's recipe sets no variable */
+    /* env: this contract's recipe sets no variable of its own; the sim's
+     * cluster (what moetune adds per run) is there so the script runs */
     ck_assert_int_eq(cJSON_GetArraySize(get(rec, "env")), 0);
     text = recipe(dir, 2);
-    ck_assert_str_eq(text, "");
+    ck_assert_ptr_nonnull(strstr(text, "MOETUNE_SIM_GPU=GB300\n"));
+    ck_assert_ptr_nonnull(strstr(text, "MOETUNE_SIM_NODES=2\n"));
+    ck_assert_ptr_nonnull(strstr(text, "MOETUNE_SIM_GPUS_PER_NODE=4\n"));
+    ck_assert_str_eq(own_env(text), "");
     free(text);
 
     /* sbatch: Slurm's geometry and the container, then the same command */
@@ -377,8 +397,8 @@ START_TEST(recipe_carries_quoting_and_launcher)
 
     /* env: one quoted line that sh reads back exactly */
     text = recipe(dir, 2);
-    ck_assert_str_eq(text, "MT_SPACED='two  words '\\''and'\\'' \"$HOME\" \\n;'\n"
-                           "MT_WORDS='just words'\n");
+    ck_assert_str_eq(own_env(text), "MT_SPACED='two  words '\\''and'\\'' \"$HOME\" \\n;'\n"
+                                    "MT_WORDS='just words'\n");
     free(text);
 
     /* mlm, with its environment sourced as its header says */

@@ -18,6 +18,32 @@
 #include <sys/stat.h>
 #include <time.h>
 
+
+void mt_measure_sim_env(const mt_contract *c, const char *routing, mt_kv *env)
+{
+    char derr[256];
+    const mt_mlm_dialect *dl;
+    const char *te;
+    mt_kv_set(env, "MOETUNE_SIM_GPU", mt_kv_get(c->hardware, "gpu"));
+    mt_kv_set(env, "MOETUNE_SIM_GPUS_PER_NODE", mt_kv_get(c->hardware, "gpus_per_node"));
+    mt_kv_set(env, "MOETUNE_SIM_NODES", mt_kv_get(c->hardware, "nodes"));
+    mt_kv_set(env, "MOETUNE_SIM_NVLINK_DOMAIN", mt_kv_get(c->hardware, "nvlink_domain"));
+    mt_kv_set(env, "MOETUNE_SIM_ROUTING",
+              c->routing == MT_ROUTING_NATURAL || (routing && !strcmp(routing, "natural"))
+                  ? "natural"
+                  : "forced");
+    /* the software stack the sim plays (workers/sim/README.md): the
+     * Megatron-LM version whose flags and start-up rules it applies and the
+     * Transformer Engine version (not part of the sim's config id, so the
+     * noise of every run stays as it was) */
+    dl = c->stack ? mt_dialect_for_stack(c->stack, derr, sizeof derr) : NULL;
+    te = c->stack ? mt_kv_get(c->stack, "transformer_engine") : NULL;
+    if (dl)
+        mt_kv_set(env, "MOETUNE_SIM_MEGATRON", mt_dialect_name(dl));
+    if (te)
+        mt_kv_set(env, "MOETUNE_SIM_TE", te);
+}
+
 static double now_s(void)
 {
     struct timespec t;
@@ -614,15 +640,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     snprintf(memfile, sizeof memfile, "%s/gpu_memory.txt", spec->run_dir);
     if (!strcmp(c->backend, "sim")) {
         char rep[32];
-        mt_kv_set(env, "MOETUNE_SIM_GPU", mt_kv_get(c->hardware, "gpu"));
-        mt_kv_set(env, "MOETUNE_SIM_GPUS_PER_NODE", mt_kv_get(c->hardware, "gpus_per_node"));
-        mt_kv_set(env, "MOETUNE_SIM_NODES", mt_kv_get(c->hardware, "nodes"));
-        mt_kv_set(env, "MOETUNE_SIM_NVLINK_DOMAIN", mt_kv_get(c->hardware, "nvlink_domain"));
-        mt_kv_set(env, "MOETUNE_SIM_ROUTING",
-                  c->routing == MT_ROUTING_NATURAL ||
-                          (spec->routing && !strcmp(spec->routing, "natural"))
-                      ? "natural"
-                      : "forced");
+        mt_measure_sim_env(c, spec->routing, env);
         snprintf(rep, sizeof rep, "%d", spec->replicate);
         mt_kv_set(env, "MOETUNE_SIM_REPLICATE", rep);
         mt_kv_set(env, "MOETUNE_SIM_MEMORY_FILE", memfile);
@@ -633,19 +651,6 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         }
         if (mt_kv_get(r.launch, "cpu_bind"))
             mt_kv_set(env, "MOETUNE_SIM_CPU_BIND", mt_kv_get(r.launch, "cpu_bind"));
-        /* the software stack the sim plays (workers/sim/README.md): the
-         * Megatron-LM version whose flags and start-up rules it applies and
-         * the Transformer Engine version (not part of the sim's config id,
-         * so the noise of every run stays as it was) */
-        {
-            char derr[256];
-            const mt_mlm_dialect *dl = c->stack ? mt_dialect_for_stack(c->stack, derr, sizeof derr) : NULL;
-            const char *te = c->stack ? mt_kv_get(c->stack, "transformer_engine") : NULL;
-            if (dl)
-                mt_kv_set(env, "MOETUNE_SIM_MEGATRON", mt_dialect_name(dl));
-            if (te)
-                mt_kv_set(env, "MOETUNE_SIM_TE", te);
-        }
         mt_kv_unset(env, "WORLD_SIZE");
         /* under srun every task runs the sim: task 0 prints, the others are silent */
         if (kind == MT_LAUNCHER_SRUN)

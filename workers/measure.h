@@ -101,6 +101,11 @@ typedef struct mt_measure {
  * contract's validation steps; every other kind: the screen's).  The run is
  * stored under this id, and the engine names the job, its memo key and its
  * run directory by it, so the three agree. */
+/* The cluster a sim contract's runs stand for, as the environment
+ * moetune-sim reads (MOETUNE_SIM_GPU, _GPUS_PER_NODE, _NODES,
+ * _NVLINK_DOMAIN, _ROUTING: the contract's, or "natural" when routing says
+ * so, _MEGATRON and _TE: the declared stack), set into env. */
+void mt_measure_sim_env(const mt_contract *c, const char *routing, mt_kv *env);
 void mt_measure_config_id(const mt_contract *c, const mt_kv *cfg, const char *kind,
                           char out[17]);
 /* That config itself (caller owns it: mt_kv_destroy); NULL when out of
