@@ -127,6 +127,17 @@ static double busiest_stage_layers(const sim_cfg *c, int *vpp)
     return stage_layers(c, -1, vpp);
 }
 
+/* The pipeline stage with the most layers (the first of them). */
+static int busiest_stage(const sim_cfg *c)
+{
+    int pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;
+    int st, best = 0, v;
+    for (st = 1; st < pp; st++)
+        if (stage_layers(c, st, &v) > stage_layers(c, best, &v))
+            best = st;
+    return best;
+}
+
 /* Parameters one GPU of pipeline stage `stage` holds: the non-expert ones
  * (sharded over TP, replicated over DP) and its local experts' (sharded over
  * EP x ETP, replicated over the expert-DP group). */
@@ -392,11 +403,7 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
                  * weighs on GPUs with many local experts and few tokens
                  * each */
                 double nonexp_p, exp_p, wb = fp8 || fp4 ? 1.0 : 2.0;
-                int st, v, best_st = 0;
-                for (st = 1; st < (int)pp; st++)
-                    if (stage_layers(c, st, &v) > stage_layers(c, best_st, &v))
-                        best_st = st;
-                rank_params(c, best_st, &nonexp_p, &exp_p);
+                rank_params(c, busiest_stage(c), &nonexp_p, &exp_p);
                 mem_t += micro * (nonexp_p + exp_p) * (2 * wb + 8) / hbm;
             }
             if (fp8 || fp4) {
@@ -598,11 +605,7 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
          * parameters all-gathered (distributed optimizer), (n-1)/n of them
          * per GPU, over the NIC once the group leaves the node */
         double edp = floor(world / (ep * sim_etp(c) * pp)), nonexp, expp, shard;
-        int busiest = 0, s_i, v;
-        for (s_i = 1; s_i < (int)pp; s_i++)
-            if (stage_layers(c, s_i, &v) > stage_layers(c, busiest, &v))
-                busiest = s_i;
-        rank_params(c, busiest, &nonexp, &expp);
+        rank_params(c, busiest_stage(c), &nonexp, &expp);
         {
             double dense_span = dp * tp * cp, exp_span = edp * ep * sim_etp(c);
             double bw_d =
