@@ -1428,6 +1428,14 @@ static tk *base_where_estimate_errs(int over, double *est, double *peak)
     return t;
 }
 
+/* The bundle's first fit-phase decision (the base's), or NULL. */
+static const cJSON *first_fit_record(const cJSON *b)
+{
+    const cJSON *x;
+    cJSON_ArrayForEach(x, get(b, "decisions")) if (!strcmp(str(x, "phase"), "fit")) return x;
+    return NULL;
+}
+
 /* The estimate says the base does not fit but lies within its declared
  * uncertainty, and the sim's peak fits: the probe decides, the base is kept
  * with its figures recorded.  With no uncertainty declared, the same base
@@ -1437,7 +1445,7 @@ START_TEST(fit_probe_keeps_a_base_within_the_uncertainty)
     char base[256];
     double est, peak, hbm, usable;
     tk *t = base_where_estimate_errs(1, &est, &peak);
-    const cJSON *first = NULL, *x, *fit;
+    const cJSON *first = NULL, *fit;
     cJSON *b;
     hbm = strtod(mt_kv_get(t->contract->hardware, "hbm_gb"), NULL);
     /* the usable memory between the two figures; the estimate inside the band */
@@ -1446,8 +1454,7 @@ START_TEST(fit_probe_keeps_a_base_within_the_uncertainty)
     t->contract->memory_uncertainty = est / usable - 1 + 0.01;
     fresh(base, sizeof base, "band");
     b = model_tune(t, base, "K", 30);
-    cJSON_ArrayForEach(x, get(b, "decisions")) if (!first && !strcmp(str(x, "phase"), "fit"))
-        first = x;
+    first = first_fit_record(b);
     ck_assert_ptr_nonnull(first);
     ck_assert_str_eq(str(first, "variable"), "base");
     ck_assert_str_eq(str(first, "verdict"), "kept");
@@ -1466,8 +1473,7 @@ START_TEST(fit_probe_keeps_a_base_within_the_uncertainty)
     t->contract->memory_uncertainty = 0;
     b = model_tune(t, base, "Z", 30);
     first = NULL;
-    cJSON_ArrayForEach(x, get(b, "decisions")) if (!first && !strcmp(str(x, "phase"), "fit"))
-        first = x;
+    first = first_fit_record(b);
     ck_assert_ptr_nonnull(first);
     ck_assert_str_eq(str(first, "verdict"), "rejected");
     ck_assert_msg(strstr(str(first, "reason"), "by more than its 0% uncertainty") &&
@@ -1489,14 +1495,13 @@ START_TEST(fit_probe_rejects_a_base_the_estimate_passes)
     char base[256];
     double est, peak, hbm;
     tk *t = base_where_estimate_errs(0, &est, &peak);
-    const cJSON *first = NULL, *x, *fit;
+    const cJSON *first = NULL, *fit;
     cJSON *b;
     hbm = strtod(mt_kv_get(t->contract->hardware, "hbm_gb"), NULL);
     t->contract->memory_headroom = 1 - (est + peak) / 2 / hbm;
     fresh(base, sizeof base, "under");
     b = model_tune(t, base, "U", 30);
-    cJSON_ArrayForEach(x, get(b, "decisions")) if (!first && !strcmp(str(x, "phase"), "fit"))
-        first = x;
+    first = first_fit_record(b);
     ck_assert_ptr_nonnull(first);
     ck_assert_str_eq(str(first, "variable"), "base");
     ck_assert_str_eq(str(first, "verdict"), "rejected");
