@@ -25,6 +25,7 @@
 #define MAX_AB 48      /* A/B decisions of one tune, a safety bound */
 #define MAX_REPS 40    /* replicates per arm of one decision */
 #define REP_BLOCK 100  /* replicate numbers reserved per decision */
+#define MAX_ARMS 6     /* values of one variable screened together */
 
 void mt_tune_opts_init(mt_tune_opts *o)
 {
@@ -523,6 +524,48 @@ static cJSON *arm_json(eng *e, const mt_kv *cfg, const double *x, const double *
 
 /* ---- one A/B ------------------------------------------------------------------------------ */
 
+/* The replicates of one multi-arm screen, shared by its A/Bs: each
+ * (config, replicate) runs once, so every arm is compared with the same
+ * control runs and the follow-up between two arms reads the runs their
+ * screens made. */
+typedef struct arm_pool {
+    struct pooled {
+        char id[17];
+        int rep;
+        cJSON *job;
+    } *v;
+    size_t n;
+} arm_pool;
+
+static const cJSON *pool_get(const arm_pool *p, const char *id, int rep)
+{
+    size_t i;
+    for (i = 0; p && i < p->n; i++)
+        if (p->v[i].rep == rep && !strcmp(p->v[i].id, id))
+            return p->v[i].job;
+    return NULL;
+}
+
+static void pool_put(arm_pool *p, const char *id, int rep, const cJSON *job)
+{
+    struct pooled *v;
+    if (!p || !job || pool_get(p, id, rep) || !(v = realloc(p->v, (p->n + 1) * sizeof *v)))
+        return;
+    p->v = v;
+    memcpy(v[p->n].id, id, 17);
+    v[p->n].rep = rep;
+    v[p->n++].job = cJSON_Duplicate(job, 1);
+}
+
+static void pool_clear(arm_pool *p)
+{
+    size_t i;
+    for (i = 0; i < p->n; i++)
+        cJSON_Delete(p->v[i].job);
+    free(p->v);
+    memset(p, 0, sizeof *p);
+}
+
 typedef struct ab_in {
     const char *phase, *variable, *wall;
     const mt_kv *ctl, *cand;
@@ -531,6 +574,10 @@ typedef struct ab_in {
     int gate;     /* 1: the full gate; 0: the statistics only (ablation) */
     int validate; /* validation runs */
     const char *routing; /* NULL: the contract's; "natural": the router's own */
+    double alpha;        /* > 0: this decision's alpha (a multi-arm screen's share) */
+    int rep_base;        /* > 0: replicates rep_base * REP_BLOCK + i (a multi-arm group's) */
+    arm_pool *pool;      /* runs shared with the group's other A/Bs, or NULL */
+    int pending;         /* 1: the caller commits the record (ab_commit) */
 } ab_in;
 
 typedef struct ab_out {
@@ -539,7 +586,12 @@ typedef struct ab_out {
     int accepted;
     char reason[600];
     double gain; /* -effect */
-    cJSON *decision; /* borrowed: the record in e->decisions */
+    cJSON *decision; /* the record: borrowed from e->decisions, or owned when pending */
+    /* what ab_commit stores */
+    int seq;
+    cJSON *stats;
+    int64_t cruns[MAX_REPS], xruns[MAX_REPS];
+    int nruns;
 } ab_out;
 
 static void store_decision(eng *e, int seq, const ab_in *in, const char *verdict, cJSON *stats,
@@ -654,6 +706,26 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
     return ok;
 }
 
+/* Stores a decision and adds its record to the bundle's; the record's
+ * verdict and reason are the ones stored (a multi-arm screen sets them once
+ * it has selected among the arms). */
+static void ab_commit(eng *e, const ab_in *in, ab_out *out)
+{
+    cJSON *rec = out->decision;
+    store_decision(e, out->seq, in, eng_str(rec, "verdict"), out->stats, eng_str(rec, "reason"),
+                   out->cruns, (size_t)out->nruns, out->xruns, (size_t)out->nruns);
+    cJSON_AddItemToArray(e->decisions, rec);
+    cJSON_Delete(out->stats);
+    out->stats = NULL;
+}
+
+/* A record's verdict and reason, replaced. */
+static void rec_verdict(cJSON *rec, const char *verdict, const char *reason)
+{
+    cJSON_ReplaceItemInObjectCaseSensitive(rec, "verdict", cJSON_CreateString(verdict));
+    cJSON_ReplaceItemInObjectCaseSensitive(rec, "reason", cJSON_CreateString(reason));
+}
+
 static int ab(eng *e, const ab_in *in, ab_out *out)
 {
     int seq = ++e->seq, look = 0, target, n = 0, i, failed = 0, budget_cut = 0;
@@ -666,29 +738,43 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
     const char *kind = in->validate ? "validate" : "screen";
     memset(out, 0, sizeof *out);
     design(e, &ds, in->validate, seq);
+    if (in->alpha > 0)
+        ds.alpha = in->alpha;
     target = ds.initial;
     mt_config_id(in->ctl, cid);
     mt_config_id(in->cand, xid);
     for (;;) {
-        int k = target - n, j = 0;
+        int k = target - n, j = 0, base = (in->rep_base > 0 ? in->rep_base : seq) * REP_BLOCK;
         jobreq *q = calloc((size_t)(2 * k), sizeof *q);
+        const cJSON **got = calloc((size_t)(2 * k), sizeof *got);
+        int *slot = calloc((size_t)(2 * k), sizeof *slot);
         for (i = n; i < target; i++) {
-            q[j].cfg = in->ctl, memcpy(q[j].id, cid, 17), q[j].kind = kind;
-            q[j].routing = in->routing;
-            q[j].rep = seq * REP_BLOCK + i, q[j++].phase = in->phase;
-            q[j].cfg = in->cand, memcpy(q[j].id, xid, 17), q[j].kind = kind;
-            q[j].routing = in->routing;
-            q[j].rep = seq * REP_BLOCK + i, q[j++].phase = in->phase;
+            int a;
+            for (a = 0; a < 2; a++) {
+                const char *id = a ? xid : cid;
+                int s = 2 * (i - n) + a;
+                if ((got[s] = pool_get(in->pool, id, base + i)) != NULL)
+                    continue; /* this group ran it already */
+                slot[s] = j;
+                q[j].cfg = a ? in->cand : in->ctl, memcpy(q[j].id, id, 17), q[j].kind = kind;
+                q[j].routing = in->routing;
+                q[j].rep = base + i, q[j++].phase = in->phase;
+            }
         }
         if (eng_exec(e, q, (size_t)j)) {
             eng_jobs_free(q, (size_t)j);
-            free(q);
+            free(q), free(got), free(slot);
             cJSON_Delete(cjobs), cJSON_Delete(xjobs), cJSON_Delete(rec), cJSON_Delete(stats);
             cJSON_Delete(ev);
             return -1;
         }
-        for (i = 0; i < j; i += 2) {
-            cJSON *c = q[i].out, *x = q[i + 1].out;
+        for (i = 0; i < 2 * k; i++)
+            if (!got[i]) {
+                got[i] = q[slot[i]].out;
+                pool_put(in->pool, q[slot[i]].id, q[slot[i]].rep, got[i]);
+            }
+        for (i = 0; i < 2 * k; i += 2) {
+            const cJSON *c = got[i], *x = got[i + 1];
             if (!failed && !eng_job_ok(x)) {
                 snprintf(out->reason, sizeof out->reason, "the candidate's run failed: %s (%s)",
                          eng_str(x, "outcome"), eng_str(x, "evidence"));
@@ -709,7 +795,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             cJSON_AddItemToArray(xjobs, cJSON_Duplicate(x, 1));
         }
         eng_jobs_free(q, (size_t)j);
-        free(q);
+        free(q), free(got), free(slot);
         if (failed)
             break;
         if (mt_stats_decide(&ds, xs, (size_t)n, ys, (size_t)n, look, &out->dec) == 0) {
@@ -860,10 +946,15 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
         cJSON_AddItemToObject(rec, "evidence", ev);
         ev = NULL;
     }
-    store_decision(e, seq, in, cJSON_GetObjectItemCaseSensitive(rec, "verdict")->valuestring,
-                   stats, out->reason, cruns, (size_t)n, xruns, (size_t)n);
-    cJSON_AddItemToArray(e->decisions, rec);
     out->decision = rec;
+    out->seq = seq;
+    out->stats = stats;
+    stats = NULL;
+    memcpy(out->cruns, cruns, sizeof cruns);
+    memcpy(out->xruns, xruns, sizeof xruns);
+    out->nruns = n;
+    if (!in->pending)
+        ab_commit(e, in, out);
     if (!e->baseline_arm && !in->validate && !in->routing) {
         /* the first screen of the base (or of the config the fit phase made
          * of it): the baseline's figures for status.json */
@@ -1298,6 +1389,51 @@ static int wall_rank(uint32_t walls, const cJSON *w)
     return 2;
 }
 
+/* How one arm of a multi-arm screen went, for the walk's bookkeeping. */
+typedef struct arm_result {
+    int screened; /* its A/B ran */
+    int worse;    /* significantly slower than the control */
+    int memory;   /* refused for memory (the gate's figures or an OOM) */
+    double near;  /* < 0: a near miss (faster, but under the minimum effect) */
+} arm_result;
+
+static int refused_for_memory(const ab_out *o)
+{
+    return !o->accepted && (!strncmp(o->reason, "memory:", 7) || strstr(o->reason, "failed: oom"));
+}
+
+/* Candidate k, accepted by decision rec: it becomes the best. */
+static void take_change(eng *e, const mt_candidate *k, const ab_in *in, const cJSON *rec)
+{
+    cJSON *a = cJSON_CreateObject();
+    const cJSON *cand = cJSON_GetObjectItemCaseSensitive(rec, "candidate");
+    cJSON_AddStringToObject(a, "variable", k->variable);
+    cJSON_AddStringToObject(a, "summary", k->summary);
+    cJSON_AddItemToObject(a, "change", cJSON_Duplicate(in->changes, 1));
+    cJSON_AddItemToObject(a, "repairs", cJSON_Duplicate(in->repairs, 1));
+    cJSON_AddNumberToObject(a, "label", k->label);
+    cJSON_AddItemToArray(e->accepted, a);
+    if (e->res) {
+        mt_tune_result *r = e->res;
+        mt_kv **f = realloc(r->accepted_from, (r->n_accepted + 1) * sizeof *f);
+        mt_kv **t = f ? realloc(r->accepted_to, (r->n_accepted + 1) * sizeof *t) : NULL;
+        if (f)
+            r->accepted_from = f;
+        if (t) {
+            r->accepted_to = t;
+            r->accepted_from[r->n_accepted] = mt_kv_dup(e->best);
+            r->accepted_to[r->n_accepted++] = mt_kv_dup(k->config);
+        }
+    }
+    mt_kv_destroy(&e->best);
+    e->best = mt_kv_dup(k->config);
+    e->best_ms = eng_num(cand, "median") * 1000;
+    cJSON_Delete(e->best_arm);
+    e->best_arm = cJSON_Duplicate(cand, 1);
+    /* the gate read its replicates' hottest GPU */
+    e->best_peak_gb = eng_num(cJSON_GetObjectItemCaseSensitive(rec, "evidence"), "peak_gb");
+}
+
 /* Screens candidate k against the best; accepts through the gate. */
 static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJSON *wall,
                             int *accepted, double *near_effect)
@@ -1321,8 +1457,7 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
     rc = ab(e, &in, &out);
     *accepted = 0;
     e->last_worse = rc == 0 && out.have_stats && out.dec.verdict == MT_STATS_WORSE;
-    e->last_memory = rc == 0 && !out.accepted &&
-                     (!strncmp(out.reason, "memory:", 7) || strstr(out.reason, "failed: oom"));
+    e->last_memory = rc == 0 && refused_for_memory(&out);
     /* a near miss: refused only for being smaller than the minimum effect,
      * with the candidate estimated faster (the bundle below) */
     if (near_effect)
@@ -1334,43 +1469,237 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
         /* an accepted screen's reason starts "accepted: " itself */
         eng_progress(e, "%s %s%s", k->variable, out.accepted ? "" : "rejected: ", out.reason);
         if (out.accepted) {
-            cJSON *a = cJSON_CreateObject();
             *accepted = 1;
-            cJSON_AddStringToObject(a, "variable", k->variable);
-            cJSON_AddStringToObject(a, "summary", k->summary);
-            cJSON_AddItemToObject(a, "change", cJSON_Duplicate(in.changes, 1));
-            cJSON_AddItemToObject(a, "repairs", cJSON_Duplicate(in.repairs, 1));
-            cJSON_AddNumberToObject(a, "label", k->label);
-            cJSON_AddItemToArray(e->accepted, a);
-            if (e->res) {
-                mt_tune_result *r = e->res;
-                mt_kv **f = realloc(r->accepted_from, (r->n_accepted + 1) * sizeof *f);
-                mt_kv **t = f ? realloc(r->accepted_to, (r->n_accepted + 1) * sizeof *t) : NULL;
-                if (f)
-                    r->accepted_from = f;
-                if (t) {
-                    r->accepted_to = t;
-                    r->accepted_from[r->n_accepted] = mt_kv_dup(e->best);
-                    r->accepted_to[r->n_accepted++] = mt_kv_dup(k->config);
-                }
-            }
-            mt_kv_destroy(&e->best);
-            e->best = mt_kv_dup(k->config);
-            e->best_ms = eng_num(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"),
-                                 "median") *
-                         1000;
-            cJSON_Delete(e->best_arm);
-            e->best_arm =
-                cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"), 1);
-            /* the gate read its replicates' hottest GPU */
-            e->best_peak_gb =
-                eng_num(cJSON_GetObjectItemCaseSensitive(out.decision, "evidence"), "peak_gb");
+            take_change(e, k, &in, out.decision);
         }
     }
     (void)wall;
     cJSON_Delete(in.changes);
     cJSON_Delete(in.repairs);
     return rc;
+}
+
+/* How many knobs candidate k changes in the incumbent, repairs included. */
+static int knobs_changed(eng *e, const mt_candidate *k)
+{
+    cJSON *d = diff_json(e->best, k->config);
+    int n = cJSON_GetArraySize(d);
+    cJSON_Delete(d);
+    return n;
+}
+
+static double rec_median(const cJSON *rec, const char *arm)
+{
+    return eng_num(cJSON_GetObjectItemCaseSensitive(rec, arm), "median");
+}
+
+/* A variable with several values (dispatcher type and backend, SM counts,
+ * graph scopes, recompute module sets, layouts) screened as one multi-arm
+ * comparison against one matched control, so that which value wins does
+ * not depend on the order the plugins propose them in:
+ *  1. every arm against the control, on the same control runs (the pool),
+ *     each through the full gate at alpha / m: Bonferroni over the m arms,
+ *     so the chance of accepting any arm that is not faster stays within
+ *     the contract's alpha;
+ *  2. among the k arms that pass, the one with the lowest median leads, and
+ *     each other is compared with the leader (the statistics alone, at
+ *     alpha / (k - 1), on the runs both already have, with more replicates
+ *     while undecided): an arm faster than the leader by the minimum effect
+ *     replaces it; one slower, or within the minimum effect, does not.
+ * This is an indifference-zone selection with the minimum effect as the
+ * zone: the arm kept is within the minimum effect of the fastest passing
+ * arm unless a follow-up errs, at a rate within alpha.  Every arm's record
+ * is in the bundle (arms: group, of, selected), so are the follow-ups
+ * (phase "select"), and only the selected arm's verdict is "accepted". */
+static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, int *accepted,
+                       arm_result *res)
+{
+    arm_pool pool = {0};
+    ab_in in[MAX_ARMS], sin[MAX_ARMS];
+    ab_out *out = calloc(MAX_ARMS, sizeof *out), *sout = calloc(MAX_ARMS, sizeof *sout);
+    char wname[MAX_ARMS][64], note[MAX_ARMS][400];
+    size_t ran = 0, ns = 0, j, pass = 0;
+    int group, rc = 0, lead = -1, sel_arm[MAX_ARMS];
+    double alpha = e->c->alpha / (double)m;
+    *accepted = 0;
+    memset(res, 0, m * sizeof *res);
+    memset(note, 0, sizeof note);
+    if (!out || !sout) {
+        free(out), free(sout);
+        return -1;
+    }
+    group = ++e->seq; /* the group's replicate numbers */
+    eng_progress(e, "screening %s: %zu values against one control, alpha %.3g each", k[0]->variable,
+                 m, alpha);
+    for (j = 0; j < m; j++) {
+        memset(&in[j], 0, sizeof in[j]);
+        mt_wall_format(k[j]->walls, wname[j], sizeof wname[j]);
+        in[j].phase = phase;
+        in[j].variable = k[j]->variable;
+        in[j].wall = wname[j];
+        in[j].ctl = e->best;
+        in[j].cand = k[j]->config;
+        in[j].changes = changes_json(k[j]->sets, e->best);
+        in[j].repairs = changes_json(k[j]->repairs, e->best);
+        in[j].label = k[j]->label;
+        in[j].gate = 1;
+        in[j].alpha = alpha;
+        in[j].rep_base = group;
+        in[j].pool = &pool;
+        in[j].pending = 1;
+    }
+    for (j = 0; j < m; j++) {
+        ab_out *o = &out[j];
+        eng_progress(e, "screening %s, value %zu of %zu: %s", k[j]->variable, j + 1, m,
+                     k[j]->summary);
+        if ((rc = ab(e, &in[j], o)) != 0)
+            break;
+        ran++;
+        res[j].screened = 1;
+        res[j].worse = o->have_stats && o->dec.verdict == MT_STATS_WORSE;
+        res[j].memory = refused_for_memory(o);
+        res[j].near = !o->accepted && o->have_stats && o->dec.effect < 0 &&
+                              !strncmp(o->reason, "below the minimum effect", 24)
+                          ? o->dec.effect
+                          : 0;
+        eng_progress(e, "%s value %zu %s%s", k[j]->variable, j + 1,
+                     o->accepted ? "passes: " : "rejected: ", o->reason);
+        if (o->accepted) {
+            pass++;
+            if (lead < 0 || rec_median(o->decision, "candidate") <
+                                rec_median(out[lead].decision, "candidate"))
+                lead = (int)j;
+        }
+    }
+    if (rc == 0 && pass >= 2) {
+        size_t ord[MAX_ARMS], no = 0, a, b;
+        double a2 = e->c->alpha / (double)(pass - 1);
+        for (j = 0; j < m; j++)
+            if (out[j].accepted && (int)j != lead)
+                ord[no++] = j;
+        for (a = 1; a < no; a++) /* by median, ascending (a stable insertion sort) */
+            for (b = a; b > 0 && rec_median(out[ord[b]].decision, "candidate") <
+                                     rec_median(out[ord[b - 1]].decision, "candidate");
+                 b--) {
+                size_t tmp = ord[b];
+                ord[b] = ord[b - 1], ord[b - 1] = tmp;
+            }
+        for (a = 0; a < no && rc == 0; a++) {
+            size_t c = ord[a];
+            ab_in *si = &sin[ns];
+            ab_out *so = &sout[ns];
+            char why[600];
+            int l = lead;
+            memset(si, 0, sizeof *si);
+            si->phase = "select";
+            si->variable = k[c]->variable;
+            si->wall = wname[c];
+            si->ctl = k[l]->config;
+            si->cand = k[c]->config;
+            si->changes = diff_json(k[l]->config, k[c]->config);
+            si->repairs = cJSON_CreateArray();
+            si->label = k[c]->label;
+            si->alpha = a2;
+            si->rep_base = group;
+            si->pool = &pool;
+            si->pending = 1;
+            eng_progress(e, "selecting %s: value %zu against the leader, value %d", k[c]->variable,
+                         c + 1, l + 1);
+            if ((rc = ab(e, si, so)) != 0) {
+                cJSON_Delete(si->changes), cJSON_Delete(si->repairs);
+                break;
+            }
+            sel_arm[ns++] = (int)c;
+            if (so->have_stats && (so->dec.verdict == MT_STATS_BETTER ||
+                                   (so->dec.verdict != MT_STATS_WORSE &&
+                                    knobs_changed(e, k[c]) < knobs_changed(e, k[l])))) {
+                int better = so->dec.verdict == MT_STATS_BETTER;
+                snprintf(why, sizeof why, "value %zu is %s value %d (%+.2f%%, p %.3g, alpha %.3g): "
+                         "it leads", c + 1,
+                         better ? "faster by at least the minimum effect than"
+                                : "the smaller change (fewer knobs), and within the minimum "
+                                  "effect of",
+                         l + 1, 100 * so->dec.effect, so->dec.p, so->dec.alpha_look);
+                snprintf(note[l], sizeof note[l], "value %zu is %s (%+.2f%%, p %.3g)", c + 1,
+                         better ? "faster by at least the minimum effect"
+                                : "within the minimum effect and changes fewer knobs",
+                         100 * so->dec.effect, so->dec.p);
+                lead = (int)c;
+            } else {
+                const char *how = !so->have_stats ? "not compared"
+                                  : so->dec.verdict == MT_STATS_WORSE
+                                      ? "slower than the leader by at least the minimum effect"
+                                      : "within the minimum effect of the leader, which has the "
+                                        "lower median or changes fewer knobs";
+                snprintf(why, sizeof why, "value %zu is %s (%+.2f%%, p %.3g, alpha %.3g): value "
+                         "%d leads", c + 1, how, so->have_stats ? 100 * so->dec.effect : NAN,
+                         so->have_stats ? so->dec.p : NAN, so->have_stats ? so->dec.alpha_look : NAN,
+                         l + 1);
+                snprintf(note[c], sizeof note[c], "against value %d it is %s (%+.2f%%)", l + 1,
+                         how, so->have_stats ? 100 * so->dec.effect : NAN);
+            }
+            rec_verdict(so->decision, lead == (int)c ? "accepted" : "rejected", why);
+            eng_progress(e, "select %s: %s", k[c]->variable, why);
+        }
+    }
+    /* the records, the arms first */
+    for (j = 0; j < ran; j++) {
+        cJSON *rec = out[j].decision, *arms = cJSON_CreateObject();
+        int chosen = rc == 0 && (int)j == lead;
+        cJSON_AddNumberToObject(arms, "group", group);
+        cJSON_AddNumberToObject(arms, "value", (double)(j + 1));
+        cJSON_AddNumberToObject(arms, "of", (double)m);
+        cJSON_AddBoolToObject(arms, "selected", chosen);
+        cJSON_AddNumberToObject(arms, "alpha", alpha);
+        cJSON_AddItemToObject(rec, "arms", arms);
+        if (out[j].accepted && !chosen) {
+            char why[1200];
+            snprintf(why, sizeof why,
+                     "passed the gate (%.590s), not selected: %.400s; value %d is selected",
+                     out[j].reason, note[j][0] ? note[j] : "the run stopped", lead + 1);
+            rec_verdict(rec, "rejected", why);
+            out[j].accepted = 0;
+        }
+        if (rc == 0)
+            ab_commit(e, &in[j], &out[j]);
+        else
+            cJSON_Delete(rec), cJSON_Delete(out[j].stats);
+    }
+    for (j = 0; j < ns; j++) {
+        cJSON *arms = cJSON_CreateObject();
+        cJSON_AddNumberToObject(arms, "group", group);
+        cJSON_AddNumberToObject(arms, "value", sel_arm[j] + 1);
+        cJSON_AddNumberToObject(arms, "of", (double)m);
+        cJSON_AddBoolToObject(arms, "selected", rc == 0 && sel_arm[j] == lead);
+        cJSON_AddNumberToObject(arms, "alpha", e->c->alpha / (double)(pass - 1));
+        cJSON_AddItemToObject(sout[j].decision, "arms", arms);
+        if (rc == 0)
+            ab_commit(e, &sin[j], &sout[j]);
+        else
+            cJSON_Delete(sout[j].decision), cJSON_Delete(sout[j].stats);
+        cJSON_Delete(sin[j].changes), cJSON_Delete(sin[j].repairs);
+    }
+    if (rc == 0 && lead >= 0) {
+        *accepted = 1;
+        take_change(e, k[lead], &in[lead], out[lead].decision);
+        eng_progress(e, "%s: value %d selected: %s", k[lead]->variable, lead + 1,
+                     out[lead].reason);
+    }
+    for (j = 0; j < m; j++)
+        cJSON_Delete(in[j].changes), cJSON_Delete(in[j].repairs);
+    pool_clear(&pool);
+    free(out), free(sout);
+    return rc;
+}
+
+/* What a candidate the engine put together owns (sets, repairs, config,
+ * violations, notes), freed. */
+static void built_release(mt_candidate *pc)
+{
+    mt_kv_destroy(&pc->sets), mt_kv_destroy(&pc->config), mt_kv_destroy(&pc->repairs);
+    mt_violations_free(&pc->violations);
+    mt_strlist_free(&pc->repair_notes);
+    mt_strlist_free(&pc->notes);
 }
 
 /* Screens a candidate the engine put together (pc's plugin, variable,
@@ -1405,31 +1734,32 @@ static int screen_built(eng *e, const char *phase, mt_candidate *pc, const cJSON
             }
         }
     }
-    mt_kv_destroy(&pc->sets), mt_kv_destroy(&pc->config), mt_kv_destroy(&pc->repairs);
-    mt_violations_free(&pc->violations);
-    mt_strlist_free(&pc->repair_notes);
-    mt_strlist_free(&pc->notes);
+    built_release(pc);
     return screened;
 }
 
 /* A change that is fast but does not fit (the gate's memory refusal, or an
- * OOM) is tried once more together with a change that makes room: a
- * memory-wall candidate or a smaller micro-batch, from the declared space.
- * The pairing is disclosed in the decision (variable "X+Y"); at most two
- * pairings per refused change. */
-static int pair_for_memory(eng *e, const char *phase, mt_candidates *cs, size_t pick,
-                           const cJSON *wall, tried *t, int *accepted, int *ab_count)
+ * OOM) is tried once more together with a change that makes room: each
+ * memory-wall candidate and a smaller micro-batch, from the declared space,
+ * whose pairing is legal, may fit and was not tried from this incumbent.
+ * The pairings are the values of one multi-arm screen (one alone, a plain
+ * screen), so the room-maker that costs least wins, whatever the plugins'
+ * order; each is disclosed in its decision (variable "X+Y"). */
+static int pair_for_memory(eng *e, const char *phase, mt_candidates *cs, size_t pick, tried *t,
+                           int *accepted, int *ab_count)
 {
-    mt_candidate *x = &cs->v[pick];
-    size_t m;
-    int pairs = 0, rc = 0;
-    for (m = 0; m < cs->n && pairs < 2 && !*accepted && rc == 0; m++) {
-        mt_candidate *mk = &cs->v[m], pc;
-        char var[256], sum[600];
+    mt_candidate *x = &cs->v[pick], pc[MAX_ARMS], *ks[MAX_ARMS];
+    char var[MAX_ARMS][256], sum[MAX_ARMS][600], best_id[17], key[MAX_ARMS][64];
+    size_t mi, m = 0, i;
+    int rc = 0;
+    mt_stats_design ds;
+    mt_config_id(e->best, best_id);
+    for (mi = 0; mi < cs->n && m < MAX_ARMS; mi++) {
+        mt_candidate *mk = &cs->v[mi], *p = &pc[m];
+        char kid[17];
         const char *k, *v;
-        size_t i;
         int lower_mbs = 0;
-        if (m == pick || mk->reject || mk->violations.n || !mk->config ||
+        if (mi == pick || mk->reject || mk->violations.n || !mk->config ||
             !strcmp(mk->variable, x->variable))
             continue;
         if (!strcmp(mk->variable, "mbs")) {
@@ -1441,33 +1771,55 @@ static int pair_for_memory(eng *e, const char *phase, mt_candidates *cs, size_t 
             continue;
         if (!label_allowed(e, mk->label) || !in_space(e, e->best, mk->config))
             continue;
-        memset(&pc, 0, sizeof pc);
-        snprintf(var, sizeof var, "%s+%s", x->variable, mk->variable);
-        snprintf(sum, sizeof sum, "%s, with %s to make room", x->summary, mk->summary);
-        pc.plugin = x->plugin;
-        pc.variable = var;
-        pc.summary = sum;
-        pc.walls = x->walls;
-        pc.label = (x->label | mk->label) & MT_LABEL_BENCHMARK_ONLY ? MT_LABEL_BENCHMARK_ONLY
-                                                                     : MT_LABEL_TRAINING_EQUIVALENT;
-        pc.sets = mt_kv_new();
-        pc.repairs = mt_kv_new();
+        memset(p, 0, sizeof *p);
+        snprintf(var[m], sizeof var[m], "%s+%s", x->variable, mk->variable);
+        snprintf(sum[m], sizeof sum[m], "%s, with %s to make room", x->summary, mk->summary);
+        p->plugin = x->plugin;
+        p->variable = var[m];
+        p->summary = sum[m];
+        p->walls = x->walls;
+        p->label = (x->label | mk->label) & MT_LABEL_BENCHMARK_ONLY ? MT_LABEL_BENCHMARK_ONLY
+                                                                    : MT_LABEL_TRAINING_EQUIVALENT;
+        p->sets = mt_kv_new();
+        p->repairs = mt_kv_new();
         for (i = 0; x->sets && mt_kv_entry(x->sets, i, &k, &v) == 0; i++)
-            mt_kv_set(pc.sets, k, v);
+            mt_kv_set(p->sets, k, v);
         for (i = 0; mk->sets && mt_kv_entry(mk->sets, i, &k, &v) == 0; i++)
-            mt_kv_set(pc.sets, k, v);
-        switch (screen_built(e, phase, &pc, wall, t, accepted, &rc)) {
-        case 1:
-            (*ab_count)++;
-            pairs++;
-            break;
-        case -1:
-            pairs = 2; /* the budget: no more pairings */
-            break;
-        default:
-            break;
+            mt_kv_set(p->sets, k, v);
+        mt_candidate_apply(e->reg, e->c, e->best, p, e->d);
+        if (!p->config || p->violations.n || !label_allowed(e, p->label) ||
+            !in_space(e, e->best, p->config) || !may_fit(e, p->config)) {
+            built_release(p);
+            continue;
         }
+        mt_config_id(p->config, kid);
+        snprintf(key[m], sizeof key[m], "%s>%s", best_id, kid);
+        for (i = 0; i < m && strcmp(key[i], key[m]); i++)
+            ;
+        if (i < m || tried_has(t, key[m])) {
+            built_release(p);
+            continue;
+        }
+        m++;
     }
+    design(e, &ds, 0, 0);
+    while (m > 0 && !afford(e, (int)(m + 1) * ds.initial))
+        built_release(&pc[--m]); /* as many pairings as the budget affords */
+    if (m > 0) {
+        for (i = 0; i < m; i++) {
+            tried_add(t, key[i]);
+            ks[i] = &pc[i];
+        }
+        if (m == 1) {
+            rc = screen_candidate(e, phase, &pc[0], NULL, accepted, NULL);
+        } else {
+            arm_result ar[MAX_ARMS];
+            rc = screen_arms(e, phase, ks, m, accepted, ar);
+        }
+        (*ab_count)++;
+    }
+    for (i = 0; i < m; i++)
+        built_release(&pc[i]);
     return rc;
 }
 
@@ -1601,6 +1953,8 @@ static int phase_search(eng *e)
     tried t = {0};
     near_list nl;
     cJSON *wall = NULL;
+    char *ok = NULL; /* which of the walk's candidates may be screened now */
+    size_t arm[MAX_ARMS], m;
     int ab_count = 0, scale_left = 3, rc = 0;
     nl.n = 0;
     e->phase = "scale";
@@ -1638,14 +1992,15 @@ static int phase_search(eng *e)
         mt_config_id(e->best, best_id);
         mt_candidates_for(e->reg, e->c, e->best, ev, 0, &cs, e->d);
         mt_kv_destroy(&ev);
-        for (i = 0; i < cs.n; i++) {
+        free(ok);
+        ok = calloc(cs.n + 1, 1);
+        for (i = 0; ok && i < cs.n; i++) {
             mt_candidate *k = &cs.v[i];
             char key[64], kid[17];
             int is_layout = !strcmp(k->plugin, "folding"), rank;
             if (k->reject || k->violations.n || !k->config)
                 continue;
-            if (!label_allowed(e, k->label) || !in_space(e, e->best, k->config) ||
-                !may_fit(e, k->config))
+            if (!label_allowed(e, k->label) || !in_space(e, e->best, k->config))
                 continue;
             if (scale_left > 0 && !is_layout)
                 continue;
@@ -1654,10 +2009,42 @@ static int phase_search(eng *e)
             if (!strcmp(kid, best_id) || tried_has(&t, key) || tried_count(&t, k, best_id) >= 2 ||
                 tried_count(&t, k, best_id) < 0)
                 continue;
+            if (!may_fit(e, k->config)) {
+                ok[i] = 2; /* alone it does not fit: a pairing may (below) */
+                continue;
+            }
+            ok[i] = 1;
             rank = scale_left > 0 ? 0 : wall_rank(k->walls, wall);
             if (rank < best_rank) {
                 best_rank = rank;
                 pick = i;
+            }
+        }
+        if (pick == (size_t)-1 && scale_left <= 0 && ab_count < MAX_AB) {
+            /* the walk is out of changes that fit alone: those the estimate
+             * says do not fit, each paired with the changes that make room,
+             * the dominant wall's first */
+            int r;
+            for (r = 0; r <= 2 && !accepted && rc == 0; r++)
+                for (i = 0; i < cs.n && !accepted && rc == 0; i++) {
+                    char ck[1024], room[1100];
+                    if (!ok || ok[i] != 2 || wall_rank(cs.v[i].walls, wall) != r)
+                        continue;
+                    change_key(&cs.v[i], ck, sizeof ck);
+                    snprintf(room, sizeof room, "room|%s|%s", best_id, ck);
+                    if (tried_has(&t, room))
+                        continue;
+                    tried_add(&t, room);
+                    e->phase = phase;
+                    rc = pair_for_memory(e, phase, &cs, i, &t, &accepted, &ab_count);
+                }
+            if (rc || accepted) {
+                mt_candidates_free(&cs);
+                if (rc)
+                    break;
+                cJSON_Delete(wall);
+                wall = NULL; /* re-profile the new best, and walk on from it */
+                continue;
             }
         }
         if (pick == (size_t)-1) {
@@ -1680,6 +2067,11 @@ static int phase_search(eng *e)
             snprintf(e->stopped, sizeof e->stopped, "no further candidate passes the gate");
             break;
         }
+        /* the pick's variable's other values: one multi-arm screen */
+        arm[0] = pick, m = 1;
+        for (i = 0; i < cs.n && m < MAX_ARMS; i++)
+            if (i != pick && ok[i] == 1 && !strcmp(cs.v[i].variable, cs.v[pick].variable))
+                arm[m++] = i;
         {
             mt_stats_design ds;
             design(e, &ds, 0, 0);
@@ -1687,31 +2079,56 @@ static int phase_search(eng *e)
                 mt_candidates_free(&cs);
                 break;
             }
+            while (m > 1 && !afford(e, (int)(m + 1) * ds.initial))
+                m--; /* as many values as the budget affords */
+            e->stopped[0] = 0;
         }
-        {
+        for (i = 0; i < m; i++) {
             char kid[17], key[64], ck[1024];
-            mt_config_id(cs.v[pick].config, kid);
+            mt_config_id(cs.v[arm[i]].config, kid);
             snprintf(key, sizeof key, "%s>%s", best_id, kid);
             tried_add(&t, key);
-            change_key(&cs.v[pick], ck, sizeof ck);
+            change_key(&cs.v[arm[i]], ck, sizeof ck);
             tried_add(&t, ck);
         }
         e->phase = phase;
-        {
+        if (m > 1) {
+            mt_candidate *ks[MAX_ARMS];
+            arm_result ar[MAX_ARMS];
+            size_t mem = (size_t)-1;
+            for (i = 0; i < m; i++)
+                ks[i] = &cs.v[arm[i]];
+            rc = screen_arms(e, phase, ks, m, &accepted, ar);
+            for (i = 0; rc == 0 && i < m; i++) {
+                if (ar[i].worse) {
+                    char ck[1024], slow[1100];
+                    change_key(ks[i], ck, sizeof ck);
+                    snprintf(slow, sizeof slow, "slower|%s|%s", best_id, ck);
+                    tried_add(&t, slow);
+                }
+                if (!accepted && ar[i].near < 0 && !strcmp(phase, "retune"))
+                    near_add(&nl, ks[i], ar[i].near);
+                if (ar[i].memory && mem == (size_t)-1)
+                    mem = arm[i];
+            }
+            ab_count++;
+            if (rc == 0 && !accepted && mem != (size_t)-1 && !strcmp(phase, "retune"))
+                rc = pair_for_memory(e, phase, &cs, mem, &t, &accepted, &ab_count);
+        } else {
             double near_effect = 0;
             rc = screen_candidate(e, phase, &cs.v[pick], wall, &accepted, &near_effect);
             if (rc == 0 && !accepted && near_effect < 0 && !strcmp(phase, "retune"))
                 near_add(&nl, &cs.v[pick], near_effect);
+            if (rc == 0 && !accepted && e->last_worse) {
+                char ck[1024], slow[1100];
+                change_key(&cs.v[pick], ck, sizeof ck);
+                snprintf(slow, sizeof slow, "slower|%s|%s", best_id, ck);
+                tried_add(&t, slow);
+            }
+            ab_count++;
+            if (rc == 0 && !accepted && e->last_memory && !strcmp(phase, "retune"))
+                rc = pair_for_memory(e, phase, &cs, pick, &t, &accepted, &ab_count);
         }
-        if (rc == 0 && !accepted && e->last_worse) {
-            char ck[1024], slow[1100];
-            change_key(&cs.v[pick], ck, sizeof ck);
-            snprintf(slow, sizeof slow, "slower|%s|%s", best_id, ck);
-            tried_add(&t, slow);
-        }
-        ab_count++;
-        if (rc == 0 && !accepted && e->last_memory && !strcmp(phase, "retune"))
-            rc = pair_for_memory(e, phase, &cs, pick, wall, &t, &accepted, &ab_count);
         mt_candidates_free(&cs);
         if (rc)
             break;
@@ -1734,6 +2151,7 @@ static int phase_search(eng *e)
     }
     tried_free(&t);
     near_clear(&nl);
+    free(ok);
     return rc;
 }
 
