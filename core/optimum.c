@@ -34,6 +34,43 @@ static double throughput(const mt_contract *c, const mt_kv *cfg, double *step, i
     return b.tflops_per_gpu;
 }
 
+/* cfg made legal by the owners' repairs of knobs the space does not
+ * declare (sequence_parallel follows TP > 1 for MoE), as the tune's
+ * candidates are: the repaired config, or NULL when it stays illegal or a
+ * repair would move a declared knob (that config is enumerated itself). */
+static mt_kv *repair_undeclared(mt_registry *r, const mt_contract *c, const mt_kv *base,
+                                const mt_kv *cfg, mt_diag *d)
+{
+    mt_candidate k;
+    const char *kn, *v, *b;
+    size_t i;
+    mt_kv *out = NULL;
+    int ok = 1;
+    memset(&k, 0, sizeof k);
+    k.plugin = "optimum";
+    k.variable = "space";
+    k.sets = mt_kv_new();
+    k.repairs = mt_kv_new();
+    for (i = 0; mt_kv_entry(cfg, i, &kn, &v) == 0; i++)
+        if (!(b = mt_kv_get(base, kn)) || strcmp(b, v))
+            mt_kv_set(k.sets, kn, v);
+    if (k.sets && k.repairs && mt_candidate_apply(r, c, base, &k, d) == 0 && k.config &&
+        !k.violations.n && mt_kv_count(k.repairs) > 0) {
+        for (i = 0; mt_kv_entry(k.repairs, i, &kn, &v) == 0; i++)
+            if (mt_kv_get(c->space, kn))
+                ok = 0;
+        if (ok) {
+            out = k.config;
+            k.config = NULL;
+        }
+    }
+    mt_kv_destroy(&k.sets), mt_kv_destroy(&k.repairs), mt_kv_destroy(&k.config);
+    mt_violations_free(&k.violations);
+    mt_strlist_free(&k.repair_notes);
+    mt_strlist_free(&k.notes);
+    return out;
+}
+
 double mt_optimum_tflops(const mt_contract *c, const mt_kv *cfg, int *fits)
 {
     double step = 0;
@@ -88,10 +125,16 @@ int mt_optimum_find(mt_registry *r, const mt_contract *c, const mt_kv *base, siz
     cfg = mt_kv_dup(base);
     for (;;) {
         mt_violations vs = {0};
+        mt_kv *repaired;
         double tf;
         for (i = 0; i < nk; i++)
             mt_kv_set(cfg, knobs[i], vals[i][idx[i]]);
         mt_legality(r, c, cfg, &vs, d);
+        if (vs.n && (repaired = repair_undeclared(r, c, base, cfg, d)) != NULL) {
+            mt_violations_free(&vs); /* legal once an undeclared knob follows */
+            mt_kv_destroy(&cfg);
+            cfg = repaired;
+        }
         if (!vs.n) {
             tf = throughput(c, cfg, &step, &fits, NULL);
             if (tf > 0) {

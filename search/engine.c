@@ -320,9 +320,6 @@ static int label_allowed(eng *e, uint32_t label)
     return (label & e->c->labels) == label && label;
 }
 
-/* Every knob that differs between from and to is declared in the contract's
- * space and takes a declared value: knobs the contract leaves out of its
- * space are frozen at their base values. */
 static int word_in(const char *list, const char *w)
 {
     size_t n = strlen(w);
@@ -338,13 +335,17 @@ static int word_in(const char *list, const char *w)
     return 0;
 }
 
-/* An undeclared knob that moves together with a declared one of the same
- * variable (optimizer_cpu_offload brings use_precision_aware_optimizer,
- * which Megatron requires with it): declaring the variable's knob allows
- * its coupled knobs. */
+/* An undeclared boolean knob that moves together with a declared one of
+ * the same variable (sequence_parallel with TP, the precision-aware
+ * optimizer with optimizer offload): a mode that follows the declared
+ * change.  An undeclared knob of more values (PP, CP, VPP sizes) is a
+ * dimension the contract chose not to search, and is not coupled. */
 static int coupled_to_declared(eng *e, const mt_kv *from, const mt_kv *to, const char *knob)
 {
+    const mt_knob_v1 *kd = mt_registry_knob(e->reg, knob, NULL);
     size_t i;
+    if (!kd || kd->type != MT_TYPE_BOOL)
+        return 0;
     for (i = 0; i < mt_registry_count(e->reg); i++) {
         const mt_plugin *p = mt_registry_at(e->reg, i);
         uint32_t j;
@@ -371,6 +372,31 @@ static int coupled_to_declared(eng *e, const mt_kv *from, const mt_kv *to, const
     return 0;
 }
 
+/* Whether the config needs knob's change to be legal: with the knob kept
+ * at its value in from, the rest of to is illegal (a repair's
+ * CUDA_DEVICE_MAX_CONNECTIONS).  Changed by choice (the pipeline size beside
+ * an EP change, where the contract does not search PP), an undeclared knob
+ * would take the walk outside the declared space. */
+static int required_change(eng *e, const mt_kv *from, const mt_kv *to, const char *knob)
+{
+    mt_kv *kept = mt_kv_dup(to);
+    const char *f = mt_kv_get(from, knob);
+    mt_violations vs = {0};
+    int need;
+    if (!kept)
+        return 1;
+    mt_kv_set(kept, knob, f ? f : "");
+    mt_legality(e->reg, e->c, kept, &vs, e->d);
+    need = vs.n > 0;
+    mt_violations_free(&vs);
+    mt_kv_destroy(&kept);
+    return need;
+}
+
+/* Every knob that differs between from and to is declared in the contract's
+ * space and takes a declared value, or is an undeclared boolean companion or
+ * a change legality needs (above): knobs the contract leaves out of its
+ * space are otherwise frozen at their base values. */
 static int in_space(eng *e, const mt_kv *from, const mt_kv *to)
 {
     const char *k, *v;
@@ -381,7 +407,7 @@ static int in_space(eng *e, const mt_kv *from, const mt_kv *to)
         if (f && !strcmp(f, v))
             continue;
         if (!(list = mt_kv_get(e->c->space, k))) {
-            if (coupled_to_declared(e, from, to, k))
+            if (coupled_to_declared(e, from, to, k) || required_change(e, from, to, k))
                 continue;
             return 0;
         }
@@ -1612,25 +1638,26 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
             sel_arm[ns++] = (int)c;
             if (so->have_stats && (so->dec.verdict == MT_STATS_BETTER ||
                                    (so->dec.verdict != MT_STATS_WORSE &&
+                                    fabs(so->dec.effect) < e->c->min_effect / 2 &&
                                     knobs_changed(e, k[c]) < knobs_changed(e, k[l])))) {
                 int better = so->dec.verdict == MT_STATS_BETTER;
                 snprintf(why, sizeof why, "value %zu is %s value %d (%+.2f%%, p %.3g, alpha %.3g): "
                          "it leads", c + 1,
                          better ? "faster by at least the minimum effect than"
-                                : "the smaller change (fewer knobs), and within the minimum "
-                                  "effect of",
+                                : "the smaller change (fewer knobs), and within half the "
+                                  "minimum effect of",
                          l + 1, 100 * so->dec.effect, so->dec.p, so->dec.alpha_look);
                 snprintf(note[l], sizeof note[l], "value %zu is %s (%+.2f%%, p %.3g)", c + 1,
                          better ? "faster by at least the minimum effect"
-                                : "within the minimum effect and changes fewer knobs",
+                                : "within half the minimum effect and changes fewer knobs",
                          100 * so->dec.effect, so->dec.p);
                 lead = (int)c;
             } else {
                 const char *how = !so->have_stats ? "not compared"
                                   : so->dec.verdict == MT_STATS_WORSE
                                       ? "slower than the leader by at least the minimum effect"
-                                      : "within the minimum effect of the leader, which has the "
-                                        "lower median or changes fewer knobs";
+                                      : "within the minimum effect of the leader (the lower "
+                                        "median; within half of it, the smaller change)";
                 snprintf(why, sizeof why, "value %zu is %s (%+.2f%%, p %.3g, alpha %.3g): value "
                          "%d leads", c + 1, how, so->have_stats ? 100 * so->dec.effect : NAN,
                          so->have_stats ? so->dec.p : NAN, so->have_stats ? so->dec.alpha_look : NAN,

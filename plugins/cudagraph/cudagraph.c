@@ -880,6 +880,9 @@ static int propose(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
     }
 
     if (is_moe(ctx)) {
+        propose_te(ctx, out, "attn", "TE CUDA graphs on attention",
+                   "captures each layer's attention and leaves the MoE layer eager; the one "
+                   "per-layer scope of an MoE model before core 0.18 (--cuda-graph-scope attn)");
         propose_te(ctx, out, "moe_router moe_preprocess",
                    "TE CUDA graphs on moe_router + moe_preprocess",
                    "captures the static part of each MoE layer (router, EP preprocess, shared "

@@ -30,7 +30,8 @@ static const mt_knob_v1 knobs[] = {
 };
 
 static const mt_variable_v1 variables[] = {
-    {sizeof(mt_variable_v1), "ep_overlap", "overlap_moe_expert_parallel_comm", MT_WALL_COMM},
+    {sizeof(mt_variable_v1), "ep_overlap", "overlap_moe_expert_parallel_comm delay_wgrad_compute",
+     MT_WALL_COMM},
     {sizeof(mt_variable_v1), "delay_wgrad", "delay_wgrad_compute", MT_WALL_COMM},
     {sizeof(mt_variable_v1), "shared_expert_overlap", "moe_shared_expert_overlap",
      MT_WALL_COMM},
@@ -626,6 +627,19 @@ static void propose_ep_overlap(const mt_ctx_v1 *ctx, mt_sink *out, int host_boun
     if (host_bound)
         pk_note(out, "tried last: the profiled wall is host/launch on Blackwell, where EP "
                      "overlap was a net loss (calibration C, DeepSeek-V3 on GB200)");
+    /* the second value of the variable: EP overlap leaves the backward
+     * combine exposed unless the expert weight gradients are deferred to
+     * cover it, so the two are tried together too (delay_wgrad_compute
+     * needs the overlap: alone it is never a candidate) */
+    if (on(ctx, "delay_wgrad_compute") || !pk_space_declared(ctx, "delay_wgrad_compute") ||
+        !pk_space_allows(ctx, "delay_wgrad_compute", "true"))
+        return; /* declared: a contract that does not search it keeps it */
+    if (!turn_on(ctx, out, "ep_overlap", "overlap_moe_expert_parallel_comm",
+                 "EP all-to-all overlap with delayed weight-gradient compute", MT_WALL_COMM))
+        return;
+    pk_host->sink_set(out, "delay_wgrad_compute", "true");
+    pk_note(out, "hides EP all-to-all behind another micro-batch's compute, and defers the "
+                 "expert weight-gradient GEMMs so they cover the backward all-to-all");
 }
 
 static int propose(void *state, const mt_ctx_v1 *ctx, mt_sink *out)
