@@ -373,6 +373,9 @@ typedef struct decision {
     double gain, p, ci[2];
     int has_ci;
     map evidence;
+    /* a multi-arm screen's value (arms, optional): value of of, selected */
+    double arm_value, arm_of;
+    int arm_selected;
 } decision;
 
 typedef struct tpoint {
@@ -943,6 +946,28 @@ static void read_decision(rd *r, const cJSON *o, const char *path, decision *dc)
     dc->has_ci = get_pair(r, o, path, "ci", J_NUM, dc->ci);
     dc->p = get_num(r, o, path, "p_value", J_NUM | J_NULL);
     dc->evidence = get_map(r, o, path, "evidence", 1);
+    dc->arm_value = dc->arm_of = NAN;
+    if (cJSON_GetObjectItemCaseSensitive(o, "arms")) {
+        char ap[300];
+        const cJSON *a = get(r, o, path, "arms", J_OBJ, NULL);
+        snprintf(ap, sizeof ap, "%s.arms", path);
+        if (a) {
+            dc->arm_value = get_num(r, a, ap, "value", J_INT);
+            dc->arm_of = get_num(r, a, ap, "of", J_INT);
+            dc->arm_selected = get_bool(r, a, ap, "selected");
+        }
+    }
+}
+
+/* "value 2 of 3, selected" of a multi-arm screen's decision; "" otherwise. */
+static void arm_words(const decision *dc, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (isfinite(dc->arm_value) && isfinite(dc->arm_of))
+        snprintf(buf, n, "%s %.0f of %.0f%s", strcmp(dc->phase ? dc->phase : "", "select")
+                                                  ? "value"
+                                                  : "follow-up of value",
+                 dc->arm_value, dc->arm_of, dc->arm_selected ? ", selected" : "");
 }
 
 static void read_validation(rd *r, const cJSON *root, validation *v)
@@ -2234,6 +2259,15 @@ static void h_decisions(sb *b, const model *m)
         sb_html(b, dc->phase);
         sb_puts(b, "</td><td>");
         h_code(b, dc->variable);
+        {
+            char aw[80];
+            arm_words(dc, aw, sizeof aw);
+            if (aw[0]) {
+                sb_puts(b, "<br><span class=\"arm\">");
+                sb_html(b, aw);
+                sb_puts(b, "</span>");
+            }
+        }
         sb_puts(b, "</td><td>");
         sb_html(b, dc->wall ? dc->wall : "");
         sb_puts(b, "</td><td>");
@@ -2987,6 +3021,15 @@ static void render_md(sb *b, const model *m)
             sb_md(b, dc->phase);
             sb_puts(b, " | ");
             sb_mdcode(b, dc->variable);
+            {
+                char aw[80];
+                arm_words(dc, aw, sizeof aw);
+                if (aw[0]) {
+                    sb_puts(b, " (");
+                    sb_md(b, aw);
+                    sb_puts(b, ")");
+                }
+            }
             sb_puts(b, " | ");
             sb_md(b, dc->wall ? dc->wall : "");
             sb_puts(b, " | ");

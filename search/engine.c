@@ -452,7 +452,8 @@ static double screen_cost(eng *e)
 /* What ablation and validation need, kept in reserve by every earlier
  * phase: validation's first look (twice when it adds natural-routing arms)
  * and one first look of every ablation still to run, the change being
- * screened counted as one that may be accepted.  Each is counted once:
+ * screened counted as one that may be accepted, and while searching the
+ * profiled run of the best that change would make.  Each is counted once:
  * while ablation runs, the reserve holds only the ablations after the
  * current one, whose own runs afford() adds. */
 static void reserve(eng *e, double *gh, int *runs)
@@ -474,6 +475,11 @@ static void reserve(eng *e, double *gh, int *runs)
     design(e, &ds, 0, 0);
     *runs += 2 * ds.initial * abl;
     *gh += 2 * ds.initial * abl * screen_cost(e);
+    if (!e->ablating && e->o.strategy == MT_STRATEGY_OFAT) {
+        /* the profiled run of a best the screen may accept */
+        *runs += 1;
+        *gh += screen_cost(e);
+    }
 }
 
 /* Whether n more screen runs fit the budget, the run cap and the deadline

@@ -815,6 +815,14 @@ static void propose_te(const mt_ctx_v1 *ctx, mt_sink *out, const char *mods, con
         return;
     if (!pk_core_ge(ctx, "0.18") && !r015_expressible(te, mods))
         return; /* needs_core */
+    /* before 0.18 an attn graph refuses core_attn (the default module) and
+     * mla_up_proj recompute (cudagraph.r015_attn_graph_recompute_module) */
+    if (!pk_core_ge(ctx, "0.18") && !strcmp(mods, "attn") &&
+        pk_eq(ctx->config, "recompute_granularity", "selective")) {
+        const char *rm = pk_str(ctx->config, "recompute_modules", "");
+        if (!*rm || pk_word_in(rm, "core_attn") || pk_word_in(rm, "mla_up_proj"))
+            return;
+    }
     if (!pk_space_allows(ctx, "cuda_graph_impl", te) ||
         !pk_space_allows(ctx, "cuda_graph_modules", mods))
         return;
