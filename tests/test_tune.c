@@ -869,6 +869,68 @@ START_TEST(scale_and_retune_decisions)
 }
 END_TEST
 
+/* A multi-arm screen: every value of the group against the same control
+ * runs (the matched control), each at alpha / m; at most one value is
+ * selected, and it is the group's only accepted value; every other value
+ * that passed the gate was compared with a leader (a "select" decision). */
+START_TEST(multi_arm_screens_share_one_control)
+{
+    tk *t;
+    mt_diag *d = mt_diag_new();
+    const cJSON *x, *y;
+    int groups = 0;
+    need_reference();
+    t = tk_open_path(SMALL, d);
+    ck_assert_ptr_nonnull(t);
+    cJSON_ArrayForEach(x, get(ref_bundle, "decisions"))
+    {
+        const cJSON *a = get(x, "arms");
+        char *ctl;
+        int group, selected = 0, accepted = 0, values = 0, follow = 0, passed = 0;
+        if (!a || strcmp(str(x, "phase"), "select") == 0 || num(a, "value") != 1)
+            continue;
+        groups++;
+        group = (int)num(a, "group");
+        ctl = cJSON_PrintUnformatted(get(get(x, "control"), "samples"));
+        cJSON_ArrayForEach(y, get(ref_bundle, "decisions"))
+        {
+            const cJSON *b = get(y, "arms");
+            if (!b || (int)num(b, "group") != group)
+                continue;
+            if (!strcmp(str(y, "phase"), "select")) {
+                follow++;
+                continue;
+            }
+            values++;
+            ck_assert_double_eq_tol(num(b, "alpha"), t->contract->alpha / num(b, "of"), 1e-12);
+            /* the matched control: the first look's runs are the same runs */
+            {
+                char *c = cJSON_PrintUnformatted(get(get(y, "control"), "samples"));
+                size_t n = strlen(ctl) < strlen(c) ? strlen(ctl) : strlen(c);
+                ck_assert_msg(!strncmp(ctl, c, n - 1), "group %d: value %d's control %s, value "
+                              "1's %s", group, (int)num(b, "value"), c, ctl);
+                free(c);
+            }
+            selected += cJSON_IsTrue(get(b, "selected"));
+            accepted += !strcmp(str(y, "verdict"), "accepted");
+            passed += !strncmp(str(y, "reason"), "passed the gate", 15) ||
+                      !strcmp(str(y, "verdict"), "accepted");
+            if (cJSON_IsTrue(get(b, "selected")))
+                ck_assert_str_eq(str(y, "verdict"), "accepted");
+        }
+        ck_assert_int_eq(values, (int)num(a, "of"));
+        ck_assert_int_le(selected, 1);
+        ck_assert_int_eq(accepted, selected);
+        if (passed >= 2)
+            ck_assert_int_eq(follow, passed - 1);
+        free(ctl);
+    }
+    ck_assert_int_ge(groups, 1); /* tune-small's dispatcher has two values */
+    tk_close(&t);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
 /* Every accepted A/B passed its look's alpha and the minimum effect, in the
  * bundle and in the store's statistics. */
 START_TEST(accepted_decisions_pass_the_gate)
@@ -1839,6 +1901,7 @@ int main(void)
     tcase_add_test(ref, reference_is_a_real_tune);
     tcase_add_test(ref, scale_and_retune_decisions);
     tcase_add_test(ref, accepted_decisions_pass_the_gate);
+    tcase_add_test(ref, multi_arm_screens_share_one_control);
     tcase_add_test(ref, total_gain_is_the_validation);
     tcase_add_test(ref, status_of_a_finished_tune);
     tcase_add_test(ref, report_details_of_a_real_bundle);
