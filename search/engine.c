@@ -2039,7 +2039,7 @@ static int phase_search(eng *e)
                 continue;
             mt_config_id(k->config, kid);
             snprintf(key, sizeof key, "%s>%s", best_id, kid);
-            if (!strcmp(kid, best_id) || tried_has(&t, key) || tried_count(&t, k, best_id) >= 2 ||
+            if (!strcmp(kid, best_id) || tried_has(&t, key) || tried_count(&t, k, best_id) >= 3 ||
                 tried_count(&t, k, best_id) < 0)
                 continue;
             if (!may_fit(e, k->config)) {
