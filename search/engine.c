@@ -1520,6 +1520,12 @@ static int knobs_changed(eng *e, const mt_candidate *k)
     return n;
 }
 
+/* The gate's reason without its leading "accepted: ". */
+static const char *gate_words(const char *reason)
+{
+    return strncmp(reason, "accepted: ", 10) ? reason : reason + 10;
+}
+
 static double rec_median(const cJSON *rec, const char *arm)
 {
     return eng_num(cJSON_GetObjectItemCaseSensitive(rec, arm), "median");
@@ -1595,7 +1601,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
                           ? o->dec.effect
                           : 0;
         eng_progress(e, "%s value %zu %s%s", k[j]->variable, j + 1,
-                     o->accepted ? "passes: " : "rejected: ", o->reason);
+                     o->accepted ? "passes the gate: " : "rejected: ", gate_words(o->reason));
         if (o->accepted) {
             pass++;
             if (lead < 0 || rec_median(o->decision, "candidate") <
@@ -1689,7 +1695,8 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
             char why[1200];
             snprintf(why, sizeof why,
                      "passed the gate (%.590s), not selected: %.400s; value %d is selected",
-                     out[j].reason, note[j][0] ? note[j] : "the run stopped", lead + 1);
+                     gate_words(out[j].reason), note[j][0] ? note[j] : "the run stopped",
+                     lead + 1);
             rec_verdict(rec, "rejected", why);
             out[j].accepted = 0;
         }

@@ -921,8 +921,36 @@ START_TEST(multi_arm_screens_share_one_control)
         ck_assert_int_eq(values, (int)num(a, "of"));
         ck_assert_int_le(selected, 1);
         ck_assert_int_eq(accepted, selected);
-        if (passed >= 2)
+        if (passed >= 2) {
+            /* the follow-ups start from the passing value with the lowest
+             * median, whatever the order the values were proposed in */
+            const cJSON *low = NULL, *first = NULL;
+            char *lc, *fc;
             ck_assert_int_eq(follow, passed - 1);
+            cJSON_ArrayForEach(y, get(ref_bundle, "decisions"))
+            {
+                const cJSON *b = get(y, "arms");
+                if (!b || (int)num(b, "group") != group)
+                    continue;
+                if (!strcmp(str(y, "phase"), "select")) {
+                    if (!first)
+                        first = y;
+                } else if ((!strncmp(str(y, "reason"), "passed the gate", 15) ||
+                            !strcmp(str(y, "verdict"), "accepted")) &&
+                           (!low || num(get(y, "candidate"), "median") <
+                                        num(get(low, "candidate"), "median"))) {
+                    low = y;
+                }
+            }
+            ck_assert_ptr_nonnull(low);
+            ck_assert_ptr_nonnull(first);
+            lc = cJSON_PrintUnformatted(get(get(low, "candidate"), "samples"));
+            fc = cJSON_PrintUnformatted(get(get(first, "control"), "samples"));
+            ck_assert_msg(!strncmp(lc, fc, (strlen(lc) < strlen(fc) ? strlen(lc) : strlen(fc)) - 1),
+                          "group %d: the first follow-up's leader %s is not the lowest median %s",
+                          group, fc, lc);
+            free(lc), free(fc);
+        }
         free(ctl);
     }
     ck_assert_int_ge(groups, 1); /* tune-small's dispatcher has two values */
