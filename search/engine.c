@@ -2202,8 +2202,12 @@ static void change_text(const cJSON *a, char *to, size_t n)
     size_t off = 0;
     to[0] = '\0';
     cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
-        off += (size_t)snprintf(to + off, off < n ? n - off : 0, "%s%s=%s", off ? " " : "",
-                                eng_str(x, "knob"), eng_str(x, "to"));
+    {
+        /* a value with a space ("attn moe_router") or none is quoted */
+        const char *v = eng_str(x, "to"), *q = !*v || strchr(v, ' ') ? "\"" : "";
+        off += (size_t)snprintf(to + off, off < n ? n - off : 0, "%s%s=%s%s%s", off ? " " : "",
+                                eng_str(x, "knob"), q, v, q);
+    }
 }
 
 /* Ablates one accepted change a against the winner: the ablation row in

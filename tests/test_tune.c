@@ -581,15 +581,31 @@ START_TEST(reference_is_a_real_tune)
     ck_assert_int_ge(cJSON_GetArraySize(get(ref_bundle, "ablation")), 2);
     cJSON_ArrayForEach(x, get(ref_bundle, "ablation"))
     {
-        char to[512], *save = NULL, *kv;
+        char to[512], *kv, *p;
         int held = 0, knobs = 0;
         snprintf(to, sizeof to, "%s", str(x, "to"));
-        for (kv = strtok_r(to, " ", &save); kv; kv = strtok_r(NULL, " ", &save)) {
-            char *eq = strchr(kv, '=');
+        /* knob=value pairs; a value with a space is in double quotes */
+        for (p = to; *p;) {
+            char *eq, *val, *end;
+            while (*p == ' ')
+                p++;
+            if (!*p)
+                break;
+            kv = p;
+            eq = strchr(kv, '=');
             ck_assert_ptr_nonnull(eq);
             *eq = '\0';
+            val = eq + 1;
+            if (*val == '"') {
+                end = strchr(++val, '"');
+                ck_assert_ptr_nonnull(end);
+            } else {
+                end = val + strcspn(val, " ");
+            }
+            p = *end ? end + 1 : end;
+            *end = '\0';
             knobs++;
-            held += !strcmp(str(get(get(ref_bundle, "recipe"), "config"), kv), eq + 1);
+            held += !strcmp(str(get(get(ref_bundle, "recipe"), "config"), kv), val);
         }
         ck_assert_int_gt(knobs, 0);
         if (cJSON_IsTrue(get(x, "kept")))
