@@ -889,16 +889,12 @@ END_TEST
  * runs (the matched control), each at alpha / m; at most one value is
  * selected, and it is the group's only accepted value; every other value
  * that passed the gate was compared with a leader (a "select" decision). */
-START_TEST(multi_arm_screens_share_one_control)
+static int check_multi_arm(const cJSON *bundle, double alpha_contract, int *followed)
 {
-    tk *t;
-    mt_diag *d = mt_diag_new();
     const cJSON *x, *y;
     int groups = 0;
-    need_reference();
-    t = tk_open_path(SMALL, d);
-    ck_assert_ptr_nonnull(t);
-    cJSON_ArrayForEach(x, get(ref_bundle, "decisions"))
+    *followed = 0;
+    cJSON_ArrayForEach(x, get(bundle, "decisions"))
     {
         const cJSON *a = get(x, "arms");
         char *ctl;
@@ -908,7 +904,7 @@ START_TEST(multi_arm_screens_share_one_control)
         groups++;
         group = (int)num(a, "group");
         ctl = cJSON_PrintUnformatted(get(get(x, "control"), "samples"));
-        cJSON_ArrayForEach(y, get(ref_bundle, "decisions"))
+        cJSON_ArrayForEach(y, get(bundle, "decisions"))
         {
             const cJSON *b = get(y, "arms");
             if (!b || (int)num(b, "group") != group)
@@ -918,7 +914,7 @@ START_TEST(multi_arm_screens_share_one_control)
                 continue;
             }
             values++;
-            ck_assert_double_eq_tol(num(b, "alpha"), t->contract->alpha / num(b, "of"), 1e-12);
+            ck_assert_double_eq_tol(num(b, "alpha"), alpha_contract / num(b, "of"), 1e-12);
             /* the matched control: the first look's runs are the same runs */
             {
                 char *c = cJSON_PrintUnformatted(get(get(y, "control"), "samples"));
@@ -943,7 +939,8 @@ START_TEST(multi_arm_screens_share_one_control)
             const cJSON *low = NULL, *first = NULL;
             char *lc, *fc;
             ck_assert_int_eq(follow, passed - 1);
-            cJSON_ArrayForEach(y, get(ref_bundle, "decisions"))
+            (*followed)++;
+            cJSON_ArrayForEach(y, get(bundle, "decisions"))
             {
                 const cJSON *b = get(y, "arms");
                 if (!b || (int)num(b, "group") != group)
@@ -969,7 +966,19 @@ START_TEST(multi_arm_screens_share_one_control)
         }
         free(ctl);
     }
-    ck_assert_int_ge(groups, 1); /* tune-small's dispatcher has two values */
+    return groups;
+}
+
+START_TEST(multi_arm_screens_share_one_control)
+{
+    tk *t;
+    mt_diag *d = mt_diag_new();
+    int followed;
+    need_reference();
+    t = tk_open_path(SMALL, d);
+    ck_assert_ptr_nonnull(t);
+    /* tune-small's dispatcher has two values */
+    ck_assert_int_ge(check_multi_arm(ref_bundle, t->contract->alpha, &followed), 1);
     tk_close(&t);
     mt_diag_destroy(&d);
 }
@@ -1287,6 +1296,40 @@ static void fit_tune(const char *runs, const char *status)
     mt_diag_destroy(&d);
     rm_rf(base);
 }
+
+/* Multi-arm screens on the H100 x 16 example (the model executor): the
+ * dispatcher's DeepEP and HybridEP both pass against one alltoall control,
+ * and the follow-up between them starts from the lower median. */
+START_TEST(multi_arm_follow_up_on_the_example)
+{
+    static const char *args[16];
+    char base[256], dir[300];
+    tk *t;
+    mt_diag *d = mt_diag_new();
+    cJSON *b;
+    out r;
+    int followed, groups;
+    t = tk_open_path(MT_SOURCE_DIR "/examples/contracts/qwen3-30b-a3b-h100x16.cfg", d);
+    ck_assert_ptr_nonnull(t);
+    fresh(base, sizeof base, "arms");
+    snprintf(dir, sizeof dir, "%s/A", base);
+    args[0] = "tune", args[1] = MT_SOURCE_DIR "/examples/contracts/qwen3-30b-a3b-h100x16.cfg";
+    args[2] = "--dir", args[3] = dir;
+    args[4] = "--executor", args[5] = "model", args[6] = "--seed", args[7] = "1";
+    args[8] = "--gpu-hours", args[9] = "100000", args[10] = "--runs", args[11] = "100000";
+    args[12] = "--quiet", args[13] = NULL;
+    r = moetune(args);
+    ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
+    b = tk_bundle(dir);
+    groups = check_multi_arm(b, t->contract->alpha, &followed);
+    ck_assert_msg(groups >= 3 && followed >= 1, "%d groups, %d followed up", groups, followed);
+    cJSON_Delete(b);
+    out_free(&r);
+    tk_close(&t);
+    mt_diag_destroy(&d);
+    rm_rf(base);
+}
+END_TEST
 
 START_TEST(fit_then_the_fitted_base_alone) { fit_tune("12", "baseline_only"); }
 END_TEST
@@ -1954,6 +1997,7 @@ int main(void)
 
     tcase_set_timeout(alone, 120 * SLOW);
     tcase_add_test(alone, fit_then_the_fitted_base_alone);
+    tcase_add_test(alone, multi_arm_follow_up_on_the_example);
     tcase_add_test(alone, fit_then_a_winner_validated_against_the_fitted_base);
     tcase_add_test(alone, deadline_stops_search_but_validates);
     tcase_add_test(alone, run_budget_leaves_only_validation);
