@@ -1830,6 +1830,7 @@ static const char html_css[] =
     "h1{font-size:22px;margin:8px 0 2px}h2{font-size:18px;border-bottom:1px solid var(--line);"
     "padding-bottom:4px;margin-top:30px}h3{font-size:15px;margin:16px 0 6px}\n"
     ".sub{color:var(--mute);margin:0 0 8px}nav a{margin-right:12px}\n"
+    ".arm{color:var(--mute);font-size:12px}\n"
     "table{border-collapse:collapse;margin:6px 0}th,td{border:1px solid var(--line);"
     "padding:3px 7px;text-align:left;vertical-align:top}th{background:#f6f8fa}\n"
     "td.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}\n"

@@ -83,6 +83,11 @@ for side in before after; do
     *) echo "report_chromium: the $side wall's shares add up to $sum%, not 100%" >&2; exit 1 ;;
   esac
 done
+# a multi-arm screen's value says which it is, and that it was selected
+if ! grep -q '<span class="arm">value 2 of 2, selected</span>' "$out/dom.html"; then
+  echo "report_chromium: the multi-arm decision does not say 'value 2 of 2, selected'" >&2
+  exit 1
+fi
 mems=$(grep -c '<figcaption><b>[a-z]*</b>: ' "$out/dom.html" || true)
 hots=$(grep -o '<span class="hottest">hottest GPU: rank [0-9]* at [0-9.]* GB ([^)]*): [^<]' "$out/dom.html" | wc -l)
 if [ "$hots" -lt 1 ] || [ "$hots" -ne "$(grep -o 'data-plot="memory-' "$out/dom.html" | wc -l)" ]; then

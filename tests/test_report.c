@@ -272,7 +272,7 @@ START_TEST(full_bundle)
     ck_has(o.md, "model.recompute_modules=[moe_act,layernorm]");
     ck_has(o.md, "| gain | +14.15% |");
     ck_has(o.md, "| Total gain | +14.15% (validated) |");
-    ck_has(o.md, "| 2 | 2 | retune | `dispatcher` |");
+    ck_has(o.md, "| 2 | 2 | retune | `dispatcher` (value 2 of 2, selected) |");
     ck_has(o.md, "Attention (TP x CP x DP x PP): `TP1 x CP1 x DP16 x PP1`");
     ck_has(o.md, "| 0 | 63.40 | 71.10 |");
     ck_has(o.md, "| 15 | 61.30 | 69.00 |");
@@ -552,7 +552,7 @@ START_TEST(decisions_numbered_consecutively)
     ck_lacks(o.html, "<div class=\"wide\"><table class=\"dec\"");
     ck_has(o.html, "table.dec{font-size:13px;width:100%;table-layout:fixed}");
     ck_has(o.html, "tr.more td{overflow-wrap:anywhere}");
-    ck_has(o.md, "| 2 | 3 | retune | `dispatcher` |");
+    ck_has(o.md, "| 2 | 3 | retune | `dispatcher` (value 2 of 2, selected) |");
     ck_has(o.md, "| 3 | 7 | retune | `permute_fusion` |");
     ck_has(o.md, "- #3 (id 7) `permute_fusion`");
     out_free(&o);
