@@ -610,6 +610,8 @@ typedef struct ab_in {
     int rep_base;        /* > 0: replicates rep_base * REP_BLOCK + i (a multi-arm group's) */
     arm_pool *pool;      /* runs shared with the group's other A/Bs, or NULL */
     int pending;         /* 1: the caller commits the record (ab_commit) */
+    int initial;         /* > 0: replicates per arm at the first look */
+    int one_look;        /* 1: the first look only (undecided stays undecided) */
 } ab_in;
 
 typedef struct ab_out {
@@ -772,6 +774,11 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
     design(e, &ds, in->validate, seq);
     if (in->alpha > 0)
         ds.alpha = in->alpha;
+    if (in->initial > ds.initial) {
+        ds.initial = in->initial;
+        if (ds.max_replicates < ds.initial + ds.step)
+            ds.max_replicates = ds.initial + ds.step > MAX_REPS ? MAX_REPS : ds.initial + ds.step;
+    }
     target = ds.initial;
     mt_config_id(in->ctl, cid);
     mt_config_id(in->cand, xid);
@@ -832,7 +839,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             break;
         if (mt_stats_decide(&ds, xs, (size_t)n, ys, (size_t)n, look, &out->dec) == 0) {
             out->have_stats = 1;
-            if (out->dec.verdict == MT_STATS_UNKNOWN && !out->dec.capped) {
+            if (out->dec.verdict == MT_STATS_UNKNOWN && !out->dec.capped && !in->one_look) {
                 int more =
                     n + out->dec.add_control > MAX_REPS ? MAX_REPS : n + out->dec.add_control;
                 /* what is kept for ablation and validation is no screen's to
@@ -1531,6 +1538,29 @@ static double rec_median(const cJSON *rec, const char *arm)
     return eng_num(cJSON_GetObjectItemCaseSensitive(rec, arm), "median");
 }
 
+/* Replicates per arm at a multi-arm screen's first look: the design's, or
+ * more when the smallest p that many replicates can give (2 / C(2n, n),
+ * exact two-sided Mann-Whitney or KS, no ties) is above the first look's
+ * share of alpha, which no effect however large could then pass. */
+static int arms_initial(eng *e, double alpha)
+{
+    mt_stats_design ds;
+    double a0;
+    int n;
+    design(e, &ds, 0, 0);
+    ds.alpha = alpha;
+    a0 = mt_stats_design_alpha(&ds, 0);
+    for (n = ds.initial; n < MAX_REPS / 2; n++) {
+        double c = 1; /* C(2n, n) */
+        int i;
+        for (i = 1; i <= n; i++)
+            c = c * (n + i) / i;
+        if (2 / c <= a0)
+            break;
+    }
+    return n;
+}
+
 /* A variable with several values (dispatcher type and backend, SM counts,
  * graph scopes, recompute module sets, layouts) screened as one multi-arm
  * comparison against one matched control, so that which value wins does
@@ -1556,9 +1586,9 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
     ab_in in[MAX_ARMS], sin[MAX_ARMS];
     ab_out *out = calloc(MAX_ARMS, sizeof *out), *sout = calloc(MAX_ARMS, sizeof *sout);
     char wname[MAX_ARMS][64], note[MAX_ARMS][400];
-    size_t ran = 0, ns = 0, j, pass = 0;
-    int group, rc = 0, lead = -1, sel_arm[MAX_ARMS];
-    double alpha = e->c->alpha / (double)m;
+    size_t ran = 0, ns = 0, j, pass = 0, offered = m;
+    int group, rc = 0, lead = -1, sel_arm[MAX_ARMS], n0 = 0;
+    double alpha = e->c->alpha;
     *accepted = 0;
     memset(res, 0, m * sizeof *res);
     memset(note, 0, sizeof note);
@@ -1566,9 +1596,24 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
         free(out), free(sout);
         return -1;
     }
+    /* as many values as the budget affords their first looks, each with the
+     * replicates that can reach alpha / m at that look */
+    for (; m >= 1; m--) {
+        alpha = e->c->alpha / (double)m;
+        n0 = arms_initial(e, alpha);
+        if (m == 1 || afford(e, (int)(m + 1) * n0))
+            break;
+    }
+    e->stopped[0] = 0;
     group = ++e->seq; /* the group's replicate numbers */
-    eng_progress(e, "screening %s: %zu values against one control, alpha %.3g each", k[0]->variable,
-                 m, alpha);
+    if (m < offered)
+        eng_progress(e, "screening %s: %zu of its %zu values (the budget affords %zu) against one "
+                     "control, alpha %.3g each (spent over its looks), %d replicates a look first",
+                     k[0]->variable, m, offered, m, alpha, n0);
+    else
+        eng_progress(e, "screening %s: %zu values against one control, alpha %.3g each (spent "
+                     "over its looks), %d replicates a look first",
+                     k[0]->variable, m, alpha, n0);
     for (j = 0; j < m; j++) {
         memset(&in[j], 0, sizeof in[j]);
         mt_wall_format(k[j]->walls, wname[j], sizeof wname[j]);
@@ -1585,14 +1630,33 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
         in[j].rep_base = group;
         in[j].pool = &pool;
         in[j].pending = 1;
+        in[j].initial = n0;
+        in[j].one_look = 1;
     }
+    /* every value's first look before any value's further replicates, so
+     * that no value's replicates depend on its place in the order */
     for (j = 0; j < m; j++) {
-        ab_out *o = &out[j];
         eng_progress(e, "screening %s, value %zu of %zu: %s", k[j]->variable, j + 1, m,
                      k[j]->summary);
-        if ((rc = ab(e, &in[j], o)) != 0)
+        if ((rc = ab(e, &in[j], &out[j])) != 0)
             break;
         ran++;
+    }
+    for (j = 0; rc == 0 && j < ran; j++) {
+        ab_out *o = &out[j];
+        if (!(o->have_stats && o->dec.verdict == MT_STATS_UNKNOWN && !o->dec.capped))
+            continue;
+        /* undecided at the first look: on with more replicates (the first
+         * look's runs come from the pool) */
+        cJSON_Delete(o->decision), cJSON_Delete(o->stats);
+        in[j].one_look = 0;
+        if ((rc = ab(e, &in[j], o)) != 0) {
+            o->decision = NULL, o->stats = NULL;
+            break;
+        }
+    }
+    for (j = 0; rc == 0 && j < ran; j++) {
+        ab_out *o = &out[j];
         res[j].screened = 1;
         res[j].worse = o->have_stats && o->dec.verdict == MT_STATS_WORSE;
         res[j].memory = refused_for_memory(o);
@@ -1649,27 +1713,32 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
             }
             sel_arm[ns++] = (int)c;
             if (so->have_stats && (so->dec.verdict == MT_STATS_BETTER ||
-                                   (so->dec.verdict != MT_STATS_WORSE &&
+                                   (so->dec.verdict == MT_STATS_SAME &&
                                     fabs(so->dec.effect) < e->c->min_effect / 2 &&
                                     knobs_changed(e, k[c]) < knobs_changed(e, k[l])))) {
                 int better = so->dec.verdict == MT_STATS_BETTER;
                 snprintf(why, sizeof why, "value %zu is %s value %d (%+.2f%%, p %.3g, alpha %.3g): "
                          "it leads", c + 1,
                          better ? "faster by at least the minimum effect than"
-                                : "the smaller change (fewer knobs), and within half the "
-                                  "minimum effect of",
+                                : "the smaller change (fewer knobs), the same within the "
+                                  "same band and within half the minimum effect of",
                          l + 1, 100 * so->dec.effect, so->dec.p, so->dec.alpha_look);
                 snprintf(note[l], sizeof note[l], "value %zu is %s (%+.2f%%, p %.3g)", c + 1,
                          better ? "faster by at least the minimum effect"
-                                : "within half the minimum effect and changes fewer knobs",
+                                : "the same within the same band, within half the minimum "
+                                  "effect, and changes fewer knobs",
                          100 * so->dec.effect, so->dec.p);
                 lead = (int)c;
             } else {
-                const char *how = !so->have_stats ? "not compared"
-                                  : so->dec.verdict == MT_STATS_WORSE
-                                      ? "slower than the leader by at least the minimum effect"
-                                      : "within the minimum effect of the leader (the lower "
-                                        "median; within half of it, the smaller change)";
+                const char *how =
+                    !so->have_stats ? "not compared"
+                    : so->dec.verdict == MT_STATS_WORSE
+                        ? "slower than the leader by at least the minimum effect"
+                    : so->dec.verdict == MT_STATS_SAME
+                        ? "the same as the leader within the same band (the leader has the "
+                          "lower median, or changes no more knobs)"
+                        : "not shown faster than the leader at the replicate cap (the leader "
+                          "has the lower median)";
                 snprintf(why, sizeof why, "value %zu is %s (%+.2f%%, p %.3g, alpha %.3g): value "
                          "%d leads", c + 1, how, so->have_stats ? 100 * so->dec.effect : NAN,
                          so->have_stats ? so->dec.p : NAN, so->have_stats ? so->dec.alpha_look : NAN,
@@ -1688,6 +1757,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
         cJSON_AddNumberToObject(arms, "group", group);
         cJSON_AddNumberToObject(arms, "value", (double)(j + 1));
         cJSON_AddNumberToObject(arms, "of", (double)m);
+        cJSON_AddNumberToObject(arms, "offered", (double)offered);
         cJSON_AddBoolToObject(arms, "selected", chosen);
         cJSON_AddNumberToObject(arms, "alpha", alpha);
         cJSON_AddItemToObject(rec, "arms", arms);
@@ -1710,6 +1780,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
         cJSON_AddNumberToObject(arms, "group", group);
         cJSON_AddNumberToObject(arms, "value", sel_arm[j] + 1);
         cJSON_AddNumberToObject(arms, "of", (double)m);
+        cJSON_AddNumberToObject(arms, "offered", (double)offered);
         cJSON_AddBoolToObject(arms, "selected", rc == 0 && sel_arm[j] == lead);
         cJSON_AddNumberToObject(arms, "alpha", e->c->alpha / (double)(pass - 1));
         cJSON_AddItemToObject(sout[j].decision, "arms", arms);
@@ -1722,8 +1793,8 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
     if (rc == 0 && lead >= 0) {
         *accepted = 1;
         take_change(e, k[lead], &in[lead], out[lead].decision);
-        eng_progress(e, "%s: value %d selected: %s", k[lead]->variable, lead + 1,
-                     out[lead].reason);
+        eng_progress(e, "%s: value %d selected (%s): %s", k[lead]->variable, lead + 1,
+                     k[lead]->summary, gate_words(out[lead].reason));
     }
     for (j = 0; j < m; j++)
         cJSON_Delete(in[j].changes), cJSON_Delete(in[j].repairs);
@@ -1843,8 +1914,9 @@ static int pair_for_memory(eng *e, const char *phase, mt_candidates *cs, size_t 
         m++;
     }
     design(e, &ds, 0, 0);
-    while (m > 0 && !afford(e, (int)(m + 1) * ds.initial))
-        built_release(&pc[--m]); /* as many pairings as the budget affords */
+    if (m > 0 && !afford(e, 2 * ds.initial))
+        while (m > 0)
+            built_release(&pc[--m]); /* not even one: the budget (screen_arms trims the rest) */
     if (m > 0) {
         for (i = 0; i < m; i++) {
             tried_add(t, key[i]);
@@ -2119,9 +2191,6 @@ static int phase_search(eng *e)
                 mt_candidates_free(&cs);
                 break;
             }
-            while (m > 1 && !afford(e, (int)(m + 1) * ds.initial))
-                m--; /* as many values as the budget affords */
-            e->stopped[0] = 0;
         }
         for (i = 0; i < m; i++) {
             char kid[17], key[64], ck[1024];
@@ -2135,10 +2204,21 @@ static int phase_search(eng *e)
         if (m > 1) {
             mt_candidate *ks[MAX_ARMS];
             arm_result ar[MAX_ARMS];
-            size_t mem = (size_t)-1;
             for (i = 0; i < m; i++)
                 ks[i] = &cs.v[arm[i]];
             rc = screen_arms(e, phase, ks, m, &accepted, ar);
+            if (rc == 0 && accepted) {
+                /* the group compared the new best with its other values
+                 * already: none is screened again from it */
+                char nid[17], kid[17], key[64];
+                mt_config_id(e->best, nid);
+                for (i = 0; i < m; i++) {
+                    mt_config_id(ks[i]->config, kid);
+                    snprintf(key, sizeof key, "%s>%s", nid, kid);
+                    if (strcmp(kid, nid))
+                        tried_add(&t, key);
+                }
+            }
             for (i = 0; rc == 0 && i < m; i++) {
                 if (ar[i].worse) {
                     char ck[1024], slow[1100];
@@ -2148,12 +2228,12 @@ static int phase_search(eng *e)
                 }
                 if (!accepted && ar[i].near < 0 && !strcmp(phase, "retune"))
                     near_add(&nl, ks[i], ar[i].near);
-                if (ar[i].memory && mem == (size_t)-1)
-                    mem = arm[i];
             }
             ab_count++;
-            if (rc == 0 && !accepted && mem != (size_t)-1 && !strcmp(phase, "retune"))
-                rc = pair_for_memory(e, phase, &cs, mem, &t, &accepted, &ab_count);
+            /* every value refused for memory gets its own pairings */
+            for (i = 0; rc == 0 && !accepted && i < m && !strcmp(phase, "retune"); i++)
+                if (ar[i].memory)
+                    rc = pair_for_memory(e, phase, &cs, arm[i], &t, &accepted, &ab_count);
         } else {
             double near_effect = 0;
             rc = screen_candidate(e, phase, &cs.v[pick], wall, &accepted, &near_effect);
@@ -2168,6 +2248,14 @@ static int phase_search(eng *e)
             ab_count++;
             if (rc == 0 && !accepted && e->last_memory && !strcmp(phase, "retune"))
                 rc = pair_for_memory(e, phase, &cs, pick, &t, &accepted, &ab_count);
+        }
+        if (rc == 0 && accepted) {
+            /* the accepted screen measured the old best against the new:
+             * going back is not screened from it */
+            char nid[17], key[64];
+            mt_config_id(e->best, nid);
+            snprintf(key, sizeof key, "%s>%s", nid, best_id);
+            tried_add(&t, key);
         }
         mt_candidates_free(&cs);
         if (rc)
@@ -2702,10 +2790,15 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
     }
     cJSON_AddBoolToObject(o, "confirmed", out.have_stats && out.dec.verdict == MT_STATS_BETTER);
     if (out.have_stats)
+        cJSON_AddStringToObject(o, "verdict", mt_stats_verdict_name(out.dec.verdict));
+    else
+        cJSON_AddNullToObject(o, "verdict");
+    if (out.have_stats)
         snprintf(why, sizeof why,
-                 "with natural routing the winner's steps are %.1f%% shorter "
+                 "with natural routing the winner's steps are %.1f%% %s "
                  "(%.600s)",
-                 100 * -out.dec.effect, out.reason);
+                 100 * fabs(out.dec.effect), out.dec.effect <= 0 ? "shorter" : "longer",
+                 out.reason);
     else
         snprintf(why, sizeof why, "with natural routing: %.600s",
                  out.reason[0] ? out.reason : "no statistics");
@@ -2889,6 +2982,19 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         if (rc) {
             cJSON_Delete(v);
             return -1;
+        }
+        if (nat && *status == 0 && !strcmp(eng_str(nat, "verdict"), "worse")) {
+            /* the training-equivalent figure says the opposite: the winner is
+             * a benchmark recipe only */
+            char r[512];
+            snprintf(r, sizeof r,
+                     "benchmark only: the winner's steps are %.1f%% shorter over steps %d-%d "
+                     "with the contract's forced routing, but %.1f%% longer with natural routing "
+                     "(p %.3g): keep the baseline for training",
+                     100 * *gain, e->c->validate.first, e->c->validate.last,
+                     100 * -eng_num(nat, "gain"), eng_num(nat, "p_value"));
+            cJSON_ReplaceItemInObjectCaseSensitive(v, "recommendation", cJSON_CreateString(r));
+            eng_progress(e, "%s", r);
         }
         if (nat)
             cJSON_AddItemToObject(v, "natural", nat);
