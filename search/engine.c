@@ -1758,6 +1758,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
         cJSON_AddNumberToObject(arms, "value", (double)(j + 1));
         cJSON_AddNumberToObject(arms, "of", (double)m);
         cJSON_AddNumberToObject(arms, "offered", (double)offered);
+        cJSON_AddNumberToObject(arms, "first_look", n0);
         cJSON_AddBoolToObject(arms, "selected", chosen);
         cJSON_AddNumberToObject(arms, "alpha", alpha);
         cJSON_AddItemToObject(rec, "arms", arms);
@@ -2378,8 +2379,11 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
     eng_progress(e, "ablating %s", in.variable);
     rc = ab(e, &in, &out);
     if (rc == 0) {
+        /* dropped when removing it is faster, or the same within the same
+         * band and slower by less than half the minimum effect */
         int drop = out.have_stats &&
-                   (out.dec.verdict == MT_STATS_SAME || out.dec.verdict == MT_STATS_BETTER);
+                   (out.dec.verdict == MT_STATS_BETTER ||
+                    (out.dec.verdict == MT_STATS_SAME && out.dec.effect < e->c->min_effect / 2));
         char why[900];
         if (out.have_stats) {
             cJSON_AddNumberToObject(row, "gain_without", -out.dec.effect);
@@ -2389,7 +2393,14 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
             cJSON_AddNullToObject(row, "p_value");
         }
         cJSON_AddBoolToObject(row, "kept", !drop);
-        snprintf(why, sizeof why, "%s%s%s%s", drop ? "removing it does not hurt: dropped" : out.reason,
+        char kept_same[200] = "";
+        if (!drop && out.have_stats && out.dec.verdict == MT_STATS_SAME)
+            snprintf(kept_same, sizeof kept_same,
+                     "kept: without it the steps are %.2f%% longer, within the same band but "
+                     "not under half the minimum effect",
+                     100 * out.dec.effect);
+        snprintf(why, sizeof why, "%s%s%s%s",
+                 drop ? "removing it does not hurt: dropped" : kept_same[0] ? kept_same : out.reason,
                  live < all ? " (partly superseded: the winner holds only " : "",
                  live < all ? part : "", live < all ? " of it)" : "");
         cJSON_AddStringToObject(row, "reason", why);
@@ -2983,16 +2994,22 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
             cJSON_Delete(v);
             return -1;
         }
-        if (nat && *status == 0 && !strcmp(eng_str(nat, "verdict"), "worse")) {
-            /* the training-equivalent figure says the opposite: the winner is
-             * a benchmark recipe only */
+        if (nat && *status == 0 && !strcmp(eng_str(nat, "status"), "measured") &&
+            strcmp(eng_str(nat, "verdict"), "better")) {
+            /* the training-equivalent figure does not back the gain: the
+             * winner is a benchmark recipe only */
             char r[512];
+            double g = eng_num(nat, "gain");
+            int worse = !strcmp(eng_str(nat, "verdict"), "worse");
             snprintf(r, sizeof r,
                      "benchmark only: the winner's steps are %.1f%% shorter over steps %d-%d "
-                     "with the contract's forced routing, but %.1f%% longer with natural routing "
-                     "(p %.3g): keep the baseline for training",
+                     "with the contract's forced routing, but %s with natural routing (%.1f%% "
+                     "%s, p %.3g): %s",
                      100 * *gain, e->c->validate.first, e->c->validate.last,
-                     100 * -eng_num(nat, "gain"), eng_num(nat, "p_value"));
+                     worse ? "longer" : "not shorter", 100 * fabs(g), g < 0 ? "longer" : "shorter",
+                     eng_num(nat, "p_value"),
+                     worse ? "keep the baseline for training"
+                           : "for training, the gain is not shown");
             cJSON_ReplaceItemInObjectCaseSensitive(v, "recommendation", cJSON_CreateString(r));
             eng_progress(e, "%s", r);
         }

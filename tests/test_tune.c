@@ -1297,6 +1297,49 @@ static void fit_tune(const char *runs, const char *status)
     rm_rf(base);
 }
 
+/* Every multi-arm value's first look ran before any value's further
+ * replicates: in each group's replicate block of the store, no replicate
+ * past the first look comes before the last first-look run; returns the
+ * groups that needed further replicates. */
+static int check_first_looks(const char *dir, const cJSON *b, mt_diag *d)
+{
+        mt_store *st = mt_store_open(dir, NULL, d);
+        mt_store_run *v = NULL;
+        size_t n = 0, j;
+        const cJSON *x, *y;
+        int extended = 0;
+        ck_assert_ptr_nonnull(st);
+        ck_assert_int_eq(mt_store_list_runs(st, NULL, "screen", &v, &n, d), 0);
+        cJSON_ArrayForEach(x, get(b, "decisions"))
+        {
+            const cJSON *a = get(x, "arms");
+            int g, first;
+            int64_t last_first = -1, first_more = -1;
+            if (!a || strcmp(str(x, "phase"), "select") == 0 || num(a, "value") != 1)
+                continue;
+            g = (int)num(a, "group");
+            first = (int)num(a, "first_look");
+            ck_assert_int_ge(first, 5);
+            (void)y;
+            for (j = 0; j < n; j++) {
+                int r = v[j].replicate - g * 100;
+                if (r < 0 || r >= 100)
+                    continue;
+                if (r < first)
+                    last_first = v[j].id;
+                else if (first_more < 0)
+                    first_more = v[j].id;
+            }
+            ck_assert_msg(first_more < 0 || first_more > last_first,
+                          "group %d: run %lld (past the first look of %d) before run %lld", g,
+                          (long long)first_more, first, (long long)last_first);
+            extended += first_more >= 0;
+        }
+        mt_store_runs_free(v, n);
+        mt_store_close(&st);
+        return extended;
+}
+
 /* Multi-arm screens on the H100 x 16 example (the model executor): the
  * dispatcher's DeepEP and HybridEP both pass against one alltoall control,
  * and the follow-up between them starts from the lower median. */
@@ -1327,6 +1370,41 @@ START_TEST(multi_arm_follow_up_on_the_example)
     out_free(&r);
     tk_close(&t);
     mt_diag_destroy(&d);
+    rm_rf(base);
+}
+END_TEST
+
+/* The 235B example with forced routing: the winner is faster as measured,
+ * slower with natural routing; the recommendation says benchmark only. */
+START_TEST(natural_routing_slower_is_benchmark_only)
+{
+    static const char *args[16];
+    char base[256], dir[300];
+    cJSON *b;
+    const cJSON *v, *nat;
+    out r;
+    fresh(base, sizeof base, "nat");
+    snprintf(dir, sizeof dir, "%s/N", base);
+    args[0] = "tune", args[1] = MT_SOURCE_DIR "/examples/contracts/qwen3-235b-a22b-h100x256.cfg";
+    args[2] = "--dir", args[3] = dir;
+    args[4] = "--executor", args[5] = "model", args[6] = "--seed", args[7] = "4";
+    args[8] = "--gpu-hours", args[9] = "1000000", args[10] = "--runs", args[11] = "100000";
+    args[12] = "--quiet", args[13] = NULL;
+    r = moetune(args);
+    ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
+    b = tk_bundle(dir);
+    v = get(b, "validation");
+    nat = get(v, "natural");
+    ck_assert(cJSON_IsTrue(get(v, "confirmed")));
+    /* the premise: natural routing finds the winner slower */
+    ck_assert_str_eq(str(nat, "verdict"), "worse");
+    ck_assert_double_lt(num(nat, "gain"), 0);
+    ck_assert_msg(!strncmp(str(v, "recommendation"), "benchmark only: ", 16), "%s",
+                  str(v, "recommendation"));
+    ck_assert(strstr(str(v, "recommendation"), "keep the baseline for training"));
+    ck_assert(strstr(str(nat, "reason"), "longer"));
+    cJSON_Delete(b);
+    out_free(&r);
     rm_rf(base);
 }
 END_TEST
@@ -1873,6 +1951,12 @@ START_TEST(demo_bundle_is_evidence)
     ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
     b = tk_bundle(dir);
     ck_assert_ptr_nonnull(b);
+    /* the demo's multi-arm screens: first looks first, and some go on */
+    {
+        mt_diag *dd = mt_diag_new();
+        ck_assert_int_ge(check_first_looks(dir, b, dd), 1);
+        mt_diag_destroy(&dd);
+    }
     ck_assert_str_eq(str(b, "status"), "validated");
     ck_assert_str_eq(str(get(b, "recipe"), "label"), "benchmark-only");
     ck_assert_str_eq(str(get(b, "baseline"), "label"), "benchmark-only");
@@ -1998,6 +2082,7 @@ int main(void)
     tcase_set_timeout(alone, 120 * SLOW);
     tcase_add_test(alone, fit_then_the_fitted_base_alone);
     tcase_add_test(alone, multi_arm_follow_up_on_the_example);
+    tcase_add_test(alone, natural_routing_slower_is_benchmark_only);
     tcase_add_test(alone, fit_then_a_winner_validated_against_the_fitted_base);
     tcase_add_test(alone, deadline_stops_search_but_validates);
     tcase_add_test(alone, run_budget_leaves_only_validation);
