@@ -5,6 +5,7 @@
  *   - one owner per tune and bisection directory: a second process is
  *     refused at once (exit 75) naming the directory and the owner's PID,
  *     and kill -9 of the owner frees the directory for a resume;
+ *   - a run sees the contract's environment and the pass-through list only;
  *   - a resume whose result-changing environment (MOETUNE_SIM_*, NCCL_*,
  *     ...) differs from the one recorded at the start is refused with each
  *     difference; launcher and placement variables do not matter;
@@ -164,7 +165,10 @@ static void out_free(out *r)
 
 static void has(const char *text, const char *want)
 {
-    ck_assert_msg(strstr(text, want) != NULL, "\"%s\" not in:\n%s", want, text);
+    /* (Check's messages are short: the end of the text, where errors are) */
+    size_t n = strlen(text);
+    ck_assert_msg(strstr(text, want) != NULL, "\"%s\" not in:\n%s", want,
+                  n > 2000 ? text + n - 2000 : text);
 }
 
 /* Waits (at most 60 s) until the tune in dir has started and `runs` of its
@@ -399,6 +403,74 @@ START_TEST(a_resume_with_another_environment_is_refused)
 }
 END_TEST
 
+/* What a run sees: the contract's environment and the pass-through list,
+ * nothing else of the caller's; a result-changing variable that is a knob
+ * (env.CUDA_DEVICE_MAX_CONNECTIONS, host plugin) is the config's alone.  The
+ * launch template prints the run's environment into its log, then runs the
+ * sim. */
+START_TEST(a_run_sees_the_contract_environment_and_the_pass_through_list)
+{
+    char base[256], dir[300], log[1024], *text, *cfg, *contract;
+    const char *measure[] = {"measure", NULL, "--dir", dir, NULL};
+    const char *from = "template = [\"{sim}\", \"{args}\"];";
+    const char *to = "template = [\"/bin/sh\", \"-c\", \"env; exec \\\"$0\\\" \\\"$@\\\"\", "
+                     "\"{sim}\", \"{args}\"];\n  env = { MT_FROM_CONTRACT = \"yes\"; };";
+    char *at;
+    out r;
+    fresh(base, sizeof base, "jobenv");
+    snprintf(dir, sizeof dir, "%s/M", base);
+    ck_assert_ptr_nonnull(text = tk_slurp(SMALL));
+    ck_assert_ptr_nonnull(at = strstr(text, from));
+    ck_assert_int_ne(asprintf(&cfg, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from)),
+                     -1);
+    contract = tk_write_temp("jobenv.cfg", cfg);
+    measure[1] = contract;
+    setenv("MT_GUARD_PRIVATE", "secret", 1);
+    setenv("NCCL_MT_GUARD", "1", 1);
+    setenv("MASTER_PORT", "29501", 1);
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "7", 1);
+    r = moetune(measure);
+    ck_assert_msg(r.status == 0, "exit %d:\n%s%s", r.status, r.out, r.err);
+    out_free(&r);
+    snprintf(log, sizeof log, "%s/runs/%s", dir, "");
+    {
+        DIR *d = opendir(log);
+        struct dirent *x;
+        char *env = NULL, *text2;
+        ck_assert_ptr_nonnull(d);
+        while ((x = readdir(d)))
+            if (x->d_name[0] != '.') {
+                snprintf(log, sizeof log, "%s/runs/%s/stdout.log", dir, x->d_name);
+                text2 = tk_slurp(log);
+                ck_assert_ptr_nonnull(text2);
+                /* one variable a line, each after a newline */
+                ck_assert_int_ne(asprintf(&env, "\n%s", text2), -1);
+                free(text2);
+                break;
+            }
+        closedir(d);
+        ck_assert_ptr_nonnull(env);
+        has(env, "\nMT_FROM_CONTRACT=yes\n");
+        has(env, "\nNCCL_MT_GUARD=1\n");
+        has(env, "\nMASTER_PORT=29501\n");
+        has(env, "\nPATH=");
+        ck_assert_msg(!strstr(env, "MT_GUARD_PRIVATE"), "a dropped variable reached the run");
+        ck_assert_msg(!strstr(env, "CUDA_DEVICE_MAX_CONNECTIONS=7"),
+                      "the caller's value of a knob reached the run");
+        free(env);
+    }
+    unsetenv("MT_GUARD_PRIVATE");
+    unsetenv("NCCL_MT_GUARD");
+    unsetenv("MASTER_PORT");
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    unlink(contract);
+    free(contract);
+    free(cfg);
+    free(text);
+    rm_rf(base);
+}
+END_TEST
+
 /* ---- 3. a resume's options ---------------------------------------------------------------- */
 
 START_TEST(a_resume_refuses_options_that_contradict_the_stored_tune)
@@ -562,6 +634,7 @@ int main(void)
     tcase_add_test(tc, a_second_process_on_a_tune_directory_is_refused);
     tcase_add_test(tc, an_owned_directory_is_refused_by_tune_and_bisect);
     tcase_add_test(tc, a_resume_with_another_environment_is_refused);
+    tcase_add_test(tc, a_run_sees_the_contract_environment_and_the_pass_through_list);
     tcase_add_test(tc, a_resume_refuses_options_that_contradict_the_stored_tune);
     tcase_add_test(tc, sigterm_stops_a_tune_that_then_resumes_to_the_same_recipe);
     tcase_add_test(tc, sigint_to_the_group_stops_a_tune_with_its_resume_command);
