@@ -183,13 +183,44 @@ static void wait_running(const char *dir, int runs)
     }
 }
 
-/* Whether any process of group pgid is left, waiting up to 30 s for them
- * to go (a stopped run's shepherd gives its job a grace period). */
+/* Whether a live process of group pgid exists: from /proc, zombies not
+ * counted (an orphan's zombie waits for whichever init reaps it; in a PID
+ * namespace that may be slow or never). */
+static int group_alive(pid_t pgid)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *x;
+    int found = 0;
+    ck_assert_ptr_nonnull(d);
+    while (!found && (x = readdir(d))) {
+        char path[300], buf[1024], *p, state;
+        long pgrp;
+        FILE *f;
+        size_t n;
+        if (x->d_name[0] < '0' || x->d_name[0] > '9')
+            continue;
+        snprintf(path, sizeof path, "/proc/%s/stat", x->d_name);
+        if (!(f = fopen(path, "r")))
+            continue;
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        /* pid (comm) state ppid pgrp ...: comm may hold anything but ')' ends it */
+        if (!(p = strrchr(buf, ')')) || sscanf(p + 1, " %c %*d %ld", &state, &pgrp) != 2)
+            continue;
+        found = pgrp == (long)pgid && state != 'Z' && state != 'X';
+    }
+    closedir(d);
+    return found;
+}
+
+/* Whether any live process of group pgid is left, waiting up to 30 s for
+ * them to go (a stopped run's shepherd gives its job a grace period). */
 static int group_left(pid_t pgid)
 {
     double t0 = now_s();
     while (now_s() - t0 < 30) {
-        if (kill(-pgid, 0) != 0 && errno == ESRCH)
+        if (!group_alive(pgid))
             return 0;
         sleep_ms(20);
     }
