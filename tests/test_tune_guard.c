@@ -660,16 +660,23 @@ END_TEST
 int main(void)
 {
     Suite *s = suite_create("tune_guard");
-    TCase *tc = tcase_create("real processes");
-    tcase_set_timeout(tc, 240);
-    tcase_add_test(tc, a_second_process_on_a_tune_directory_is_refused);
-    tcase_add_test(tc, an_owned_directory_is_refused_by_tune_and_bisect);
-    tcase_add_test(tc, a_resume_with_another_environment_is_refused);
-    tcase_add_test(tc, a_run_sees_the_contract_environment_and_the_pass_through_list);
-    tcase_add_test(tc, a_resume_refuses_options_that_contradict_the_stored_tune);
-    tcase_add_test(tc, sigterm_stops_a_tune_that_then_resumes_to_the_same_recipe);
-    tcase_add_test(tc, sigint_to_the_group_stops_a_tune_with_its_resume_command);
-    tcase_add_test(tc, status_of_a_killed_tune_says_it_is_not_running);
-    suite_add_tcase(s, tc);
+    TCase *owner = tcase_create("owner"), *env = tcase_create("environment");
+    TCase *opts = tcase_create("options"), *stop = tcase_create("stop");
+    tcase_set_timeout(owner, 240);
+    tcase_set_timeout(env, 240);
+    tcase_set_timeout(opts, 240);
+    tcase_set_timeout(stop, 240);
+    tcase_add_test(owner, a_second_process_on_a_tune_directory_is_refused);
+    tcase_add_test(owner, an_owned_directory_is_refused_by_tune_and_bisect);
+    tcase_add_test(env, a_resume_with_another_environment_is_refused);
+    tcase_add_test(env, a_run_sees_the_contract_environment_and_the_pass_through_list);
+    tcase_add_test(opts, a_resume_refuses_options_that_contradict_the_stored_tune);
+    tcase_add_test(stop, sigterm_stops_a_tune_that_then_resumes_to_the_same_recipe);
+    tcase_add_test(stop, sigint_to_the_group_stops_a_tune_with_its_resume_command);
+    tcase_add_test(stop, status_of_a_killed_tune_says_it_is_not_running);
+    suite_add_tcase(s, owner);
+    suite_add_tcase(s, env);
+    suite_add_tcase(s, opts);
+    suite_add_tcase(s, stop);
     return tk_run(s);
 }
