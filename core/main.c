@@ -2,9 +2,12 @@
  * main.c - the `moetune` command-line front end.
  *
  * Exit codes: 0 success, 1 a failure of moetune or a plugin, 2 bad input
- * (contract, knob, value, illegal combination), 64 usage.
+ * (contract, knob, value, illegal combination), 64 usage; tune and bisect:
+ * 75 another process owns the directory; tune: 128 + N stopped by signal N
+ * (SIGTERM, SIGINT).  README.md lists each command's.
  */
 #include "audit.h"
+#include "dirlock.h"
 #include "config.h"
 #include "contract.h"
 #include "evaluate.h"
@@ -34,6 +37,8 @@
 #include <sys/wait.h>
 #include <spawn.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +59,9 @@
  * accepted change without its leave-one-out A/B) */
 #define EXIT_NOT_ABLATED 5
 #define EXIT_USAGE 64
+/* tune, bisect: another moetune process owns the directory (core/dirlock.h);
+ * sysexits' EX_TEMPFAIL: try again once it has ended */
+#define EXIT_BUSY 75
 
 static void usage(FILE *out)
 {
@@ -97,8 +105,9 @@ static void usage(FILE *out)
             "       [--executor local|model] [--gpu-hours X] [--runs N] [--seed N] [--notify CMD]\n"
             "                                the unattended evidence-gated tune, ending in a\n"
             "                                validated recipe and bundle.json, REPORT.md, report.html\n"
-            "  tune --resume DIR             continue a tune after a crash or kill: nothing finished\n"
-            "                                runs again\n"
+            "  tune --resume DIR             continue a tune after a crash, kill or stop: nothing\n"
+            "                                finished runs again (the stored options, contract and\n"
+            "                                environment apply; one that differs is refused)\n"
             "  status DIR                    a tune's live state (from another terminal)\n"
             "  recipe DIR [--format mlm|bridge|env|sbatch]\n"
             "                                the finished tune's recipe, as written into DIR:\n"
@@ -1352,7 +1361,10 @@ usage:
     "                    [--jobs N] [--executor local|model] [--gpu-hours X] [--runs N]\n"         \
     "                    [--seed N] [--notify CMD] [--quiet]\n"                                  \
     "                    [--workers tcp://HOST:PORT [--keys DIR] [--job-grace S] [--worker-wait S]]\n" \
-    "       moetune tune --resume DIR [same options]\n"
+    "       moetune tune --resume DIR [--jobs N] [--workers ...] [the stored options]\n"        \
+    "  Exit: 0 validated (or the baseline stands), 3 not confirmed, 4 nothing fits, 5 not\n"    \
+    "  ablated, 1 failed, 2 bad input (also a resume that contradicts the stored tune),\n"     \
+    "  75 another process owns DIR, 130/143 stopped by SIGINT/SIGTERM (resume it).\n"
 
 /* "07:00" -> the next such local time (today or tomorrow); 0 when malformed. */
 static double parse_until(const char *s)
@@ -1398,6 +1410,8 @@ static void notify(const char *cmd, const char *bundle, const char *status)
     char *copy = strdup(cmd), *tok, *save = NULL, *av[64];
     int n = 0;
     pid_t pid;
+    posix_spawnattr_t at;
+    sigset_t none;
     extern char **environ;
     if (!copy)
         return;
@@ -1406,13 +1420,189 @@ static void notify(const char *cmd, const char *bundle, const char *status)
     av[n++] = (char *)bundle;
     av[n] = NULL;
     setenv("MOETUNE_STATUS", status, 1);
-    if (n > 1 && posix_spawnp(&pid, av[0], NULL, NULL, av, environ) == 0) {
+    /* the program gets default signals: moetune tune blocks SIGTERM/SIGINT */
+    posix_spawnattr_init(&at);
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&at, &none);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    if (n > 1 && posix_spawnp(&pid, av[0], NULL, &at, av, environ) == 0) {
         int st;
         waitpid(pid, &st, 0);
     } else {
         fprintf(stderr, "moetune tune: --notify: cannot run '%s'\n", av[0]);
     }
+    posix_spawnattr_destroy(&at);
     free(copy);
+}
+
+/* mkdir -p DIR (0755); 0, or -1 after saying why on stderr. */
+static int make_dir(const char *cmd, const char *dir)
+{
+    char p[PATH_MAX], *q;
+    struct stat sb;
+    if (snprintf(p, sizeof p, "%s", dir) >= (int)sizeof p) {
+        fprintf(stderr, "moetune %s: %s: the path is too long\n", cmd, dir);
+        return -1;
+    }
+    for (q = p + 1; *q; q++)
+        if (*q == '/') {
+            *q = '\0';
+            if (mkdir(p, 0755) != 0 && errno != EEXIST)
+                break; /* the last mkdir says why */
+            *q = '/';
+        }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "moetune %s: cannot create the directory %s: %s\n", cmd, dir,
+                strerror(errno));
+        return -1;
+    }
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "moetune %s: %s is not a directory\n", cmd, dir);
+        return -1;
+    }
+    return 0;
+}
+
+/* Takes DIR for this process (core/dirlock.h): the lock's descriptor, kept
+ * open until the process ends; or -1 after printing the refusal, with the
+ * exit code in *rc (EXIT_BUSY when another process owns DIR). */
+static int own_dir(const char *cmd, const char *dir, const char *what, int *rc)
+{
+    mt_diag *d = mt_diag_new();
+    pid_t owner;
+    int fd = mt_dirlock_acquire(dir, what, &owner, d);
+    if (fd < 0) {
+        fprintf(stderr, "moetune %s: ", cmd);
+        mt_diag_print(d, stderr);
+        *rc = fd == -EBUSY ? EXIT_BUSY : EXIT_FAILURE;
+        fd = -1;
+    }
+    mt_diag_destroy(&d);
+    return fd;
+}
+
+/* ---- a tune stopped by SIGTERM or SIGINT ----
+ * Both signals are blocked in every thread of `moetune tune` and taken by
+ * one thread with sigwait (no handler runs, so nothing in the tune is
+ * interrupted half-way); that thread marks status.json stopped, says what
+ * was interrupted and how to resume, and ends the process at once with
+ * 128 + the signal, exactly as a crash would end it: every finished run is
+ * in the store, the shepherds stop the runs in progress, and a resume
+ * replays the tune (search/BUNDLE.md, "Stopping a tune"). */
+static struct {
+    sigset_t set;
+    char dir[PATH_MAX];
+    char resume[8192];
+} stopper;
+
+static void *stop_watch(void *arg)
+{
+    char phase[64], last[1024];
+    int sig = 0;
+    (void)arg;
+    while (sigwait(&stopper.set, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
+        ;
+    mt_tune_mark_stopped(stopper.dir, sig == SIGTERM ? "SIGTERM" : "SIGINT", stopper.resume,
+                         phase, sizeof phase, last, sizeof last);
+    fprintf(stderr,
+            "\nmoetune tune: stopped by %s during %s%s%s%s in %s; every finished run is kept, "
+            "the runs in progress are stopped and run again on resume.\nresume with: %s\n",
+            sig == SIGTERM ? "SIGTERM" : "SIGINT", phase, last[0] ? " (" : "", last,
+            last[0] ? ")" : "", stopper.dir, stopper.resume);
+    fflush(stderr);
+    _exit(128 + sig);
+}
+
+/* Starts the stop thread; 0, or -1 (the tune then runs with the default
+ * signal actions). */
+static int stop_watch_start(const char *dir, const char *resume)
+{
+    pthread_t t;
+    snprintf(stopper.dir, sizeof stopper.dir, "%s", dir);
+    snprintf(stopper.resume, sizeof stopper.resume, "%s", resume);
+    sigemptyset(&stopper.set);
+    sigaddset(&stopper.set, SIGTERM);
+    sigaddset(&stopper.set, SIGINT);
+    if (pthread_sigmask(SIG_BLOCK, &stopper.set, NULL) != 0)
+        return -1;
+    if (pthread_create(&t, NULL, stop_watch, NULL) != 0) {
+        pthread_sigmask(SIG_UNBLOCK, &stopper.set, NULL);
+        return -1;
+    }
+    pthread_detach(t);
+    return 0;
+}
+
+/* Appends " WORD" to buf, shell-quoted. */
+static void append_word(char *buf, size_t n, const char *word)
+{
+    char *q = mt_recipe_sh_quote(word);
+    size_t len = strlen(buf);
+    snprintf(buf + len, n - len, " %s", q ? q : word);
+    free(q);
+}
+
+/* The options a tune directory keeps (DIR/tune.opts) and those a resume
+ * gave. */
+typedef struct given_opts {
+    int strategy, executor, gpu_hours, runs, seed;
+    const char *until;
+} given_opts;
+
+/* A resume's options against the stored ones: each that contradicts them
+ * is printed with both values; the number of them. */
+static int resume_conflicts(const char *dir, const mt_contract *c, const mt_tune_opts *o,
+                            const given_opts *g, int strategy, int executor, double gh, int runs,
+                            unsigned long long seed, double until)
+{
+    int n = 0;
+    const char *head = "moetune tune --resume %s: ";
+#define CONFLICT(...)                                                                              \
+    do {                                                                                           \
+        fprintf(stderr, head, dir);                                                                \
+        fprintf(stderr, __VA_ARGS__);                                                              \
+        n++;                                                                                       \
+    } while (0)
+    if (g->strategy && o->strategy != strategy)
+        CONFLICT("--strategy %s contradicts the stored tune (strategy %s)\n",
+                 mt_strategy_name(o->strategy), mt_strategy_name(strategy));
+    if (g->seed && o->seed != seed)
+        CONFLICT("--seed %llu contradicts the stored tune (seed %llu)\n",
+                 (unsigned long long)o->seed, seed);
+    if (g->executor && (o->executor == MT_EXEC_MODEL) != (executor == MT_EXEC_MODEL))
+        CONFLICT("--executor %s contradicts the stored tune (executor %s)\n",
+                 o->executor == MT_EXEC_MODEL ? "model" : "local",
+                 executor == MT_EXEC_MODEL ? "model" : "local");
+    /* a budget the tune took from the contract is the contract's figure */
+    if (g->gpu_hours && (o->gpu_hours > 0 ? o->gpu_hours : c->gpu_hours) !=
+                            (gh > 0 ? gh : c->gpu_hours))
+        CONFLICT("--gpu-hours %g contradicts the stored tune (%g GPU-hours%s)\n", o->gpu_hours,
+                 gh > 0 ? gh : c->gpu_hours, gh > 0 ? "" : ", the contract's budget");
+    if (g->runs && (o->runs > 0 ? o->runs : c->max_runs) != (runs > 0 ? runs : c->max_runs))
+        CONFLICT("--runs %d contradicts the stored tune (%d runs%s)\n", o->runs,
+                 runs > 0 ? runs : c->max_runs, runs > 0 ? "" : ", the contract's budget");
+    if (g->until) {
+        /* the stored deadline is a moment; --until names a time of day:
+         * the same HH:MM is the same deadline */
+        char was[16] = "";
+        time_t t = (time_t)until;
+        struct tm tm;
+        int h = -1, m = -1;
+        if (until > 0 && localtime_r(&t, &tm))
+            strftime(was, sizeof was, "%H:%M", &tm);
+        if (sscanf(g->until, "%d:%d", &h, &m) != 2 || !was[0] ||
+            h != (was[0] - '0') * 10 + (was[1] - '0') || m != (was[3] - '0') * 10 + (was[4] - '0'))
+            CONFLICT("--until %s contradicts the stored tune (%s%s)\n", g->until,
+                     was[0] ? "--until " : "the contract's deadline", was);
+    }
+#undef CONFLICT
+    if (n)
+        fprintf(stderr,
+                "moetune tune --resume %s: a resume continues the tune as it was started (its "
+                "options are in %s/tune.opts): drop %s, or start a new tune in another "
+                "directory\n",
+                dir, dir, n == 1 ? "that option" : "those options");
+    return n;
 }
 
 static int cmd_tune(int argc, char **argv)
@@ -1421,10 +1611,12 @@ static int cmd_tune(int argc, char **argv)
     mt_tune_opts o;
     mt_tune_result res;
     const char *dir = NULL, *contract = NULL, *notify_cmd = NULL;
-    char simbin[PATH_MAX], path[PATH_MAX], saved[PATH_MAX];
-    int j, rc, quiet = 0;
+    char simbin[PATH_MAX], path[PATH_MAX], saved[PATH_MAX], resume[8192];
+    int j, rc, quiet = 0, lock = -1;
     mt_diag *d;
     struct stat sb;
+    given_opts given;
+    memset(&given, 0, sizeof given);
     mt_tune_opts_init(&o);
     for (j = 2; j < argc; j++) {
         const char *a = argv[j], *v = j + 1 < argc ? argv[j + 1] : NULL;
@@ -1448,21 +1640,23 @@ static int cmd_tune(int argc, char **argv)
         else if (!strcmp(a, "--strategy")) {
             if ((o.strategy = mt_strategy_parse(v)) < 0)
                 goto usage;
+            given.strategy = 1;
         } else if (!strcmp(a, "--until")) {
             if (!(o.until = parse_until(v))) {
                 fprintf(stderr, "moetune tune: --until %s: write a local time HH:MM\n", v);
                 return EXIT_USAGE;
             }
+            given.until = v;
         } else if (!strcmp(a, "--jobs"))
             o.slots = atoi(v);
         else if (!strcmp(a, "--executor"))
-            o.executor = !strcmp(v, "model") ? MT_EXEC_MODEL : MT_EXEC_LOCAL;
+            o.executor = !strcmp(v, "model") ? MT_EXEC_MODEL : MT_EXEC_LOCAL, given.executor = 1;
         else if (!strcmp(a, "--gpu-hours"))
-            o.gpu_hours = strtod(v, NULL);
+            o.gpu_hours = strtod(v, NULL), given.gpu_hours = 1;
         else if (!strcmp(a, "--runs"))
-            o.runs = atoi(v);
+            o.runs = atoi(v), given.runs = 1;
         else if (!strcmp(a, "--seed"))
-            o.seed = strtoull(v, NULL, 10);
+            o.seed = strtoull(v, NULL, 10), given.seed = 1;
         else if (!strcmp(a, "--notify"))
             notify_cmd = v;
         else if (!strcmp(a, "--workers"))
@@ -1494,6 +1688,9 @@ static int cmd_tune(int argc, char **argv)
             snprintf(path, sizeof path, "%s/contract.cfg", dir);
         }
         contract = path;
+        /* one owner per tune directory, before anything is read for the tune */
+        if ((lock = own_dir("tune --resume", dir, "tune", &rc)) < 0)
+            return rc;
     } else {
         char store[PATH_MAX];
         snprintf(store, sizeof store, "%s/moetune.db", dir);
@@ -1508,13 +1705,31 @@ static int cmd_tune(int argc, char **argv)
     rc = session_open(&s, contract, 0);
     if (rc) {
         session_close(&s);
+        mt_dirlock_release(&lock);
         return rc;
+    }
+    if (!o.resume) {
+        char store[PATH_MAX];
+        if (make_dir("tune", dir) || (lock = own_dir("tune", dir, "tune", &rc)) < 0) {
+            session_close(&s);
+            return lock < 0 && rc ? rc : EXIT_BAD_INPUT;
+        }
+        /* again, now that it is ours: a tune started here since */
+        snprintf(store, sizeof store, "%s/moetune.db", dir);
+        if (stat(store, &sb) == 0) {
+            fprintf(stderr,
+                    "moetune tune: %s already holds a tune; continue it with --resume %s, or "
+                    "choose a new directory\n",
+                    dir, dir);
+            session_close(&s);
+            mt_dirlock_release(&lock);
+            return EXIT_BAD_INPUT;
+        }
     }
     d = mt_diag_new();
     if (!o.resume) {
         char copy[PATH_MAX], real[PATH_MAX];
         FILE *f;
-        mkdir(dir, 0755);
         snprintf(copy, sizeof copy, "%s/contract.cfg", dir);
         if (!realpath(contract, real))
             snprintf(real, sizeof real, "%s", contract);
@@ -1543,6 +1758,14 @@ static int cmd_tune(int argc, char **argv)
         if ((f = fopen(copy, "r"))) {
             if (fscanf(f, "%d %d %lg %d %llu %lg", &strategy, &executor, &gh, &runs, &seed,
                        &until) == 6) {
+                if (resume_conflicts(dir, s.contract, &o, &given, strategy, executor, gh, runs, seed,
+                                     until)) {
+                    fclose(f);
+                    mt_diag_destroy(&d);
+                    session_close(&s);
+                    mt_dirlock_release(&lock);
+                    return EXIT_BAD_INPUT;
+                }
                 o.strategy = strategy, o.seed = seed;
                 if (o.executor != MT_EXEC_ZMQ) /* the same jobs on other executors */
                     o.executor = executor == MT_EXEC_ZMQ ? MT_EXEC_LOCAL : executor;
@@ -1561,12 +1784,32 @@ static int cmd_tune(int argc, char **argv)
     o.dir = dir;
     o.progress = quiet ? NULL : stderr;
     o.tty = !quiet && isatty(2);
+    /* the command that continues this tune: what tune.opts does not keep */
+    snprintf(resume, sizeof resume, "moetune tune --resume");
+    append_word(resume, sizeof resume, dir);
+    if (o.slots > 1) {
+        char n[32];
+        snprintf(n, sizeof n, "%d", o.slots);
+        append_word(resume, sizeof resume, "--jobs");
+        append_word(resume, sizeof resume, n);
+    }
+    if (o.workers) {
+        append_word(resume, sizeof resume, "--workers");
+        append_word(resume, sizeof resume, o.workers);
+    }
+    if (o.workers && o.key_dir) {
+        append_word(resume, sizeof resume, "--keys");
+        append_word(resume, sizeof resume, o.key_dir);
+    }
+    if (stop_watch_start(dir, resume))
+        fprintf(stderr, "moetune tune: cannot watch for SIGTERM/SIGINT; they stop the tune "
+                        "without a word\n");
     rc = mt_tune(s.reg, s.contract, &o, &res, d);
     if (rc) {
         mt_diag_print(d, stderr);
         if (notify_cmd)
             notify(notify_cmd, "", "failed");
-        rc = EXIT_FAILURE;
+        rc = res.refused ? EXIT_BAD_INPUT : EXIT_FAILURE;
     } else {
         static const char *const words[] = {"validated", "not-confirmed", "baseline-only",
                                             "nothing-fits"};
@@ -1601,6 +1844,7 @@ static int cmd_tune(int argc, char **argv)
     mt_tune_result_free(&res);
     mt_diag_destroy(&d);
     session_close(&s);
+    mt_dirlock_release(&lock);
     return rc;
 usage:
     fputs(TUNE_USAGE, stderr);
@@ -1617,7 +1861,7 @@ usage:
     "  templates: words split at blanks, '...' or \"...\" group, no shell; placeholders\n"        \
     "  {rev} {work} {repo}; a step exiting 125 skips the revision.  Run the same command\n"      \
     "  with the same --dir to resume.  Exit: 0 culprit found, 3 regression not reproduced,\n"    \
-    "  1 failed, 2 bad input.\n"
+    "  1 failed, 2 bad input, 75 another process owns DIR.\n"
 
 static int cmd_bisect(int argc, char **argv)
 {
@@ -1625,7 +1869,7 @@ static int cmd_bisect(int argc, char **argv)
     mt_bisect_opts o;
     const char *contract = NULL, **prep = calloc((size_t)argc + 1, sizeof *prep);
     char simbin[PATH_MAX];
-    int j, rc, quiet = 0, outcome = 0;
+    int j, rc, quiet = 0, outcome = 0, lock = -1;
     mt_diag *d;
     memset(&o, 0, sizeof o);
     o.executor = MT_EXEC_LOCAL;
@@ -1700,6 +1944,12 @@ static int cmd_bisect(int argc, char **argv)
         free(prep);
         return rc;
     }
+    /* one owner per bisection directory */
+    if (make_dir("bisect", o.dir) || (lock = own_dir("bisect", o.dir, "bisection", &rc)) < 0) {
+        session_close(&s);
+        free(prep);
+        return lock < 0 && rc ? rc : EXIT_BAD_INPUT;
+    }
     sim_path(simbin, sizeof simbin);
     o.sim_path = simbin;
     o.progress = quiet ? NULL : stderr;
@@ -1713,6 +1963,7 @@ static int cmd_bisect(int argc, char **argv)
     }
     mt_diag_destroy(&d);
     session_close(&s);
+    mt_dirlock_release(&lock);
     free(prep);
     return rc;
 usage:
@@ -1848,6 +2099,35 @@ static void status_throughput(const char *text)
     cJSON_Delete(o);
 }
 
+/* Whether the tune status.json describes is still running: a stopped tune
+ * (phase "stopped") and one whose process is gone without a word (killed,
+ * crashed: nobody owns the directory, core/dirlock.h) say so, and how to
+ * resume. */
+static void status_liveness(const char *dir, const char *text)
+{
+    cJSON *o = cJSON_Parse(text);
+    const cJSON *phase = cJSON_GetObjectItemCaseSensitive(o, "phase");
+    const cJSON *pid = cJSON_GetObjectItemCaseSensitive(o, "pid");
+    char *q = mt_recipe_sh_quote(dir);
+    pid_t owner = 0;
+    if (cJSON_IsString(phase) && !strcmp(phase->valuestring, "stopped")) {
+        const cJSON *sig = cJSON_GetObjectItemCaseSensitive(o, "signal");
+        const cJSON *was = cJSON_GetObjectItemCaseSensitive(o, "interrupted");
+        const cJSON *res = cJSON_GetObjectItemCaseSensitive(o, "resume");
+        printf("stopped: by %s during %s; resume with: %s\n",
+               cJSON_IsString(sig) ? sig->valuestring : "a signal",
+               cJSON_IsString(was) ? was->valuestring : "the tune",
+               cJSON_IsString(res) ? res->valuestring : "moetune tune --resume DIR");
+    } else if (cJSON_IsString(phase) && strcmp(phase->valuestring, "done") &&
+               mt_dirlock_owner(dir, &owner) == 0) {
+        printf("not running: process %.0f that wrote this is gone (killed or crashed); resume "
+               "with: moetune tune --resume %s\n",
+               cJSON_IsNumber(pid) ? pid->valuedouble : -1.0, q ? q : dir);
+    }
+    free(q);
+    cJSON_Delete(o);
+}
+
 /* moetune status DIR: the live state a tune writes, and its store. */
 static int cmd_status(int argc, char **argv)
 {
@@ -1870,6 +2150,7 @@ static int cmd_status(int argc, char **argv)
         fclose(f);
         fputs(buf, stdout);
         status_throughput(buf);
+        status_liveness(argv[2], buf);
     } else {
         fprintf(stderr, "%s: no status.json (not a tune directory, or it has not started)\n",
                 argv[2]);

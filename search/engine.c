@@ -10,11 +10,13 @@
 #include "evaluate.h"
 #include "flops.h"
 #include "label.h"
+#include "launch.h"
 #include "measure.h"
 #include "memory.h"
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,15 +89,77 @@ static void status_arm(cJSON *o, const char *name, const cJSON *arm)
     }
 }
 
-static void write_status(eng *e, const char *line)
+/* status.json is written by the engine and, once, by mt_tune_mark_stopped
+ * from another thread: whoever writes holds this, so a "stopped" is never
+ * overwritten by a rename still in flight. */
+static pthread_mutex_t status_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Writes o as DIR/status.json (a temporary file renamed over it). */
+static void status_put(const char *dir, const char *tmpname, cJSON *o)
 {
     char path[4096], tmp[4200];
+    char *text = cJSON_Print(o);
     FILE *f;
+    snprintf(path, sizeof path, "%s/status.json", dir);
+    snprintf(tmp, sizeof tmp, "%s/%s", dir, tmpname);
+    if (text && (f = fopen(tmp, "w"))) {
+        fputs(text, f);
+        fputc('\n', f);
+        if (fclose(f) == 0)
+            rename(tmp, path);
+    }
+    free(text);
+}
+
+int mt_tune_mark_stopped(const char *dir, const char *signal, const char *resume, char *phase,
+                         size_t phase_n, char *last, size_t last_n)
+{
+    char path[4096], buf[65536];
+    FILE *f;
+    size_t n = 0;
+    cJSON *o = NULL;
+    const cJSON *x;
+    pthread_mutex_lock(&status_mu); /* kept: the process ends after this */
+    snprintf(path, sizeof path, "%s/status.json", dir);
+    if ((f = fopen(path, "r"))) {
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+    }
+    buf[n] = '\0';
+    if (!(o = cJSON_Parse(buf)) || !cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        o = cJSON_CreateObject();
+    }
+    if (!o)
+        return -ENOMEM;
+    x = cJSON_GetObjectItemCaseSensitive(o, "phase");
+    snprintf(phase, phase_n, "%s", cJSON_IsString(x) ? x->valuestring : "start");
+    x = cJSON_GetObjectItemCaseSensitive(o, "live");
+    if (!cJSON_IsString(x) || !x->valuestring[0])
+        x = cJSON_GetObjectItemCaseSensitive(o, "last");
+    snprintf(last, last_n, "%s", cJSON_IsString(x) ? x->valuestring : "");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "phase");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "interrupted");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "signal");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "resume");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "eta_s");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "pid");
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "updated");
+    cJSON_AddStringToObject(o, "phase", "stopped");
+    cJSON_AddStringToObject(o, "interrupted", phase);
+    cJSON_AddStringToObject(o, "signal", signal);
+    cJSON_AddStringToObject(o, "resume", resume);
+    cJSON_AddNumberToObject(o, "pid", (double)getpid());
+    cJSON_AddNumberToObject(o, "updated", now_s());
+    status_put(dir, "status.json.stop", o);
+    cJSON_Delete(o);
+    return 0;
+}
+
+static void write_status(eng *e, const char *line)
+{
     cJSON *o = cJSON_CreateObject();
-    char *text;
     double used = e->gpu_hours, el = now_s() - e->started;
-    snprintf(path, sizeof path, "%s/status.json", e->o.dir);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     cJSON_AddStringToObject(o, "phase", e->phase ? e->phase : "start");
     cJSON_AddStringToObject(o, "last", line);
     if (e->live[0])
@@ -115,15 +179,10 @@ static void write_status(eng *e, const char *line)
         cJSON_AddNumberToObject(o, "eta_s", el / used * (e->budget_gh - used));
     status_arm(o, "baseline", e->baseline_arm);
     status_arm(o, "best", e->best_arm);
-    text = cJSON_Print(o);
+    pthread_mutex_lock(&status_mu);
+    status_put(e->o.dir, "status.json.tmp", o);
+    pthread_mutex_unlock(&status_mu);
     cJSON_Delete(o);
-    if (text && (f = fopen(tmp, "w"))) {
-        fputs(text, f);
-        fputc('\n', f);
-        if (fclose(f) == 0)
-            rename(tmp, path);
-    }
-    free(text);
 }
 
 void eng_progress_quiet(eng *e)
@@ -3138,6 +3197,85 @@ static int phase_sample(eng *e)
     return rc;
 }
 
+/* ---- the environment a tune was started with ---------------------------------------------- */
+
+#define ENV_MEMO "tune/environment"
+
+/* The result-changing variables of this process (workers/launch.h
+ * MT_ENV_RESULT, less the knobs) against those the tune recorded at its
+ * start (memo ENV_MEMO; recorded now when there are none: a new tune, or
+ * one begun before moetune recorded them).  0; 1 when they differ (each
+ * difference in e->d); negative on a store error. */
+static int env_check(eng *e)
+{
+    mt_kv *now = mt_kv_new();
+    cJSON *was = NULL, *o = NULL;
+    const cJSON *x;
+    const char *k, *v;
+    char *text = NULL, path[4096];
+    size_t i, n = 0;
+    int rc = -ENOMEM, got;
+    if (!now || mt_launch_result_env(e->baseline, now))
+        goto out;
+    got = mt_store_memo_get(e->st, ENV_MEMO, &text, e->d);
+    if (got < 0) {
+        rc = got;
+        goto out;
+    }
+    if (got == 0) {
+        if (!(o = cJSON_CreateObject()))
+            goto out;
+        for (i = 0; mt_kv_entry(now, i, &k, &v) == 0; i++)
+            cJSON_AddStringToObject(o, k, v);
+        free(text);
+        if (!(text = cJSON_PrintUnformatted(o)))
+            goto out;
+        rc = mt_store_memo_put(e->st, ENV_MEMO, text, e->d) < 0 ? -1 : 0;
+        goto out;
+    }
+    if (!(was = cJSON_Parse(text)) || !cJSON_IsObject(was)) {
+        mt_diag_add(e->d, e->o.dir, 0, NULL,
+                    "the store's record of the tune's environment (memo %s) is damaged",
+                    ENV_MEMO);
+        rc = -1;
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/moetune.db", e->o.dir);
+    /* recorded names: gone or changed; then the new ones */
+    cJSON_ArrayForEach(x, was)
+    {
+        const char *cur = mt_kv_get(now, x->string);
+        if (!cJSON_IsString(x) || (cur && !strcmp(cur, x->valuestring)))
+            continue;
+        n++;
+        if (cur)
+            mt_diag_add(e->d, path, 0, x->string, "recorded '%s', now '%s'", x->valuestring, cur);
+        else
+            mt_diag_add(e->d, path, 0, x->string, "recorded '%s', now unset", x->valuestring);
+    }
+    for (i = 0; mt_kv_entry(now, i, &k, &v) == 0; i++)
+        if (!cJSON_GetObjectItemCaseSensitive(was, k)) {
+            n++;
+            mt_diag_add(e->d, path, 0, k, "recorded unset, now '%s'", v);
+        }
+    if (n)
+        mt_diag_add(e->d, path, 0, NULL,
+                    "this tune was started with other result-changing environment variables "
+                    "(%zu differ%s, above): a resume must see the same ones, or its runs would "
+                    "not be comparable with the stored ones; resume with the recorded values, "
+                    "or start a new tune in another directory",
+                    n, n == 1 ? "s" : "");
+    rc = n ? 1 : 0;
+out:
+    if (rc == -ENOMEM)
+        mt_diag_add(e->d, e->o.dir, 0, NULL, "out of memory");
+    cJSON_Delete(was);
+    cJSON_Delete(o);
+    free(text);
+    mt_kv_destroy(&now);
+    return rc;
+}
+
 /* ---- the tune ------------------------------------------------------------------------------ */
 
 int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_result *out,
@@ -3179,6 +3317,13 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     e.baseline = mt_config_base(reg, c, d);
     if (!e.baseline)
         goto out;
+    {
+        int env = env_check(&e);
+        if (env) {
+            out->refused = env > 0;
+            goto out;
+        }
+    }
     e.best = mt_kv_dup(e.baseline);
     {
         char why[600];

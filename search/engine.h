@@ -67,6 +67,9 @@ typedef struct mt_tune_result {
     int not_ablated;           /* accepted changes the budget left unablated: the
                                   winner is not ablated (`tune` exits 5) */
     char stopped[128];         /* why the search stopped */
+    int refused;               /* mt_tune failed because the directory's tune cannot be
+                                  continued as asked (the recorded environment differs,
+                                  search/BUNDLE.md "Resume"): bad input, not a failure */
     /* every accepted change, as the configs it went from and to (owned) */
     size_t n_accepted;
     mt_kv **accepted_from, **accepted_to;
@@ -78,6 +81,16 @@ void mt_tune_result_free(mt_tune_result *r);
  * validation said), negative with the reason in d otherwise. */
 int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_result *out,
             mt_diag *d);
+
+/* A tune ended by a signal (SIGTERM, SIGINT): DIR/status.json gets phase
+ * "stopped", with "interrupted" (the phase it was in), "signal" (its name),
+ * "resume" (the command that continues it) and this process's pid; the
+ * engine never writes status.json again in this process (call it last,
+ * then exit).  phase and last get the interrupted phase and the last
+ * progress line.  Safe from another thread than the tune's (not from a
+ * signal handler).  0, or -ENOMEM. */
+int mt_tune_mark_stopped(const char *dir, const char *signal, const char *resume, char *phase,
+                         size_t phase_n, char *last, size_t last_n);
 
 /* One job of the model executor (MT_EXEC_MODEL), exactly as a tune runs it:
  * kind "screen" | "validate" | "profile", replicate rep, the sim's noise

@@ -20,7 +20,9 @@
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -311,19 +313,35 @@ int eng_exec(eng *e, jobreq *v, size_t n)
         } else if (e->o.slots <= 1) {
             rc = run_local(e, e->st, &v[i]);
         } else {
-            pid_t pid;
+            pid_t pid, parent;
             while ((int)running >= e->o.slots) {
                 int st;
                 if (waitpid(-1, &st, 0) > 0)
                     running--;
             }
             fflush(NULL);
+            parent = getpid();
             pid = fork();
             if (pid == 0) {
                 /* the child: its own store connection, never the parent's */
-                mt_diag *d = mt_diag_new();
-                mt_store *st = mt_store_open(e->o.dir, e->c, d);
-                int r = st ? run_local(e, st, &v[i]) : -1;
+                mt_diag *d;
+                mt_store *st;
+                sigset_t stop;
+                int r;
+                /* it dies with the tune (a stop, a crash, kill -9: its run's
+                 * shepherd then stops the run), and takes the tune's
+                 * blocked SIGTERM/SIGINT back (moetune tune waits for them
+                 * in one thread) */
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
+                if (getppid() != parent)
+                    _exit(1);
+                sigemptyset(&stop);
+                sigaddset(&stop, SIGTERM);
+                sigaddset(&stop, SIGINT);
+                sigprocmask(SIG_UNBLOCK, &stop, NULL);
+                d = mt_diag_new();
+                st = mt_store_open(e->o.dir, e->c, d);
+                r = st ? run_local(e, st, &v[i]) : -1;
                 if (r)
                     mt_diag_print(d, stderr);
                 mt_store_close(&st);

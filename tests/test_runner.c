@@ -1097,6 +1097,39 @@ START_TEST(launch_environment)
     ck_assert_ptr_null(mt_kv_get(env, "SLURM_MT_TEST"));
     ck_assert_str_eq(mt_kv_get(env, "PATH"), "/usr/bin:/bin");
     mt_kv_destroy(&env);
+    /* the pass-through list: result-changing variables and placement pass,
+     * anything else is dropped; only the first are the tune's record */
+    setenv("MOETUNE_SIM_MT_TEST", "1", 1);
+    setenv("NCCL_MT_TEST", "2", 1);
+    setenv("NVTE_MT_TEST", "3", 1);
+    setenv("MASTER_PORT", "29500", 1);
+    setenv("CUDA_VISIBLE_DEVICES", "0,1", 1);
+    env = mt_kv_new();
+    ck_assert_int_eq(mt_launch_environment(MT_LAUNCHER_LOCAL, 0, NULL, env), 0);
+    ck_assert_str_eq(mt_kv_get(env, "MOETUNE_SIM_MT_TEST"), "1");
+    ck_assert_str_eq(mt_kv_get(env, "NCCL_MT_TEST"), "2");
+    ck_assert_str_eq(mt_kv_get(env, "NVTE_MT_TEST"), "3");
+    ck_assert_str_eq(mt_kv_get(env, "MASTER_PORT"), "29500");
+    ck_assert_str_eq(mt_kv_get(env, "CUDA_VISIBLE_DEVICES"), "0,1");
+    ck_assert_ptr_null(mt_kv_get(env, "MT_TEST_PRIVATE"));
+    mt_kv_destroy(&env);
+    ck_assert_int_eq(mt_launch_env_class("NCCL_", 5), MT_ENV_DROPPED); /* a prefix alone */
+    ck_assert_int_eq(mt_launch_env_class("MOETUNE_SIM", 11), MT_ENV_DROPPED);
+    ck_assert_int_eq(mt_launch_env_class("PYTORCH_CUDA_ALLOC_CONF", 23), MT_ENV_RESULT);
+    ck_assert_int_eq(mt_launch_env_class("SLURM_PROCID", 12), MT_ENV_PLACEMENT);
+    env = mt_kv_new();
+    mt_kv_set(rendered, "env.NCCL_MT_TEST", "9"); /* a knob: the config's, not the record's */
+    ck_assert_int_eq(mt_launch_result_env(rendered, env), 0);
+    ck_assert_str_eq(mt_kv_get(env, "MOETUNE_SIM_MT_TEST"), "1");
+    ck_assert_ptr_null(mt_kv_get(env, "NCCL_MT_TEST"));
+    ck_assert_ptr_null(mt_kv_get(env, "MASTER_PORT"));
+    ck_assert_ptr_null(mt_kv_get(env, "PATH"));
+    mt_kv_destroy(&env);
+    unsetenv("MOETUNE_SIM_MT_TEST");
+    unsetenv("NCCL_MT_TEST");
+    unsetenv("NVTE_MT_TEST");
+    unsetenv("MASTER_PORT");
+    unsetenv("CUDA_VISIBLE_DEVICES");
     env = mt_kv_new();
     ck_assert_int_eq(mt_launch_environment(MT_LAUNCHER_LOCAL, 1, NULL, env), 0);
     ck_assert_str_eq(mt_kv_get(env, "MT_TEST_PRIVATE"), "x");

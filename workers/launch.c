@@ -179,15 +179,84 @@ int mt_launch_kind(const char *name)
     return -1;
 }
 
+static int is_one_of(const char *const *names, const char *name, size_t n)
+{
+    size_t i;
+    for (i = 0; names[i]; i++)
+        if (strlen(names[i]) == n && !strncmp(names[i], name, n))
+            return 1;
+    return 0;
+}
+
+static int has_prefix(const char *const *prefixes, const char *name, size_t n)
+{
+    size_t i;
+    for (i = 0; prefixes[i]; i++) {
+        size_t k = strlen(prefixes[i]);
+        if (n > k && !strncmp(prefixes[i], name, k))
+            return 1;
+    }
+    return 0;
+}
+
+int mt_launch_env_class(const char *name, size_t n)
+{
+    static const char *const result[] = {"CUDA_DEVICE_MAX_CONNECTIONS", "PYTORCH_CUDA_ALLOC_CONF",
+                                         NULL};
+    static const char *const result_prefix[] = {"MOETUNE_SIM_", "NCCL_", "NVTE_", NULL};
+    static const char *const pass[] = {"PATH",
+                                       "HOME",
+                                       "USER",
+                                       "LOGNAME",
+                                       "LANG",
+                                       "LC_ALL",
+                                       "TZ",
+                                       "TMPDIR",
+                                       "LD_LIBRARY_PATH",
+                                       "RANK",
+                                       "LOCAL_RANK",
+                                       "WORLD_SIZE",
+                                       "MASTER_ADDR",
+                                       "MASTER_PORT",
+                                       "CUDA_VISIBLE_DEVICES",
+                                       "MOETUNE_CONTAINER_DIGEST",
+                                       NULL};
+    static const char *const pass_prefix[] = {"SLURM_", NULL};
+    if (is_one_of(result, name, n) || has_prefix(result_prefix, name, n))
+        return MT_ENV_RESULT;
+    if (is_one_of(pass, name, n) || has_prefix(pass_prefix, name, n))
+        return MT_ENV_PLACEMENT;
+    return MT_ENV_DROPPED;
+}
+
 static int keep_var(int kind, const char *name, size_t n)
 {
-    static const char *const basic[] = {"PATH",   "HOME", "USER",   "LOGNAME",         "LANG",
-                                        "LC_ALL", "TZ",   "TMPDIR", "LD_LIBRARY_PATH", NULL};
-    size_t i;
-    for (i = 0; basic[i]; i++)
-        if (strlen(basic[i]) == n && !strncmp(basic[i], name, n))
-            return 1;
-    return kind == MT_LAUNCHER_SRUN && n > 6 && !strncmp(name, "SLURM_", 6);
+    int cls = mt_launch_env_class(name, n);
+    /* SLURM_* only where srun reads it: a local run inside an allocation
+     * must not look like one of its steps */
+    if (cls == MT_ENV_PLACEMENT && n > 6 && !strncmp(name, "SLURM_", 6))
+        return kind == MT_LAUNCHER_SRUN;
+    return cls != MT_ENV_DROPPED;
+}
+
+int mt_launch_result_env(const mt_kv *knobs, mt_kv *out)
+{
+    char **e;
+    for (e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        char *name, knob[600];
+        int rc;
+        if (!eq || eq == *e || mt_launch_env_class(*e, (size_t)(eq - *e)) != MT_ENV_RESULT)
+            continue;
+        if (!(name = strndup(*e, (size_t)(eq - *e))))
+            return -ENOMEM;
+        snprintf(knob, sizeof knob, "env.%s", name);
+        rc = knobs && mt_kv_get(knobs, knob) ? 0 : mt_kv_set(out, name, eq + 1);
+        free(name);
+        if (rc != 0)
+            return -ENOMEM;
+    }
+    return 0;
 }
 
 int mt_launch_environment(int kind, int inherit, const mt_kv *rendered, mt_kv *out)

@@ -47,13 +47,33 @@ int mt_launch_expand(const char *const *tmpl, size_t n, const mt_kv *placeholder
 /* "local" or "srun" -> enum mt_launcher; -1 when neither. */
 int mt_launch_kind(const char *name);
 
+/* The caller's variables a run sees (the pass-through list; everything
+ * else in moetune's environment is dropped, workers/PROTOCOL.md "The job's
+ * environment"), in two kinds:
+ *   MT_ENV_RESULT     they change results: MOETUNE_SIM_*, NCCL_*, NVTE_*,
+ *                     CUDA_DEVICE_MAX_CONNECTIONS, PYTORCH_CUDA_ALLOC_CONF;
+ *                     a tune records them at its start and a resume with
+ *                     other values is refused (unless the name is a knob:
+ *                     then the config sets it and the caller's is dropped);
+ *   MT_ENV_PLACEMENT  launcher and placement: SLURM_* (srun only), RANK,
+ *                     LOCAL_RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT,
+ *                     CUDA_VISIBLE_DEVICES, PATH, HOME, USER, LOGNAME, LANG,
+ *                     LC_ALL, TZ, TMPDIR, LD_LIBRARY_PATH,
+ *                     MOETUNE_CONTAINER_DIGEST; they pass unrecorded. */
+enum mt_env_class { MT_ENV_DROPPED = 0, MT_ENV_RESULT = 1, MT_ENV_PLACEMENT = 2 };
+
+/* The class of the variable named by name's first n bytes. */
+int mt_launch_env_class(const char *name, size_t n);
+
 /* The job's whole environment into out (caller's map, entries added):
- * with inherit, all of this process's environment; without, only PATH,
- * HOME, USER, LOGNAME, LANG, LC_ALL, TZ, TMPDIR, LD_LIBRARY_PATH and, for
- * srun, every SLURM_* variable (SLURM_CONF, SLURM_JOB_ID of an allocation
- * ...).  Then rendered (the contract's and the plugins' settings) on top.
- * 0 or -ENOMEM. */
+ * with inherit, all of this process's environment; without, only the
+ * pass-through list above (SLURM_* for srun only).  Then rendered (the
+ * contract's and the plugins' settings) on top.  0 or -ENOMEM. */
 int mt_launch_environment(int kind, int inherit, const mt_kv *rendered, mt_kv *out);
+
+/* This process's MT_ENV_RESULT variables into out (NAME -> value), except
+ * those knobs (a config: "env.NAME" keys) sets.  0 or -ENOMEM. */
+int mt_launch_result_env(const mt_kv *knobs, mt_kv *out);
 
 /* A name no other run shares: "mt-<tag>-<host>-<pid>-<n>-<random hex>",
  * only [A-Za-z0-9._-].  Caller frees. */

@@ -558,7 +558,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     mt_run_spec rs;
     glue g;
     char *job = NULL, *fp = NULL, memfile[4096], steps[32];
-    const char **cargv = NULL;
+    const char **cargv = NULL, *ek, *ev;
     int kind = mt_launch_kind(c->launcher), rc = -1, window_steps;
     double started = (double)time(NULL);
     mt_fingerprint_in fin;
@@ -630,9 +630,22 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
                          &argv, d))
         goto out;
 
-    /* the environment: the rendered knobs, the contract's static settings,
-     * and for the sim the cluster it stands for */
-    mt_launch_environment(kind, 1, r.env, env);
+    /* the environment: the caller's pass-through list (launch.h; a
+     * result-changing variable that is a knob is the config's alone), the
+     * rendered knobs, the contract's static settings, and for the sim the
+     * cluster it stands for */
+    if (mt_launch_environment(kind, 0, NULL, env)) {
+        mt_diag_add(d, spec->run_dir, 0, NULL, "out of memory");
+        goto out;
+    }
+    for (i = 0; mt_kv_entry(cfg, i, &ek, &ev) == 0; i++)
+        if (!strncmp(ek, "env.", 4) && mt_launch_env_class(ek + 4, strlen(ek + 4)) == MT_ENV_RESULT)
+            mt_kv_unset(env, ek + 4);
+    for (i = 0; mt_kv_entry(r.env, i, &ek, &ev) == 0; i++)
+        if (mt_kv_set(env, ek, ev)) {
+            mt_diag_add(d, spec->run_dir, 0, NULL, "out of memory");
+            goto out;
+        }
     if (spec->rev && subst_env(env, spec->rev, spec->work ? spec->work : ".")) {
         mt_diag_add(d, spec->run_dir, 0, NULL, "out of memory");
         goto out;
