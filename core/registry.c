@@ -146,36 +146,73 @@ static int valid_knob_name(const char *s)
     return 1;
 }
 
-/* Refuses files another user could have replaced: a plugin runs with our
- * privileges. */
-static int check_file(const char *path, mt_diag *d)
+/* Refuses a file or directory another user could change: a plugin runs with
+ * our privileges.  what is "plugin file" or "directory above the plugin". */
+static int safe_owner_mode(const char *path, const struct stat *st, const char *what,
+                           const char *plugin, mt_diag *d)
+{
+    int dir = S_ISDIR(st->st_mode);
+    if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(dir && (st->st_mode & S_ISVTX))) {
+        mt_diag_add(d, plugin, 0, NULL,
+                    "refused: the %s %s is writable by other users (mode %04o)%s; run chmod go-w "
+                    "on it",
+                    what, path, (unsigned)(st->st_mode & 07777),
+                    dir ? " and has no sticky bit" : "");
+        return -EPERM;
+    }
+    if (st->st_uid != 0 && st->st_uid != geteuid()) {
+        mt_diag_add(d, plugin, 0, NULL,
+                    "refused: the %s %s belongs to another user (uid %u); plugins load only from "
+                    "files and directories owned by root or by you",
+                    what, path, (unsigned)st->st_uid);
+        return -EPERM;
+    }
+    return 0;
+}
+
+/* Resolves path to the one absolute file it names (realpath: every symbolic
+ * link and "..", a relative path or a bare name against the working
+ * directory, never a library search path) into abs, and checks exactly that
+ * file and every directory above it up to "/".  The caller dlopens abs and
+ * nothing else, so what was checked is what runs. */
+static int resolve_file(const char *path, char abs[PATH_MAX], mt_diag *d)
 {
     struct stat st;
     unsigned char hdr[18];
-    int fd;
+    char dir[PATH_MAX], *slash;
+    int fd, rc;
     ssize_t got;
-    if (stat(path, &st) != 0) {
+    if (!realpath(path, abs)) {
         mt_diag_add(d, path, 0, NULL, "cannot read plugin: %s", strerror(errno));
+        return -ENOENT;
+    }
+    if (stat(abs, &st) != 0) {
+        mt_diag_add(d, path, 0, NULL, "cannot read plugin %s: %s", abs, strerror(errno));
         return -ENOENT;
     }
     if (!S_ISREG(st.st_mode)) {
         mt_diag_add(d, path, 0, NULL, "not a shared object: not a regular file");
         return -EINVAL;
     }
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        mt_diag_add(d, path, 0, NULL,
-                    "refused: the plugin file is writable by other users (mode %04o); "
-                    "run chmod go-w on it",
-                    (unsigned)(st.st_mode & 07777));
-        return -EPERM;
+    if ((rc = safe_owner_mode(abs, &st, "plugin file", path, d)))
+        return rc;
+    snprintf(dir, sizeof dir, "%s", abs);
+    while ((slash = strrchr(dir, '/'))) {
+        if (slash == dir)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+        if (stat(dir, &st) != 0) {
+            mt_diag_add(d, path, 0, NULL, "cannot read the directory %s above the plugin: %s", dir,
+                        strerror(errno));
+            return -ENOENT;
+        }
+        if ((rc = safe_owner_mode(dir, &st, "directory above the plugin", path, d)))
+            return rc;
+        if (slash == dir)
+            break;
     }
-    if (st.st_uid != 0 && st.st_uid != geteuid()) {
-        mt_diag_add(d, path, 0, NULL,
-                    "refused: the plugin file belongs to another user (uid %u)",
-                    (unsigned)st.st_uid);
-        return -EPERM;
-    }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(abs, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         mt_diag_add(d, path, 0, NULL, "cannot open plugin: %s", strerror(errno));
         return -EIO;
@@ -203,15 +240,16 @@ int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
     uint32_t k;
     size_t i;
     int rc;
+    char abs[PATH_MAX];
 
     if (r->finished) {
         mt_diag_add(d, path, 0, NULL, "internal: plugin loaded after the registry was finished");
         return -EINVAL;
     }
-    rc = check_file(path, d);
+    rc = resolve_file(path, abs, d);
     if (rc)
         return rc;
-    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    h = dlopen(abs, RTLD_NOW | RTLD_LOCAL);
     if (!h) {
         const char *e = dlerror();
         mt_diag_add(d, path, 0, NULL, "cannot load plugin: %s", e ? e : "dlopen failed");
@@ -322,7 +360,7 @@ int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
         dlclose(h);
         return -ENOMEM;
     }
-    p->path = strdup(path);
+    p->path = strdup(abs);
     p->desc = desc;
     p->handle = h;
     r->plugins[r->n++] = p;
