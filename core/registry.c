@@ -1,5 +1,8 @@
 #include "registry.h"
 
+#include "callguard.h"
+#include "dialect.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -63,6 +66,7 @@ typedef struct ext_entry {
 struct mt_registry {
     mt_plugin **plugins;
     size_t n, cap;
+    const char *origin; /* what the files being loaded now are (mt_plugin.origin) */
     ext_entry *ext;
     size_t n_ext, cap_ext;
     int finished;
@@ -74,8 +78,11 @@ static void plugin_free(mt_plugin *p)
 {
     if (!p)
         return;
-    if (p->enabled && p->desc && p->desc->fini)
+    if (p->enabled && p->desc && p->desc->fini) {
+        mt_callguard_enter(p->desc->name, p->path, "fini()");
         p->desc->fini(p->state);
+        mt_callguard_leave();
+    }
     if (p->handle)
         dlclose(p->handle);
     free(p->path);
@@ -249,7 +256,10 @@ int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
     rc = resolve_file(path, abs, d);
     if (rc)
         return rc;
+    /* the file's constructors run inside dlopen */
+    mt_callguard_enter(abs, NULL, "its constructors (dlopen)");
     h = dlopen(abs, RTLD_NOW | RTLD_LOCAL);
+    mt_callguard_leave();
     if (!h) {
         const char *e = dlerror();
         mt_diag_add(d, path, 0, NULL, "cannot load plugin: %s", e ? e : "dlopen failed");
@@ -361,6 +371,7 @@ int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
         return -ENOMEM;
     }
     p->path = strdup(abs);
+    p->origin = r->origin ? r->origin : "file";
     p->desc = desc;
     p->handle = h;
     r->plugins[r->n++] = p;
@@ -432,6 +443,7 @@ int mt_registry_load_default(mt_registry *r, const char *const *extra, size_t n_
     size_t i;
     ssize_t len;
 
+    r->origin = "built-in";
     if (env && *env) {
         failed += mt_registry_load_path(r, env, d);
     } else {
@@ -458,6 +470,7 @@ int mt_registry_load_default(mt_registry *r, const char *const *extra, size_t n_
                         "no built-in plugins found here: every knob they own will be unknown; "
                         "install moetune or set MOETUNE_BUILTIN_DIR to the build's plugins/");
     }
+    r->origin = "MOETUNE_PLUGIN_PATH";
     env = getenv("MOETUNE_PLUGIN_PATH");
     if (env && *env) {
         char *copy = strdup(env), *tok, *save = NULL;
@@ -466,9 +479,36 @@ int mt_registry_load_default(mt_registry *r, const char *const *extra, size_t n_
                 failed += mt_registry_load_path(r, tok, d);
         free(copy);
     }
+    r->origin = "launch.plugin_path";
     for (i = 0; i < n_extra; i++)
         failed += mt_registry_load_path(r, extra[i], d);
+    r->origin = NULL;
     return failed;
+}
+
+int mt_registry_require(const mt_registry *r, const char *name, const char *min_version,
+                        char *why, size_t why_len)
+{
+    const mt_plugin *p = mt_registry_find(r, name);
+    if (!p) {
+        snprintf(why, why_len,
+                 "plugin %s is not loaded: install it among the built-ins or in a directory of "
+                 "MOETUNE_PLUGIN_PATH (a file the contract names in launch.plugin_path loads "
+                 "only with --trust-plugin-path)",
+                 name);
+        return -1;
+    }
+    if (!p->enabled) {
+        snprintf(why, why_len, "plugin %s (%s) is disabled: %s", name, p->path,
+                 p->why_disabled ? p->why_disabled : "?");
+        return -1;
+    }
+    if (min_version && mt_version_cmp(p->desc->version ? p->desc->version : "", min_version) < 0) {
+        snprintf(why, why_len, "plugin %s %s (%s) is older than the %s the contract needs", name,
+                 p->desc->version ? p->desc->version : "(no version)", p->path, min_version);
+        return -1;
+    }
+    return 0;
 }
 
 static void disable(mt_plugin *p, mt_diag *d, const char *fmt, const char *arg)
@@ -581,7 +621,9 @@ int mt_registry_finish(mt_registry *r, mt_diag *d)
         if (!p->desc->init)
             continue;
         mt_sink_init(&s, MT_SINK_INIT, p->desc->name);
+        mt_callguard_enter(p->desc->name, p->path, "init()");
         rc = p->desc->init(mt_host_table(), &s, &p->state);
+        mt_callguard_leave();
         if (rc < 0) {
             char *why = mt_strlist_join(&s.errors, "; ");
             p->enabled = 1; /* so disable() records it; fini is not called */
@@ -811,6 +853,8 @@ static int call_all(mt_registry *r, int kind, const mt_ctx_v1 *ctx, uint32_t dia
                     mt_sink *proto, mt_diag *d)
 {
     static const char *const names[] = {"init", "propose", "repair", "check", "render", "verify"};
+    static const char *const calls[] = {"init()",  "propose()", "repair()",
+                                        "check()", "render()",  "verify()"};
     size_t i;
     int failed = 0;
     for (i = 0; i < r->n; i++) {
@@ -823,6 +867,7 @@ static int call_all(mt_registry *r, int kind, const mt_ctx_v1 *ctx, uint32_t dia
         s.viol = proto->viol;
         s.rendered = proto->rendered;
         s.verdicts = proto->verdicts;
+        mt_callguard_enter(p->desc->name, p->path, calls[kind]);
         if (kind == MT_SINK_CHECK)
             rc = p->desc->check(p->state, ctx, &s);
         else if (kind == MT_SINK_RENDER)
@@ -831,6 +876,7 @@ static int call_all(mt_registry *r, int kind, const mt_ctx_v1 *ctx, uint32_t dia
             rc = p->desc->verify(p->state, ctx, &s);
         else
             rc = 0;
+        mt_callguard_leave();
         if (rc < 0 || s.errors.n) {
             report_errors(&s, p, names[kind], rc, d);
             failed++;
@@ -931,7 +977,9 @@ int mt_registry_propose(mt_registry *r, const char *plugin, const mt_ctx_v1 *ctx
             continue;
         mt_sink_init(&s, MT_SINK_PROPOSE, p->desc->name);
         s.cands = out;
+        mt_callguard_enter(p->desc->name, p->path, "propose()");
         rc = p->desc->propose(p->state, ctx, &s);
+        mt_callguard_leave();
         if (rc < 0 || s.errors.n) {
             report_errors(&s, p, "propose", rc, d);
             failed++;
@@ -959,7 +1007,9 @@ int mt_registry_repair(mt_registry *r, const mt_plugin *p, const mt_ctx_v1 *ctx,
     mt_sink_init(&s, MT_SINK_REPAIR, p->desc->name);
     s.sets = got;
     s.notes = notes;
+    mt_callguard_enter(p->desc->name, p->path, "repair()");
     rc = p->desc->repair(p->state, ctx, &s);
+    mt_callguard_leave();
     if (rc < 0 || s.errors.n)
         report_errors(&s, p, "repair", rc, d);
     mt_sink_fini(&s);

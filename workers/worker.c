@@ -311,12 +311,21 @@ static mt_kv *config_from_text(const char *text)
     return kv;
 }
 
-static mt_registry *load_registry(const mt_contract *c, mt_diag *d)
+/* The job's plugins: the worker's own (built-ins, MOETUNE_PLUGIN_PATH), the
+ * files of the contract's launch.plugin_path only with --trust-plugin-path
+ * (each refusal logged), then the contract's launch.plugins must hold.
+ * NULL with why filled when they do not. */
+static mt_registry *load_registry(wk *w, const mt_contract *c, mt_diag *d, char *why, size_t n_why)
 {
     mt_registry *r = mt_registry_new();
     char **extra = NULL;
     size_t n = 0, i;
-    if (c->n_plugin_path) {
+    if (c->n_plugin_path && !w->o.trust_plugin_path)
+        for (i = 0; i < c->n_plugin_path; i++)
+            logf_(w, "refused to load \"%s\" (the job contract's launch.plugin_path): files a "
+                     "contract names load only with --trust-plugin-path",
+                  c->plugin_path[i]);
+    if (c->n_plugin_path && w->o.trust_plugin_path) {
         const char *slash = strrchr(c->path, '/');
         extra = calloc(c->n_plugin_path, sizeof *extra);
         for (i = 0; extra && i < c->n_plugin_path; i++) {
@@ -334,6 +343,13 @@ static mt_registry *load_registry(const mt_contract *c, mt_diag *d)
     for (i = 0; i < n; i++)
         free(extra[i]);
     free(extra);
+    for (i = 0; r && i < c->n_plugins; i++) {
+        char need[1024];
+        if (mt_registry_require(r, c->plugins[i], c->plugin_min_versions[i], need, sizeof need)) {
+            snprintf(why, n_why, "launch.plugins on this worker: %.400s", need);
+            mt_registry_destroy(&r);
+        }
+    }
     return r;
 }
 
@@ -502,7 +518,12 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         mt_diag_destroy(&d);
         return;
     }
-    reg = load_registry(c, d);
+    reg = load_registry(w, c, d, why, sizeof why);
+    if (!reg) {
+        logf_(w, "refused job %s: %s", j.job_id, why);
+        send_ack(w, j.job_id, j.retry, 0, why);
+        goto out;
+    }
     mt_config_normalize_space(reg, c, d);
     cfg = config_from_text(j.config);
     if (job_argv(w, reg, c, cfg, &argv, d)) {

@@ -28,6 +28,9 @@ typedef struct mt_worker_opts {
     const char *launchers;     /* "local" or "local,srun" */
     double heartbeat_s;        /* 0: 1 s */
     int exit_when_idle_s;      /* > 0: exit after this long with no coordinator and no job */
+    /* --trust-plugin-path: load the files a job's contract names in
+     * launch.plugin_path (otherwise refused; launch.plugins still holds) */
+    int trust_plugin_path;
     /* BENCHMARK ONLY (`--bench-echo`, tests/bench/bench_workers.c): every
      * job is acknowledged and answered at once with a synthetic result (a
      * run of 20 samples and 8 GPU rows, outcome ok, evidence "bench-echo"),
