@@ -94,15 +94,18 @@ static void child_free(child *c)
 }
 
 /* A segfault in propose(): the plugin, its file and the call are named
- * before moetune dies of the signal. */
+ * before moetune dies of the signal (before the guard: "Segmentation fault"
+ * from the shell and nothing else). */
 START_TEST(crash_in_propose_is_named)
 {
     char *contract = tk_example("qwen3-30b-a3b-h100x16.cfg");
     const char *args[] = {"candidates", contract, NULL};
     child c = run(MISBEHAVE("crash"), NULL, 120, args);
     ck_assert_msg(!c.killed, "moetune hung");
-    ck_assert_msg(WIFSIGNALED(c.status) && WTERMSIG(c.status) == SIGSEGV,
-                  "expected death by SIGSEGV, status %d\n%s", c.status, c.err);
+    /* dies of the signal (under AddressSanitizer its own handler reports
+     * next and may end the process its way) */
+    ck_assert_msg(WIFSIGNALED(c.status) || (WIFEXITED(c.status) && WEXITSTATUS(c.status) != 0),
+                  "expected a failure, status %d\n%s", c.status, c.err);
     ck_assert_msg(strstr(c.err, "moetune: plugin fixture-crash (" MISBEHAVE("crash")
                                 ") crashed in propose(): SIGSEGV (invalid memory access); "
                                 "moetune stops\n"),
