@@ -1848,7 +1848,8 @@ static int cmd_worker(int argc, char **argv)
 usage:
     fprintf(stderr, "usage: moetune worker --connect tcp://HOST:PORT [--name NAME] [--dir DIR]\n"
                     "       [--allow PROGRAM]... [--key DIR/NAME --server-key FILE]\n"
-                    "       [--gpus N] [--gpu-type T] [--nodes N] [--launchers local,srun]\n");
+                    "       [--gpus N] [--gpu-type T] [--nodes N] [--launchers local,srun]\n"
+                    "       [--trust-plugin-path] [--plugin-timeout S]\n");
     free(allow);
     return EXIT_USAGE;
 }
