@@ -26,6 +26,9 @@
  *     renamed copy of bash are shells whatever they are called; a renamed
  *     copy of python is an interpreter (no inline code); a link to an
  *     allowed program is that program.
+ *  9. the plugins of a job's contract: its launch.plugin_path is refused
+ *     on a worker without --trust-plugin-path; a plugin it names in
+ *     launch.plugins that the worker lacks makes the worker refuse the job.
  *
  * Jobs of the sim take milliseconds, so a fault must be aimed: a "gated"
  * worker runs the sim through a wrapper (named moetune-sim, on its
@@ -1227,6 +1230,80 @@ START_TEST(allowlist_interpreter_copy_and_allowed_link)
 }
 END_TEST
 
+/* ---- 9. the plugins of a job's contract ------------------------------------------------------- */
+
+/* SMALL with line added to its launch group, written into dir; path out. */
+static void small_with(const char *dir, const char *line, char *out, size_t n)
+{
+    char *text = tk_slurp(SMALL), *at, *edited;
+    ck_assert_ptr_nonnull(text);
+    at = strstr(text, "  backend = \"sim\";");
+    ck_assert_ptr_nonnull(at);
+    edited = malloc(strlen(text) + strlen(line) + 8);
+    sprintf(edited, "%.*s  %s\n%s", (int)(at - text), text, line, at);
+    snprintf(out, n, "%s/contract.cfg", dir);
+    write_file(out, edited, 0644);
+    free(edited);
+    free(text);
+}
+
+/* The coordinator trusts the contract's launch.plugin_path
+ * (--trust-plugin-path); the worker does not: it logs the refusal and never
+ * opens the file (the marker plugin's constructor never runs there), and
+ * the jobs still run. */
+START_TEST(worker_refuses_the_job_contracts_plugin_path)
+{
+    scene s;
+    char contract[400], line[400], wmark[400], tmark[400];
+    const char *extra[] = {"--trust-plugin-path", NULL};
+    pid_t t;
+    scene_init(&s, "pluginpath");
+    snprintf(line, sizeof line, "plugin_path = [\"%s\"];", MT_BUILD_DIR "/tests/fixtures/marker.so");
+    small_with(s.base, line, contract, sizeof contract);
+    snprintf(wmark, sizeof wmark, "%s/worker.marker", s.base);
+    snprintf(tmark, sizeof tmark, "%s/tune.marker", s.base);
+    setenv("MT_FIXTURE_MARKER", wmark, 1);
+    worker_start(&s.w[0], s.base, "w1", s.port, NULL, NULL);
+    setenv("MT_FIXTURE_MARKER", tmark, 1);
+    t = tune_start(&s, contract, extra);
+    unsetenv("MT_FIXTURE_MARKER");
+    wait_status(t, 120); /* it finishes, whatever it concludes */
+    workers_leave(&s, 1);
+    ck_assert_msg(exists(tmark), "the trusting coordinator did not load the plugin");
+    ck_assert_msg(!exists(wmark), "code from the job contract's plugin_path ran on the worker");
+    ck_assert_msg(has(s.w[0].log, "refused to load \"" MT_BUILD_DIR "/tests/fixtures/marker.so\" "
+                                  "(the job contract's launch.plugin_path)"),
+                  "%s", tk_slurp(s.w[0].log));
+    ck_assert(has(s.w[0].log, ": running "));
+    scene_end(&s);
+}
+END_TEST
+
+/* The contract needs fixture-marker (launch.plugins); the coordinator has it
+ * on MOETUNE_PLUGIN_PATH, the worker does not: every job is refused with
+ * the missing plugin named, never run without it. */
+START_TEST(worker_refuses_a_job_whose_plugin_it_lacks)
+{
+    scene s;
+    char contract[400];
+    pid_t t;
+    scene_init(&s, "needs");
+    small_with(s.base, "plugins = [\"fixture-marker >= 0.0.1\"];", contract, sizeof contract);
+    worker_start(&s.w[0], s.base, "w1", s.port, NULL, NULL);
+    setenv("MOETUNE_PLUGIN_PATH", MT_BUILD_DIR "/tests/fixtures/marker.so", 1);
+    t = tune_start(&s, contract, NULL);
+    setenv("MOETUNE_PLUGIN_PATH", "", 1);
+    wait_status(t, 120); /* it finishes, whatever it concludes */
+    workers_leave(&s, 1);
+    ck_assert_msg(has(s.w[0].log, "refused job ") &&
+                      has(s.w[0].log, "launch.plugins on this worker: plugin fixture-marker is "
+                                      "not loaded"),
+                  "%s", tk_slurp(s.w[0].log));
+    ck_assert(!has(s.w[0].log, ": running "));
+    scene_end(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("workers");
@@ -1246,6 +1323,8 @@ int main(void)
     tcase_add_test(alone, allowlist_symlink_to_bash_is_a_shell);
     tcase_add_test(alone, allowlist_renamed_copy_of_bash_is_a_shell);
     tcase_add_test(alone, allowlist_interpreter_copy_and_allowed_link);
+    tcase_add_test(alone, worker_refuses_the_job_contracts_plugin_path);
+    tcase_add_test(alone, worker_refuses_a_job_whose_plugin_it_lacks);
     suite_add_tcase(s, alone);
     return tk_run(s);
 }
