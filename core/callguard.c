@@ -42,8 +42,11 @@ static char msg_crash[MSG_MAX], msg_time[MSG_MAX], msg_exit[MSG_MAX];
 static size_t len_crash, len_time, len_exit;
 
 static double limit_s = -1; /* < 0: not read yet */
-static pid_t installed_pid;  /* the process whose handlers and watchdog are set up */
-static int exit_hook_added;
+/* set up in this process (handlers, watchdog); a fork's child clears it, so
+ * a plugin call there sets up its own watchdog */
+static int installed;
+static pid_t installed_pid;
+static int once_added; /* atexit and atfork, once for good */
 
 static long long now_ns(void)
 {
@@ -156,6 +159,8 @@ static void *watchdog(void *arg)
     return NULL;
 }
 
+static void after_fork_child(void) { installed = 0; }
+
 /* Once per process (again in a forked child, which has no watchdog). */
 static void install(void)
 {
@@ -165,6 +170,7 @@ static void install(void)
     pthread_t t;
     pthread_attr_t attr;
     size_t i;
+    installed = 1;
     installed_pid = getpid();
     memset(&ss, 0, sizeof ss);
     ss.ss_sp = alt_stack;
@@ -181,9 +187,10 @@ static void install(void)
             previous[i] = cur;
         sigaction(fatal_signals[i], &sa, NULL);
     }
-    if (!exit_hook_added) {
+    if (!once_added) {
         atexit(on_exit_hook);
-        exit_hook_added = 1;
+        pthread_atfork(NULL, NULL, after_fork_child);
+        once_added = 1;
     }
     if (mt_callguard_limit() <= 0)
         return;
@@ -220,7 +227,7 @@ static size_t build(char *buf, const char *fmt, ...)
 
 void mt_callguard_enter(const char *plugin, const char *path, const char *call)
 {
-    if (installed_pid != getpid())
+    if (!installed)
         install();
     if (!path)
         path = "";
@@ -246,7 +253,7 @@ void mt_callguard_enter(const char *plugin, const char *path, const char *call)
     }
     atomic_store(&started_ns, now_ns());
     atomic_fetch_add(&generation, 1);
-    atomic_store(&call_pid, (int)getpid());
+    atomic_store(&call_pid, (int)installed_pid);
     atomic_store(&in_call, 1);
 }
 
