@@ -202,6 +202,36 @@ START_TEST(flood_is_capped)
 }
 END_TEST
 
+/* The same flood during a tune: the tune goes on with bounded memory, and
+ * says once that the plugin passed the cap (a plugin's failing propose()
+ * was silent in a tune before). */
+START_TEST(flood_in_a_tune_is_said)
+{
+    char *contract = tk_example("qwen3-30b-a3b-h100x16.cfg");
+    char dir[] = "/tmp/moetune-test-cont-flood-XXXXXX";
+    const char *tune[] = {"tune", contract, "--dir", dir, "--quiet", NULL};
+    const char *needle = "plugin fixture-flood: propose(): output cap: more than";
+    char *at;
+    child c;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    rmdir(dir);
+    c = run(MISBEHAVE("flood"), NULL, 280, tune);
+    ck_assert_msg(!c.killed, "tune did not finish");
+    ck_assert_msg(WIFEXITED(c.status), "status %d\n%s", c.status, c.err);
+    at = strstr(c.err, needle);
+    ck_assert_msg(at, "stderr: %.2000s", c.err);
+    ck_assert_msg(!strstr(at + 1, needle), "the warning is repeated"); /* once per tune */
+    ck_assert_msg(c.max_rss_kb < 1024 * 1024, "peak memory %ld kB", c.max_rss_kb);
+    child_free(&c);
+    {
+        const char *rm[] = {"-rf", dir, NULL};
+        tk_proc r = tk_spawn("/bin/rm", rm);
+        tk_proc_free(&r);
+    }
+    free(contract);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("containment");
@@ -211,6 +241,7 @@ int main(void)
     tcase_add_test(tc, endless_check_hits_the_watchdog);
     tcase_add_test(tc, exit_in_propose_is_exit_1);
     tcase_add_test(tc, flood_is_capped);
+    tcase_add_test(tc, flood_in_a_tune_is_said);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }
