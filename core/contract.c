@@ -640,12 +640,51 @@ static void parse_labels(loader *L, const config_setting_t *e)
     free(v);
 }
 
+/* launch.plugins: the plugins the contract needs, by name, each "NAME" or
+ * "NAME >= VERSION".  Only names: which file provides a plugin is the
+ * operator's choice (built-ins, MOETUNE_PLUGIN_PATH). */
+static void parse_plugins(loader *L, const config_setting_t *e)
+{
+    size_t n = 0, i;
+    char **v = string_array(L, e, "launch.plugins", &n, 1);
+    if (!v)
+        return;
+    L->c->plugins = calloc(n + 1, sizeof *L->c->plugins);
+    L->c->plugin_min_versions = calloc(n + 1, sizeof *L->c->plugin_min_versions);
+    for (i = 0; L->c->plugins && L->c->plugin_min_versions && i < n; i++) {
+        const char *s = v[i], *ge = strstr(s, ">=");
+        size_t nl = ge ? (size_t)(ge - s) : strlen(s), k;
+        const char *ver = ge ? ge + 2 : NULL;
+        int ok = 1;
+        while (nl && s[nl - 1] == ' ')
+            nl--;
+        for (k = 0; k < nl; k++)
+            ok &= (s[k] >= 'a' && s[k] <= 'z') || (s[k] >= '0' && s[k] <= '9') || s[k] == '_' ||
+                  s[k] == '-';
+        while (ver && *ver == ' ')
+            ver++;
+        if (!nl || !ok || (ver && (!*ver || strspn(ver, "0123456789.") != strlen(ver)))) {
+            err(L, config_setting_get_elem(e, (unsigned)i), "launch.plugins",
+                "'launch.plugins' element %zu (\"%s\") is not \"NAME\" or \"NAME >= VERSION\" "
+                "(a plugin name [a-z0-9_-]+, a version of digits and dots)",
+                i + 1, s);
+            continue;
+        }
+        L->c->plugins[L->c->n_plugins] = strndup(s, nl);
+        L->c->plugin_min_versions[L->c->n_plugins] = ver ? strdup(ver) : NULL;
+        L->c->n_plugins++;
+    }
+    for (i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
 static void parse_launch(loader *L, const config_setting_t *g)
 {
     mt_kv *kv = mt_kv_new();
     const config_setting_t *e;
     static const char *const known[] = {"backend", "launcher", "dialect", "template", "env",
-                                        "plugin_path"};
+                                        "plugin_path", "plugins"};
     int i, n;
     if (!g || config_setting_type(g) != CONFIG_TYPE_GROUP) {
         err(L, g, "launch", "missing group 'launch' (backend, launcher, dialect, template)");
@@ -720,6 +759,9 @@ static void parse_launch(loader *L, const config_setting_t *g)
     e = config_setting_get_member(g, "plugin_path");
     if (e)
         L->c->plugin_path = string_array(L, e, "launch.plugin_path", &L->c->n_plugin_path, 1);
+    e = config_setting_get_member(g, "plugins");
+    if (e)
+        parse_plugins(L, e);
     e = config_setting_get_member(g, "env");
     if (e) {
         if (config_setting_type(e) != CONFIG_TYPE_GROUP)
@@ -1141,6 +1183,12 @@ void mt_contract_destroy(mt_contract **cp)
     for (i = 0; c->plugin_path && i < c->n_plugin_path; i++)
         free(c->plugin_path[i]);
     free(c->plugin_path);
+    for (i = 0; c->plugins && i < c->n_plugins; i++) {
+        free(c->plugins[i]);
+        free(c->plugin_min_versions[i]);
+    }
+    free(c->plugins);
+    free(c->plugin_min_versions);
     for (i = 0; c->fixed_args && i < c->n_fixed_args; i++)
         free(c->fixed_args[i]);
     free(c->fixed_args);

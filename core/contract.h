@@ -67,8 +67,15 @@ typedef struct mt_contract {
     char **launch_template;
     size_t n_template;
     mt_kv *launch_env;   /* static environment of every run */
+    /* launch.plugin_path: files or directories, loaded only when the
+     * operator passes --trust-plugin-path (a contract is input, not code) */
     char **plugin_path;
     size_t n_plugin_path;
+    /* launch.plugins: the plugins the contract needs, by name, with the
+     * least version (NULL: any) */
+    char **plugins;
+    char **plugin_min_versions;
+    size_t n_plugins;
     char **fixed_args;   /* flags that are not knobs, rendered verbatim */
     size_t n_fixed_args;
     char *canonical;     /* canonical form, "group.key=value\n" sorted */

@@ -7,6 +7,7 @@
  * (SIGTERM, SIGINT).  README.md lists each command's.
  */
 #include "audit.h"
+#include "callguard.h"
 #include "dirlock.h"
 #include "config.h"
 #include "contract.h"
@@ -120,8 +121,11 @@ static void usage(FILE *out)
             "                                a ZeroMQ worker that runs a tune's jobs on this node\n"
             "  keygen DIR NAME [--force]     a CURVE keypair for the coordinator or a worker\n"
             "\n"
-            "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated), then the\n"
-            "contract's launch.plugin_path.  Walls: memory, communication, host, compute.\n");
+            "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated); a contract names\n"
+            "the plugins it needs in launch.plugins, and the files of its launch.plugin_path\n"
+            "load only with --trust-plugin-path.  Every command takes --trust-plugin-path and\n"
+            "--plugin-timeout S (each plugin call's limit, default 60 s; 0: none).\n"
+            "Walls: memory, communication, host, compute.\n");
 }
 
 typedef struct session {
@@ -139,15 +143,31 @@ static void session_close(session *s)
     mt_diag_destroy(&s->load_diag);
 }
 
-/* Loads plugins, adding the contract's plugin_path resolved against the
- * contract's directory. */
+/* --trust-plugin-path (any command): load the files a contract names in
+ * launch.plugin_path.  Without it a contract names plugins only by name
+ * (launch.plugins), and its files are refused: checking or rendering an
+ * untrusted contract must never run code from it. */
+static int trust_plugin_path;
+
+/* Loads plugins: the built-ins and MOETUNE_PLUGIN_PATH (the operator's), and
+ * with --trust-plugin-path the contract's plugin_path, resolved against the
+ * contract's directory; without it each of those is a refusal in
+ * s->load_diag. */
 static void load_plugins(session *s)
 {
     char **extra = NULL;
     size_t n = 0, i;
     s->reg = mt_registry_new();
     s->load_diag = mt_diag_new();
-    if (s->contract && s->contract->n_plugin_path) {
+    if (s->contract && s->contract->n_plugin_path && !trust_plugin_path)
+        for (i = 0; i < s->contract->n_plugin_path; i++)
+            mt_diag_add(s->load_diag, s->contract->path,
+                        mt_contract_line(s->contract, "launch.plugin_path"), "launch.plugin_path",
+                        "refused to load \"%s\": files a contract names load only with "
+                        "--trust-plugin-path (or install the plugin in MOETUNE_PLUGIN_PATH and "
+                        "name it in launch.plugins)",
+                        s->contract->plugin_path[i]);
+    if (s->contract && s->contract->n_plugin_path && trust_plugin_path) {
         const char *slash = strrchr(s->contract->path, '/');
         int dirlen = slash ? (int)(slash - s->contract->path) : 0;
         extra = calloc(s->contract->n_plugin_path, sizeof *extra);
@@ -166,6 +186,19 @@ static void load_plugins(session *s)
     for (i = 0; i < n; i++)
         free(extra[i]);
     free(extra);
+}
+
+/* The contract's launch.plugins, each loaded, enabled and new enough; a
+ * problem goes to d (bad input: the contract cannot be judged without it). */
+static void require_plugins(const session *s, mt_diag *d)
+{
+    size_t i;
+    char why[1024];
+    for (i = 0; s->contract && i < s->contract->n_plugins; i++)
+        if (mt_registry_require(s->reg, s->contract->plugins[i],
+                                s->contract->plugin_min_versions[i], why, sizeof why))
+            mt_diag_add(d, s->contract->path, mt_contract_line(s->contract, "launch.plugins"),
+                        "launch.plugins", "%s", why);
 }
 
 static void warn_load(const session *s)
@@ -191,6 +224,12 @@ static int session_open(session *s, const char *path, int quiet_load)
     load_plugins(s);
     if (!quiet_load)
         warn_load(s);
+    require_plugins(s, d);
+    if (mt_diag_count(d)) {
+        mt_diag_print(d, stderr);
+        mt_diag_destroy(&d);
+        return EXIT_BAD_INPUT;
+    }
     mt_config_normalize_space(s->reg, s->contract, d);
     s->cfg = mt_config_base(s->reg, s->contract, d);
     if (!s->cfg || mt_diag_count(d)) {
@@ -346,6 +385,24 @@ static void print_meshes(const mt_kv *cfg, const mt_contract *c, const char *ind
     printf("%s%s\n%s%s\n", indent, att, indent, moe);
 }
 
+/* What check loaded and refused: every plugin with its version, how it was
+ * found and its file, then every file not loaded and why. */
+static void print_plugins(const session *s)
+{
+    size_t i, n = mt_registry_count(s->reg);
+    printf("plugins: %zu loaded\n", n);
+    for (i = 0; i < n; i++) {
+        const mt_plugin *p = mt_registry_at(s->reg, i);
+        printf("  %s %s (%s) %s%s%s\n", p->desc->name, p->desc->version ? p->desc->version : "?",
+               p->origin, p->path, p->enabled ? "" : "  DISABLED: ",
+               p->enabled ? "" : p->why_disabled);
+    }
+    for (i = 0; i < mt_diag_count(s->load_diag); i++) {
+        const mt_diag_item *it = mt_diag_at(s->load_diag, i);
+        printf("  refused: %s: %s\n", it->file ? it->file : "plugin", it->message);
+    }
+}
+
 static int cmd_check(const char *path)
 {
     session s;
@@ -402,6 +459,7 @@ static int cmd_check(const char *path)
            s.contract->screen.first, s.contract->screen.last, s.contract->screen.steps,
            s.contract->validate.first, s.contract->validate.last, s.contract->validate.steps);
     printf("search space: %zu knobs\n", mt_kv_count(s.contract->space));
+    print_plugins(&s);
     session_close(&s);
     return fit == 1 ? 0 : fit == 0 ? EXIT_NO_FIT : 1;
 }
@@ -2033,6 +2091,7 @@ static int cmd_worker(int argc, char **argv)
     o.sim_path = simbin;
     if (!o.n_allow)
         allow[o.n_allow++] = simbin; /* by default: the simulator only */
+    o.trust_plugin_path = trust_plugin_path;
     o.allow = allow;
     rc = mt_worker_main(&o);
     free(allow);
@@ -2040,7 +2099,8 @@ static int cmd_worker(int argc, char **argv)
 usage:
     fprintf(stderr, "usage: moetune worker --connect tcp://HOST:PORT [--name NAME] [--dir DIR]\n"
                     "       [--allow PROGRAM]... [--key DIR/NAME --server-key FILE]\n"
-                    "       [--gpus N] [--gpu-type T] [--nodes N] [--launchers local,srun]\n");
+                    "       [--gpus N] [--gpu-type T] [--nodes N] [--launchers local,srun]\n"
+                    "       [--trust-plugin-path] [--plugin-timeout S]\n");
     free(allow);
     return EXIT_USAGE;
 }
@@ -2503,8 +2563,45 @@ usage:
     return EXIT_USAGE;
 }
 
+/* The options every command takes, anywhere before a "--": removed from
+ * argv.  0, or EXIT_USAGE with a message. */
+static int global_options(int *argc, char **argv)
+{
+    int i, o = 1;
+    for (i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--")) {
+            while (i < *argc)
+                argv[o++] = argv[i++];
+            break;
+        }
+        if (!strcmp(a, "--trust-plugin-path")) {
+            trust_plugin_path = 1;
+            continue;
+        }
+        if (!strcmp(a, "--plugin-timeout") || !strncmp(a, "--plugin-timeout=", 17)) {
+            const char *v = a[16] == '=' ? a + 17 : i + 1 < *argc ? argv[++i] : NULL;
+            char *end = NULL;
+            double sec = v ? strtod(v, &end) : -1;
+            if (!v || !*v || *end || mt_callguard_set_limit(sec)) {
+                fprintf(stderr, "moetune: --plugin-timeout needs a number of seconds >= 0 "
+                                "(0: no limit), got '%s'\n",
+                        v ? v : "");
+                return EXIT_USAGE;
+            }
+            continue;
+        }
+        argv[o++] = argv[i];
+    }
+    argv[o] = NULL;
+    *argc = o;
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (global_options(&argc, argv))
+        return EXIT_USAGE;
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") ||
         !strcmp(argv[1], "help")) {
         usage(argc < 2 ? stderr : stdout);

@@ -1,5 +1,8 @@
 #include "registry.h"
 
+#include "callguard.h"
+#include "dialect.h"
+
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
@@ -63,6 +66,7 @@ typedef struct ext_entry {
 struct mt_registry {
     mt_plugin **plugins;
     size_t n, cap;
+    const char *origin; /* what the files being loaded now are (mt_plugin.origin) */
     ext_entry *ext;
     size_t n_ext, cap_ext;
     int finished;
@@ -74,8 +78,11 @@ static void plugin_free(mt_plugin *p)
 {
     if (!p)
         return;
-    if (p->enabled && p->desc && p->desc->fini)
+    if (p->enabled && p->desc && p->desc->fini) {
+        mt_callguard_enter(p->desc->name, p->path, "fini()");
         p->desc->fini(p->state);
+        mt_callguard_leave();
+    }
     if (p->handle)
         dlclose(p->handle);
     free(p->path);
@@ -146,36 +153,73 @@ static int valid_knob_name(const char *s)
     return 1;
 }
 
-/* Refuses files another user could have replaced: a plugin runs with our
- * privileges. */
-static int check_file(const char *path, mt_diag *d)
+/* Refuses a file or directory another user could change: a plugin runs with
+ * our privileges.  what is "plugin file" or "directory above the plugin". */
+static int safe_owner_mode(const char *path, const struct stat *st, const char *what,
+                           const char *plugin, mt_diag *d)
+{
+    int dir = S_ISDIR(st->st_mode);
+    if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(dir && (st->st_mode & S_ISVTX))) {
+        mt_diag_add(d, plugin, 0, NULL,
+                    "refused: the %s %s is writable by other users (mode %04o)%s; run chmod go-w "
+                    "on it",
+                    what, path, (unsigned)(st->st_mode & 07777),
+                    dir ? " and has no sticky bit" : "");
+        return -EPERM;
+    }
+    if (st->st_uid != 0 && st->st_uid != geteuid()) {
+        mt_diag_add(d, plugin, 0, NULL,
+                    "refused: the %s %s belongs to another user (uid %u); plugins load only from "
+                    "files and directories owned by root or by you",
+                    what, path, (unsigned)st->st_uid);
+        return -EPERM;
+    }
+    return 0;
+}
+
+/* Resolves path to the one absolute file it names (realpath: every symbolic
+ * link and "..", a relative path or a bare name against the working
+ * directory, never a library search path) into abs, and checks exactly that
+ * file and every directory above it up to "/".  The caller dlopens abs and
+ * nothing else, so what was checked is what runs. */
+static int resolve_file(const char *path, char abs[PATH_MAX], mt_diag *d)
 {
     struct stat st;
     unsigned char hdr[18];
-    int fd;
+    char dir[PATH_MAX], *slash;
+    int fd, rc;
     ssize_t got;
-    if (stat(path, &st) != 0) {
+    if (!realpath(path, abs)) {
         mt_diag_add(d, path, 0, NULL, "cannot read plugin: %s", strerror(errno));
+        return -ENOENT;
+    }
+    if (stat(abs, &st) != 0) {
+        mt_diag_add(d, path, 0, NULL, "cannot read plugin %s: %s", abs, strerror(errno));
         return -ENOENT;
     }
     if (!S_ISREG(st.st_mode)) {
         mt_diag_add(d, path, 0, NULL, "not a shared object: not a regular file");
         return -EINVAL;
     }
-    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-        mt_diag_add(d, path, 0, NULL,
-                    "refused: the plugin file is writable by other users (mode %04o); "
-                    "run chmod go-w on it",
-                    (unsigned)(st.st_mode & 07777));
-        return -EPERM;
+    if ((rc = safe_owner_mode(abs, &st, "plugin file", path, d)))
+        return rc;
+    snprintf(dir, sizeof dir, "%s", abs);
+    while ((slash = strrchr(dir, '/'))) {
+        if (slash == dir)
+            slash[1] = '\0';
+        else
+            *slash = '\0';
+        if (stat(dir, &st) != 0) {
+            mt_diag_add(d, path, 0, NULL, "cannot read the directory %s above the plugin: %s", dir,
+                        strerror(errno));
+            return -ENOENT;
+        }
+        if ((rc = safe_owner_mode(dir, &st, "directory above the plugin", path, d)))
+            return rc;
+        if (slash == dir)
+            break;
     }
-    if (st.st_uid != 0 && st.st_uid != geteuid()) {
-        mt_diag_add(d, path, 0, NULL,
-                    "refused: the plugin file belongs to another user (uid %u)",
-                    (unsigned)st.st_uid);
-        return -EPERM;
-    }
-    fd = open(path, O_RDONLY | O_CLOEXEC);
+    fd = open(abs, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         mt_diag_add(d, path, 0, NULL, "cannot open plugin: %s", strerror(errno));
         return -EIO;
@@ -203,15 +247,19 @@ int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
     uint32_t k;
     size_t i;
     int rc;
+    char abs[PATH_MAX];
 
     if (r->finished) {
         mt_diag_add(d, path, 0, NULL, "internal: plugin loaded after the registry was finished");
         return -EINVAL;
     }
-    rc = check_file(path, d);
+    rc = resolve_file(path, abs, d);
     if (rc)
         return rc;
-    h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* the file's constructors run inside dlopen */
+    mt_callguard_enter(abs, NULL, "its constructors (dlopen)");
+    h = dlopen(abs, RTLD_NOW | RTLD_LOCAL);
+    mt_callguard_leave();
     if (!h) {
         const char *e = dlerror();
         mt_diag_add(d, path, 0, NULL, "cannot load plugin: %s", e ? e : "dlopen failed");
@@ -322,7 +370,8 @@ int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
         dlclose(h);
         return -ENOMEM;
     }
-    p->path = strdup(path);
+    p->path = strdup(abs);
+    p->origin = r->origin ? r->origin : "file";
     p->desc = desc;
     p->handle = h;
     r->plugins[r->n++] = p;
@@ -394,6 +443,7 @@ int mt_registry_load_default(mt_registry *r, const char *const *extra, size_t n_
     size_t i;
     ssize_t len;
 
+    r->origin = "built-in";
     if (env && *env) {
         failed += mt_registry_load_path(r, env, d);
     } else {
@@ -420,6 +470,7 @@ int mt_registry_load_default(mt_registry *r, const char *const *extra, size_t n_
                         "no built-in plugins found here: every knob they own will be unknown; "
                         "install moetune or set MOETUNE_BUILTIN_DIR to the build's plugins/");
     }
+    r->origin = "MOETUNE_PLUGIN_PATH";
     env = getenv("MOETUNE_PLUGIN_PATH");
     if (env && *env) {
         char *copy = strdup(env), *tok, *save = NULL;
@@ -428,9 +479,36 @@ int mt_registry_load_default(mt_registry *r, const char *const *extra, size_t n_
                 failed += mt_registry_load_path(r, tok, d);
         free(copy);
     }
+    r->origin = "launch.plugin_path";
     for (i = 0; i < n_extra; i++)
         failed += mt_registry_load_path(r, extra[i], d);
+    r->origin = NULL;
     return failed;
+}
+
+int mt_registry_require(const mt_registry *r, const char *name, const char *min_version,
+                        char *why, size_t why_len)
+{
+    const mt_plugin *p = mt_registry_find(r, name);
+    if (!p) {
+        snprintf(why, why_len,
+                 "plugin %s is not loaded: install it among the built-ins or in a directory of "
+                 "MOETUNE_PLUGIN_PATH (a file the contract names in launch.plugin_path loads "
+                 "only with --trust-plugin-path)",
+                 name);
+        return -1;
+    }
+    if (!p->enabled) {
+        snprintf(why, why_len, "plugin %s (%s) is disabled: %s", name, p->path,
+                 p->why_disabled ? p->why_disabled : "?");
+        return -1;
+    }
+    if (min_version && mt_version_cmp(p->desc->version ? p->desc->version : "", min_version) < 0) {
+        snprintf(why, why_len, "plugin %s %s (%s) is older than the %s the contract needs", name,
+                 p->desc->version ? p->desc->version : "(no version)", p->path, min_version);
+        return -1;
+    }
+    return 0;
 }
 
 static void disable(mt_plugin *p, mt_diag *d, const char *fmt, const char *arg)
@@ -543,7 +621,9 @@ int mt_registry_finish(mt_registry *r, mt_diag *d)
         if (!p->desc->init)
             continue;
         mt_sink_init(&s, MT_SINK_INIT, p->desc->name);
+        mt_callguard_enter(p->desc->name, p->path, "init()");
         rc = p->desc->init(mt_host_table(), &s, &p->state);
+        mt_callguard_leave();
         if (rc < 0) {
             char *why = mt_strlist_join(&s.errors, "; ");
             p->enabled = 1; /* so disable() records it; fini is not called */
@@ -773,6 +853,8 @@ static int call_all(mt_registry *r, int kind, const mt_ctx_v1 *ctx, uint32_t dia
                     mt_sink *proto, mt_diag *d)
 {
     static const char *const names[] = {"init", "propose", "repair", "check", "render", "verify"};
+    static const char *const calls[] = {"init()",  "propose()", "repair()",
+                                        "check()", "render()",  "verify()"};
     size_t i;
     int failed = 0;
     for (i = 0; i < r->n; i++) {
@@ -785,6 +867,7 @@ static int call_all(mt_registry *r, int kind, const mt_ctx_v1 *ctx, uint32_t dia
         s.viol = proto->viol;
         s.rendered = proto->rendered;
         s.verdicts = proto->verdicts;
+        mt_callguard_enter(p->desc->name, p->path, calls[kind]);
         if (kind == MT_SINK_CHECK)
             rc = p->desc->check(p->state, ctx, &s);
         else if (kind == MT_SINK_RENDER)
@@ -793,6 +876,7 @@ static int call_all(mt_registry *r, int kind, const mt_ctx_v1 *ctx, uint32_t dia
             rc = p->desc->verify(p->state, ctx, &s);
         else
             rc = 0;
+        mt_callguard_leave();
         if (rc < 0 || s.errors.n) {
             report_errors(&s, p, names[kind], rc, d);
             failed++;
@@ -893,7 +977,9 @@ int mt_registry_propose(mt_registry *r, const char *plugin, const mt_ctx_v1 *ctx
             continue;
         mt_sink_init(&s, MT_SINK_PROPOSE, p->desc->name);
         s.cands = out;
+        mt_callguard_enter(p->desc->name, p->path, "propose()");
         rc = p->desc->propose(p->state, ctx, &s);
+        mt_callguard_leave();
         if (rc < 0 || s.errors.n) {
             report_errors(&s, p, "propose", rc, d);
             failed++;
@@ -921,7 +1007,9 @@ int mt_registry_repair(mt_registry *r, const mt_plugin *p, const mt_ctx_v1 *ctx,
     mt_sink_init(&s, MT_SINK_REPAIR, p->desc->name);
     s.sets = got;
     s.notes = notes;
+    mt_callguard_enter(p->desc->name, p->path, "repair()");
     rc = p->desc->repair(p->state, ctx, &s);
+    mt_callguard_leave();
     if (rc < 0 || s.errors.n)
         report_errors(&s, p, "repair", rc, d);
     mt_sink_fini(&s);

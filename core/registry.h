@@ -19,7 +19,9 @@
 #include <moetune/plugin.h>
 
 typedef struct mt_plugin {
-    char *path;
+    char *path;         /* the absolute file it was opened from */
+    const char *origin; /* how it was found: "built-in", "MOETUNE_PLUGIN_PATH",
+                           "launch.plugin_path", or "file" (a direct load) */
     const mt_plugin_v1 *desc;
     void *handle;
     void *state;
@@ -34,7 +36,13 @@ typedef struct mt_registry mt_registry;
 mt_registry *mt_registry_new(void);
 void mt_registry_destroy(mt_registry **r);
 
-/* Loads one plugin file.  0, or a negative code with the reason in d. */
+/* Loads one plugin file.  path is resolved to one absolute file (realpath:
+ * links and ".." resolved, a bare name taken in the working directory, never
+ * searched on LD_LIBRARY_PATH); that file must be a regular file owned by
+ * root or the user and not writable by group or others, and so must every
+ * directory above it (sticky directories such as /tmp excepted), and only
+ * that absolute path is opened.  0, or a negative code with the reason in
+ * d. */
 int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d);
 /* Loads every *.so in dir (sorted by name), or the file when path is one.
  * Returns how many failed. */
@@ -42,12 +50,20 @@ int mt_registry_load_path(mt_registry *r, const char *path, mt_diag *d);
 /* The standard search: built-ins (MOETUNE_BUILTIN_DIR, else the build tree
  * beside the executable, else the install dir), MOETUNE_PLUGIN_PATH
  * (colon-separated), then extra (the contract's plugin_path, resolved by the
- * caller).  Returns how many failed. */
+ * caller, who passes it only when the operator trusts it:
+ * --trust-plugin-path).  Returns how many failed. */
 int mt_registry_load_default(mt_registry *r, const char *const *extra, size_t n_extra,
                              mt_diag *d);
 /* Resolves extensions, then initialises plugins.  Call once after loading.
  * Returns how many plugins were disabled here. */
 int mt_registry_finish(mt_registry *r, mt_diag *d);
+
+/* Whether the contract's requirement "name, at least min_version" (NULL:
+ * any version) holds: the plugin is loaded, enabled and new enough (dotted
+ * numbers, mt_version_cmp of dialect.h).  0, or
+ * -1 with why filled (what is missing and where it was looked for). */
+int mt_registry_require(const mt_registry *r, const char *name, const char *min_version,
+                        char *why, size_t why_len);
 
 /* Enabled and disabled plugins, sorted by name after finish. */
 size_t mt_registry_count(const mt_registry *r);

@@ -167,6 +167,38 @@ static int wrong(mt_sink *s, const char *builder)
     return -EINVAL;
 }
 
+/* Charges one builder call against the per-call output caps of plugin.h:
+ * MT_PLUGIN_ITEM_BYTES plus the lengths of its strings (a, b, c may be
+ * NULL), and one candidate when candidate is set.  0, or -E2BIG once a cap
+ * is passed: the first refusal records an error naming the cap, later ones
+ * only refuse, so a flood costs nothing more. */
+static int charge(mt_sink *s, const char *a, const char *b, const char *c, int candidate)
+{
+    static const char *const calls[] = {"init", "propose", "repair", "check", "render", "verify"};
+    size_t bytes = MT_PLUGIN_ITEM_BYTES + (a ? strlen(a) : 0) + (b ? strlen(b) : 0) +
+                   (c ? strlen(c) : 0);
+    char msg[300];
+    if (s->capped)
+        return -E2BIG;
+    s->out_bytes += bytes;
+    s->out_candidates += candidate != 0;
+    if (s->out_candidates > MT_PLUGIN_MAX_CANDIDATES)
+        snprintf(msg, sizeof msg,
+                 "output cap: more than %d candidates in one %s() call "
+                 "(MT_PLUGIN_MAX_CANDIDATES); the rest were refused",
+                 MT_PLUGIN_MAX_CANDIDATES, calls[s->kind]);
+    else if (s->out_bytes > MT_PLUGIN_MAX_OUTPUT_BYTES)
+        snprintf(msg, sizeof msg,
+                 "output cap: more than %u bytes in one %s() call "
+                 "(MT_PLUGIN_MAX_OUTPUT_BYTES); the rest was refused",
+                 (unsigned)MT_PLUGIN_MAX_OUTPUT_BYTES, calls[s->kind]);
+    else
+        return 0;
+    s->capped = 1;
+    mt_strlist_push(&s->errors, msg);
+    return -E2BIG;
+}
+
 /* ---- host table ---------------------------------------------------------- */
 
 static void h_log(int level, const char *plugin, const char *msg)
@@ -197,6 +229,8 @@ static int h_candidate(mt_sink *s, const char *variable, const char *summary, ui
         mt_strlist_push(&s->errors, "protocol error: candidate without a variable");
         return -EINVAL;
     }
+    if (charge(s, variable, summary, NULL, 1))
+        return -E2BIG;
     GROW(s->cands->v, s->cands->n, s->cands->cap);
     c = &s->cands->v[s->cands->n];
     memset(c, 0, sizeof *c);
@@ -215,6 +249,8 @@ static int h_set(mt_sink *s, const char *knob, const char *value)
 {
     if (!s || !knob)
         return -EINVAL;
+    if (charge(s, knob, value, NULL, 0))
+        return -E2BIG;
     if (s->kind == MT_SINK_PROPOSE) {
         if (!s->cands->n)
             return wrong(s, "sink_set before sink_candidate");
@@ -229,6 +265,8 @@ static int h_note(mt_sink *s, const char *text)
 {
     if (!s)
         return -EINVAL;
+    if (charge(s, text, NULL, NULL, 0))
+        return -E2BIG;
     if (s->kind == MT_SINK_PROPOSE) {
         if (!s->cands->n)
             return wrong(s, "sink_note before sink_candidate");
@@ -247,6 +285,8 @@ static int h_violation_class(mt_sink *s, const char *rule, const char *knobs,
         return wrong(s, "sink_violation");
     if (rule_class != MT_RULE_STARTUP && rule_class != MT_RULE_RUNTIME)
         return wrong(s, "sink_violation_class with an unknown class");
+    if (charge(s, rule, knobs, message, 0))
+        return -E2BIG;
     (void)v;
     return mt_violations_add(s->viol, s->plugin, rule, knobs, message, rule_class);
 }
@@ -260,6 +300,8 @@ static int h_arg(mt_sink *s, const char *token)
 {
     if (!s || s->kind != MT_SINK_RENDER)
         return wrong(s, "sink_arg");
+    if (charge(s, token, NULL, NULL, 0))
+        return -E2BIG;
     return mt_strlist_push(&s->rendered->argv, token);
 }
 
@@ -267,6 +309,8 @@ static int h_env(mt_sink *s, const char *name, const char *value)
 {
     if (!s || s->kind != MT_SINK_RENDER)
         return wrong(s, "sink_env");
+    if (charge(s, name, value, NULL, 0))
+        return -E2BIG;
     return mt_kv_set(s->rendered->env, name, value);
 }
 
@@ -274,6 +318,8 @@ static int h_launch(mt_sink *s, const char *key, const char *value)
 {
     if (!s || s->kind != MT_SINK_RENDER)
         return wrong(s, "sink_launch");
+    if (charge(s, key, value, NULL, 0))
+        return -E2BIG;
     return mt_kv_set(s->rendered->launch, key, value);
 }
 
@@ -282,6 +328,8 @@ static int h_verdict(mt_sink *s, const char *knob, uint32_t verdict, const char 
     mt_knob_verdict *v;
     if (!s || s->kind != MT_SINK_VERIFY)
         return wrong(s, "sink_verdict");
+    if (charge(s, knob, evidence, NULL, 0))
+        return -E2BIG;
     if (verdict > MT_VERDICT_NOT_APPLIED)
         verdict = MT_VERDICT_UNKNOWN;
     GROW(s->verdicts->v, s->verdicts->n, s->verdicts->cap);
@@ -297,6 +345,8 @@ static int h_error(mt_sink *s, const char *message)
 {
     if (!s)
         return -EINVAL;
+    if (charge(s, message, NULL, NULL, 0))
+        return -E2BIG;
     return mt_strlist_push(&s->errors, message);
 }
 

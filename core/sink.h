@@ -111,6 +111,9 @@ struct mt_sink {
     mt_violations *viol;    /* CHECK */
     mt_rendered *rendered;  /* RENDER */
     mt_verdicts *verdicts;  /* VERIFY */
+    /* this call's output so far, against the caps of plugin.h */
+    size_t out_bytes, out_candidates;
+    int capped;             /* a cap was passed: every builder refuses */
 };
 
 /* The table every plugin gets at init. */

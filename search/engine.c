@@ -190,6 +190,23 @@ void eng_progress_quiet(eng *e)
     write_status(e, e->live);
 }
 
+/* Plugin failures mt_candidates_for added to e->d since item `from` (a
+ * propose() that failed or passed an output cap): each message once per
+ * tune on stderr, so a misbehaving plugin is never silent. */
+static void warn_plugin_failures(eng *e, size_t from)
+{
+    size_t i, j, n = mt_diag_count(e->d);
+    for (i = from; i < n; i++) {
+        const mt_diag_item *it = mt_diag_at(e->d, i);
+        for (j = 0; j < i; j++)
+            if (!strcmp(mt_diag_at(e->d, j)->message, it->message))
+                break;
+        if (j == i)
+            fprintf(stderr, "moetune: warning: %s: %s\n", it->file ? it->file : "plugin",
+                    it->message);
+    }
+}
+
 void eng_progress(eng *e, const char *fmt, ...)
 {
     char line[1024], stamp[32];
@@ -1332,7 +1349,11 @@ static int phase_fit(eng *e)
     eng_progress(e, "%s", why);
     record_simple(e, "fit", "base", e->best, e->best, "rejected", why);
 
-    mt_candidates_for(e->reg, e->c, e->best, NULL, MT_WALL_MEMORY, &cs, e->d);
+    {
+        size_t before = mt_diag_count(e->d);
+        mt_candidates_for(e->reg, e->c, e->best, NULL, MT_WALL_MEMORY, &cs, e->d);
+        warn_plugin_failures(e, before);
+    }
     order = calloc(cs.n + 1, sizeof *order);
     for (i = 0; order && i < cs.n; i++) {
         mt_candidate *k = &cs.v[i];
@@ -2162,7 +2183,11 @@ static int phase_search(eng *e)
             break;
         }
         mt_config_id(e->best, best_id);
-        mt_candidates_for(e->reg, e->c, e->best, ev, 0, &cs, e->d);
+        {
+            size_t before = mt_diag_count(e->d);
+            mt_candidates_for(e->reg, e->c, e->best, ev, 0, &cs, e->d);
+            warn_plugin_failures(e, before);
+        }
         mt_kv_destroy(&ev);
         free(ok);
         ok = calloc(cs.n + 1, 1);

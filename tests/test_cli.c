@@ -531,20 +531,77 @@ START_TEST(profile_window_compare_contract)
 }
 END_TEST
 
-/* The contract's launch.plugin_path is searched too; a plugin whose init
- * fails is listed as disabled with its reason, and the others go on. */
-START_TEST(contract_plugin_path)
+/* The example contract with line inserted into its launch group; caller
+ * frees the path. */
+static char *contract_with(const char *line)
 {
     char *example = tk_example("qwen3-30b-a3b-h100x16.cfg"), *text = tk_slurp(example);
-    char *edited = malloc(strlen(text) + 512), *at = strstr(text, "  backend = \"sim\";"), *path;
-    const char *plugins[] = {"plugins", NULL, NULL}, *check[] = {"check", NULL, NULL};
-    run r;
+    char *edited = malloc(strlen(text) + strlen(line) + 16), *at = strstr(text, "  backend = \"sim\";");
+    char *path;
     ck_assert_ptr_nonnull(at);
-    sprintf(edited, "%.*s  plugin_path = [\"%s\"];\n%s", (int)(at - text), text,
-            MT_BUILD_DIR "/tests/fixtures/init_fail.so", at);
+    sprintf(edited, "%.*s  %s\n%s", (int)(at - text), text, line, at);
     path = tk_write_temp("pp", edited);
+    free(edited), free(text), free(example);
+    return path;
+}
+
+/* An untrusted contract runs no code: the files of its launch.plugin_path
+ * are refused by check, render and plugins (the marker plugin's
+ * constructor never runs), and check says what it loaded and what it
+ * refused and why. */
+START_TEST(contract_plugin_path_refused)
+{
+    char line[512], marker[] = "/tmp/moetune-test-marker-XXXXXX", *path;
+    const char *check[] = {"check", NULL, NULL}, *render[] = {"render", NULL, "--argv-only", NULL},
+               *plugins[] = {"plugins", NULL, NULL};
+    int fd = mkstemp(marker);
+    run r;
+    close(fd);
+    unlink(marker);
+    setenv("MT_FIXTURE_MARKER", marker, 1);
+    snprintf(line, sizeof line, "plugin_path = [\"%s\"];",
+             MT_BUILD_DIR "/tests/fixtures/marker.so");
+    path = contract_with(line);
+    check[1] = render[1] = plugins[1] = path;
+    r = moetune(check);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "plugins: 7 loaded\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "  recompute 1.0.0 (built-in) " MT_BUILD_DIR "/plugins/recompute.so\n"));
+    ck_assert_ptr_nonnull(strstr(r.out, "  refused: "));
+    ck_assert_ptr_nonnull(strstr(r.out, "refused to load \"" MT_BUILD_DIR
+                                        "/tests/fixtures/marker.so\": files a contract names load "
+                                        "only with --trust-plugin-path"));
+    ck_assert_ptr_nonnull(strstr(r.err, "warning"));
+    done(&r);
+    r = moetune(render);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "refused to load"));
+    done(&r);
+    r = moetune(plugins);
+    ck_assert_ptr_null(strstr(r.out, "fixture-marker"));
+    ck_assert_ptr_nonnull(strstr(r.err, "refused to load"));
+    done(&r);
+    ck_assert_msg(access(marker, F_OK) != 0, "code from the contract's plugin_path ran");
+    unsetenv("MT_FIXTURE_MARKER");
+    unlink(path);
+    free(path);
+}
+END_TEST
+
+/* With --trust-plugin-path (on any command) the contract's launch.plugin_path
+ * is searched too, relative to the contract; a plugin whose init fails is
+ * listed as disabled with its reason, and the others go on. */
+START_TEST(contract_plugin_path_trusted)
+{
+    char line[512], *path;
+    const char *plugins[] = {"plugins", NULL, "--trust-plugin-path", NULL},
+               *check[] = {"--trust-plugin-path", "check", NULL, NULL};
+    run r;
+    snprintf(line, sizeof line, "plugin_path = [\"%s\"];",
+             MT_BUILD_DIR "/tests/fixtures/init_fail.so");
+    path = contract_with(line);
     plugins[1] = path;
-    check[1] = path;
+    check[2] = path;
     r = moetune(plugins);
     ck_assert_int_eq(r.status, 1);
     ck_assert_ptr_nonnull(strstr(r.out, "fixture-init_fail 0.0.1 (ABI 1)  DISABLED"));
@@ -555,9 +612,58 @@ START_TEST(contract_plugin_path)
     ck_assert_msg(r.status == 0, "%s", r.err);
     ck_assert_ptr_nonnull(strstr(r.err, "warning"));
     ck_assert_ptr_nonnull(strstr(r.err, "init_fail.so"));
+    ck_assert_ptr_nonnull(strstr(r.out, "  fixture-init_fail 0.0.1 (launch.plugin_path) " MT_BUILD_DIR
+                                        "/tests/fixtures/init_fail.so  DISABLED: init failed"));
     done(&r);
     unlink(path);
-    free(path), free(edited), free(text), free(example);
+    free(path);
+}
+END_TEST
+
+/* launch.plugins names what a contract needs; the operator provides it
+ * (MOETUNE_PLUGIN_PATH).  Missing, or older than the least version, is bad
+ * input naming the plugin and where to put it. */
+START_TEST(contract_plugins_by_name)
+{
+    char *any = contract_with("plugins = [\"fixture-marker\"];");
+    char *newer = contract_with("plugins = [\"fixture-marker >= 0.2\", \"recompute>=1.0\"];");
+    char *old = contract_with("plugins = [\"fixture-marker >= 0.0.1\"];");
+    char *bad = contract_with("plugins = [\"../evil.so\"];");
+    const char *check[] = {"check", NULL, NULL};
+    run r;
+    check[1] = any;
+    r = moetune(check);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "launch.plugins"));
+    ck_assert_ptr_nonnull(strstr(r.err, "plugin fixture-marker is not loaded"));
+    ck_assert_ptr_nonnull(strstr(r.err, "MOETUNE_PLUGIN_PATH"));
+    done(&r);
+    check[1] = bad;
+    r = moetune(check);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "is not \"NAME\" or \"NAME >= VERSION\""));
+    done(&r);
+    setenv("MOETUNE_PLUGIN_PATH", MT_BUILD_DIR "/tests/fixtures/marker.so", 1);
+    check[1] = any;
+    r = moetune(check);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.out, "  fixture-marker 0.0.1 (MOETUNE_PLUGIN_PATH) " MT_BUILD_DIR
+                                        "/tests/fixtures/marker.so\n"));
+    done(&r);
+    check[1] = old;
+    r = moetune(check);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    done(&r);
+    check[1] = newer;
+    r = moetune(check);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "plugin fixture-marker 0.0.1 (" MT_BUILD_DIR
+                                        "/tests/fixtures/marker.so) is older than the 0.2 the "
+                                        "contract needs"));
+    done(&r);
+    setenv("MOETUNE_PLUGIN_PATH", "", 1);
+    unlink(any), unlink(newer), unlink(old), unlink(bad);
+    free(any), free(newer), free(old), free(bad);
 }
 END_TEST
 
@@ -574,7 +680,9 @@ int main(void)
     tcase_add_test(tc, render_argv_only_and_formats);
     tcase_add_test(tc, candidates_by_wall);
     tcase_add_test(tc, plugins_listing);
-    tcase_add_test(tc, contract_plugin_path);
+    tcase_add_test(tc, contract_plugin_path_refused);
+    tcase_add_test(tc, contract_plugin_path_trusted);
+    tcase_add_test(tc, contract_plugins_by_name);
     tcase_add_test(tc, parse_a_log);
     tcase_add_test(tc, profile_a_trace);
     tcase_add_test(tc, profile_window_compare_contract);

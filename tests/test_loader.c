@@ -4,15 +4,19 @@
  * entries of another ABI's size, a file
  * writable by other users, two plugins owning one knob, a plugin claiming a
  * core knob, an extension of a knob nobody owns, init failure (that plugin
- * disabled, the rest go on), a name loaded twice.
+ * disabled, the rest go on), a name loaded twice; the permission check
+ * looks at the very file dlopen opens (a bare name is not searched on
+ * LD_LIBRARY_PATH, a link is resolved) and at every directory above it.
  */
 #include "testkit.h"
 
 #include <check.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define FIX(name) MT_BUILD_DIR "/tests/fixtures/" name ".so"
@@ -215,6 +219,114 @@ START_TEST(missing_file)
 }
 END_TEST
 
+/* Copies the file at src to dst with the given mode. */
+static void copy_file(const char *src, const char *dst, mode_t mode)
+{
+    char *data = tk_slurp(src);
+    struct stat st;
+    FILE *f;
+    ck_assert_ptr_nonnull(data);
+    ck_assert_int_eq(stat(src, &st), 0);
+    f = fopen(dst, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+    fclose(f);
+    ck_assert_int_eq(chmod(dst, mode), 0);
+    free(data);
+}
+
+/* `moetune plugins` in cwd with MOETUNE_PLUGIN_PATH=plugin_path and
+ * LD_LIBRARY_PATH=ld_path; the marker plugin's constructor writes the file it
+ * was opened from to marker.  Returns the exit status. */
+static int plugins_in(const char *cwd, const char *plugin_path, const char *ld_path,
+                      const char *marker)
+{
+    pid_t pid = fork();
+    int st;
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1), dup2(null, 2);
+        if (chdir(cwd) != 0)
+            _exit(127);
+        setenv("MOETUNE_PLUGIN_PATH", plugin_path, 1);
+        setenv("LD_LIBRARY_PATH", ld_path, 1);
+        setenv("MT_FIXTURE_MARKER", marker, 1);
+        execl(MT_MOETUNE_BIN, "moetune", "plugins", (char *)NULL);
+        _exit(127);
+    }
+    ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+    ck_assert(WIFEXITED(st));
+    return WEXITSTATUS(st);
+}
+
+/* The bypass: a bare name whose ./NAME passes the check while dlopen would
+ * search LD_LIBRARY_PATH and open a world-writable copy in a world-writable
+ * directory.  The loader resolves ./NAME itself and opens only that file. */
+START_TEST(bare_name_is_not_searched)
+{
+    char safe[] = "/tmp/moetune-test-safe-XXXXXX", evil[] = "/tmp/moetune-test-evil-XXXXXX";
+    char sp[256], ep[256], marker[256], *got, want[300];
+    ck_assert_ptr_nonnull(mkdtemp(safe));
+    ck_assert_ptr_nonnull(mkdtemp(evil));
+    ck_assert_int_eq(chmod(evil, 0777), 0);
+    snprintf(sp, sizeof sp, "%s/marker.so", safe);
+    snprintf(ep, sizeof ep, "%s/marker.so", evil);
+    snprintf(marker, sizeof marker, "%s/ran", safe);
+    copy_file(FIX("marker"), sp, 0644);
+    copy_file(FIX("marker"), ep, 0666);
+    plugins_in(safe, "marker.so", evil, marker);
+    got = tk_slurp(marker);
+    ck_assert_msg(got != NULL, "the plugin in the working directory was not loaded");
+    snprintf(want, sizeof want, "%s\n", sp);
+    ck_assert_str_eq(got, want); /* the checked file, never the one on LD_LIBRARY_PATH */
+    free(got);
+    unlink(marker), unlink(sp), unlink(ep);
+    rmdir(safe), rmdir(evil);
+}
+END_TEST
+
+/* A 0644 plugin in a directory anyone may write (no sticky bit) is refused
+ * before it is opened; a link to it from a safe directory is resolved and
+ * refused the same way; a sticky world-writable directory (as /tmp) is safe. */
+START_TEST(directories_above_are_checked)
+{
+    char dir[] = "/tmp/moetune-test-dir-XXXXXX", safe[] = "/tmp/moetune-test-link-XXXXXX";
+    char inner[256], so[300], link[300], marker[300], msg[600];
+    mt_diag *d;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_ptr_nonnull(mkdtemp(safe));
+    snprintf(inner, sizeof inner, "%s/open", dir);
+    ck_assert_int_eq(mkdir(inner, 0755), 0);
+    ck_assert_int_eq(chmod(dir, 0777), 0);
+    snprintf(so, sizeof so, "%s/marker.so", inner);
+    snprintf(link, sizeof link, "%s/marker.so", safe);
+    snprintf(marker, sizeof marker, "%s/ran", safe);
+    copy_file(FIX("marker"), so, 0644);
+    ck_assert_int_eq(symlink(so, link), 0);
+    setenv("MT_FIXTURE_MARKER", marker, 1);
+
+    d = load_with_builtins(so, NULL);
+    snprintf(msg, sizeof msg, "the directory above the plugin %s is writable by other users "
+             "(mode 0777) and has no sticky bit", dir);
+    expect(d, so, msg);
+    mt_diag_destroy(&d);
+    d = load_with_builtins(link, NULL);
+    expect(d, link, msg);
+    mt_diag_destroy(&d);
+    ck_assert_int_ne(access(marker, F_OK), 0); /* nothing of it ran */
+
+    ck_assert_int_eq(chmod(dir, 01777), 0);
+    d = load_with_builtins(link, NULL);
+    ck_assert_uint_eq(mt_diag_count(d), 0);
+    mt_diag_destroy(&d);
+    ck_assert_int_eq(access(marker, F_OK), 0);
+    unsetenv("MT_FIXTURE_MARKER");
+    unlink(marker), unlink(link), unlink(so);
+    rmdir(inner), rmdir(dir), rmdir(safe);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loader");
@@ -232,6 +344,8 @@ int main(void)
     tcase_add_test(tc, init_failure_disables_only_that_plugin);
     tcase_add_test(tc, loaded_twice);
     tcase_add_test(tc, missing_file);
+    tcase_add_test(tc, bare_name_is_not_searched);
+    tcase_add_test(tc, directories_above_are_checked);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

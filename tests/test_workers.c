@@ -22,6 +22,13 @@
  *  7. allowlists: a worker that refuses the program gives a typed
  *     launch_error once per job; a worker that cannot run the program at
  *     all is never sent a job and the tune does not wait forever.
+ *  8. the allowlist rule on real files: a symbolic link to bash and a
+ *     renamed copy of bash are shells whatever they are called; a renamed
+ *     copy of python is an interpreter (no inline code); a link to an
+ *     allowed program is that program.
+ *  9. the plugins of a job's contract: its launch.plugin_path is refused
+ *     on a worker without --trust-plugin-path; a plugin it names in
+ *     launch.plugins that the worker lacks makes the worker refuse the job.
  *
  * Jobs of the sim take milliseconds, so a fault must be aimed: a "gated"
  * worker runs the sim through a wrapper (named moetune-sim, on its
@@ -30,6 +37,7 @@
  */
 #include "store.h"
 #include "testkit.h"
+#include "worker.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -37,6 +45,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -1129,6 +1138,172 @@ START_TEST(no_worker_can_run_the_program)
 }
 END_TEST
 
+/* ---- 8. the allowlist rule on real files ------------------------------------------------------ */
+
+static void copy_exec(const char *src, const char *dst)
+{
+    char *data = tk_slurp(src);
+    struct stat st;
+    FILE *f;
+    ck_assert_ptr_nonnull(data);
+    ck_assert_int_eq(stat(src, &st), 0);
+    f = fopen(dst, "wb");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fwrite(data, 1, (size_t)st.st_size, f), (size_t)st.st_size);
+    fclose(f);
+    ck_assert_int_eq(chmod(dst, 0755), 0);
+    free(data);
+}
+
+/* "trainer" is a link to bash, and on the allowlist by path and by name:
+ * still a shell.  Before links were resolved it ran shell code. */
+START_TEST(allowlist_symlink_to_bash_is_a_shell)
+{
+    char dir[] = "/tmp/moetune-test-allow-XXXXXX", link[300], bash[PATH_MAX], why[600];
+    const char *argv[] = {NULL, "-c", "echo pwned", NULL};
+    const char *by_path[1], *by_name[] = {"trainer"};
+    ck_assert_ptr_nonnull(realpath("/bin/bash", bash));
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(link, sizeof link, "%s/trainer", dir);
+    ck_assert_int_eq(symlink(bash, link), 0);
+    by_path[0] = link;
+    argv[0] = link;
+    ck_assert_int_eq(mt_worker_allowed(argv, by_path, 1, NULL, why, sizeof why), 0);
+    ck_assert_msg(strstr(why, "is a shell: a worker never runs a shell") && strstr(why, bash),
+                  "%s", why);
+    argv[0] = "trainer"; /* a bare name, found on the job's PATH */
+    ck_assert_int_eq(mt_worker_allowed(argv, by_name, 1, dir, why, sizeof why), 0);
+    ck_assert_msg(strstr(why, "is a shell"), "%s", why);
+    argv[1] = "script.sh"; /* no inline code: still a shell */
+    ck_assert_int_eq(mt_worker_allowed(argv, by_name, 1, dir, why, sizeof why), 0);
+    unlink(link);
+    rmdir(dir);
+}
+END_TEST
+
+/* "trainer" is a byte-for-byte copy of bash: the same size and SHA-256 as
+ * the bash found at start-up, so a shell. */
+START_TEST(allowlist_renamed_copy_of_bash_is_a_shell)
+{
+    char dir[] = "/tmp/moetune-test-allow-XXXXXX", copy[300], why[600];
+    const char *argv[] = {NULL, "-c", "echo pwned", NULL};
+    const char *allow[1];
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(copy, sizeof copy, "%s/trainer", dir);
+    copy_exec("/bin/bash", copy);
+    allow[0] = copy;
+    argv[0] = copy;
+    ck_assert_int_eq(mt_worker_allowed(argv, allow, 1, NULL, why, sizeof why), 0);
+    ck_assert_msg(strstr(why, "(same size and SHA-256): a worker never runs a shell"), "%s", why);
+    unlink(copy);
+    rmdir(dir);
+}
+END_TEST
+
+/* A renamed copy of python is an interpreter: allowed with a script,
+ * refused with inline code.  A link to an allowed program is allowed (the
+ * allowlist names real files). */
+START_TEST(allowlist_interpreter_copy_and_allowed_link)
+{
+    char dir[] = "/tmp/moetune-test-allow-XXXXXX", copy[300], link[300], py[PATH_MAX], why[600];
+    const char *argv[] = {NULL, "-c", "print(1)", NULL};
+    const char *allow[] = {NULL, "/bin/true"};
+    const char *plain[] = {NULL, NULL};
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(link, sizeof link, "%s/mytrue", dir);
+    ck_assert_int_eq(symlink("/bin/true", link), 0);
+    plain[0] = link;
+    ck_assert_msg(mt_worker_allowed(plain, allow + 1, 1, NULL, why, sizeof why) == 1, "%s", why);
+    if (realpath("/usr/bin/python3", py)) {
+        snprintf(copy, sizeof copy, "%s/runner", dir);
+        copy_exec(py, copy);
+        allow[0] = copy;
+        argv[0] = copy;
+        ck_assert_int_eq(mt_worker_allowed(argv, allow, 2, NULL, why, sizeof why), 0);
+        ck_assert_msg(strstr(why, "with inline code (-c) is refused"), "%s", why);
+        argv[1] = "train.py";
+        ck_assert_msg(mt_worker_allowed(argv, allow, 2, NULL, why, sizeof why) == 1, "%s", why);
+        unlink(copy);
+    }
+    unlink(link);
+    rmdir(dir);
+}
+END_TEST
+
+/* ---- 9. the plugins of a job's contract ------------------------------------------------------- */
+
+/* SMALL with line added to its launch group, written into dir; path out. */
+static void small_with(const char *dir, const char *line, char *out, size_t n)
+{
+    char *text = tk_slurp(SMALL), *at, *edited;
+    ck_assert_ptr_nonnull(text);
+    at = strstr(text, "  backend = \"sim\";");
+    ck_assert_ptr_nonnull(at);
+    edited = malloc(strlen(text) + strlen(line) + 8);
+    sprintf(edited, "%.*s  %s\n%s", (int)(at - text), text, line, at);
+    snprintf(out, n, "%s/contract.cfg", dir);
+    write_file(out, edited, 0644);
+    free(edited);
+    free(text);
+}
+
+/* The coordinator trusts the contract's launch.plugin_path
+ * (--trust-plugin-path); the worker does not: it logs the refusal and never
+ * opens the file (the marker plugin's constructor never runs there), and
+ * the jobs still run. */
+START_TEST(worker_refuses_the_job_contracts_plugin_path)
+{
+    scene s;
+    char contract[400], line[400], wmark[400], tmark[400];
+    const char *extra[] = {"--trust-plugin-path", NULL};
+    pid_t t;
+    scene_init(&s, "pluginpath");
+    snprintf(line, sizeof line, "plugin_path = [\"%s\"];", MT_BUILD_DIR "/tests/fixtures/marker.so");
+    small_with(s.base, line, contract, sizeof contract);
+    snprintf(wmark, sizeof wmark, "%s/worker.marker", s.base);
+    snprintf(tmark, sizeof tmark, "%s/tune.marker", s.base);
+    setenv("MT_FIXTURE_MARKER", wmark, 1);
+    worker_start(&s.w[0], s.base, "w1", s.port, NULL, NULL);
+    setenv("MT_FIXTURE_MARKER", tmark, 1);
+    t = tune_start(&s, contract, extra);
+    unsetenv("MT_FIXTURE_MARKER");
+    wait_status(t, 120); /* it finishes, whatever it concludes */
+    workers_leave(&s, 1);
+    ck_assert_msg(exists(tmark), "the trusting coordinator did not load the plugin");
+    ck_assert_msg(!exists(wmark), "code from the job contract's plugin_path ran on the worker");
+    ck_assert_msg(has(s.w[0].log, "refused to load \"" MT_BUILD_DIR "/tests/fixtures/marker.so\" "
+                                  "(the job contract's launch.plugin_path)"),
+                  "%s", tk_slurp(s.w[0].log));
+    ck_assert(has(s.w[0].log, ": running "));
+    scene_end(&s);
+}
+END_TEST
+
+/* The contract needs fixture-marker (launch.plugins); the coordinator has it
+ * on MOETUNE_PLUGIN_PATH, the worker does not: every job is refused with
+ * the missing plugin named, never run without it. */
+START_TEST(worker_refuses_a_job_whose_plugin_it_lacks)
+{
+    scene s;
+    char contract[400];
+    pid_t t;
+    scene_init(&s, "needs");
+    small_with(s.base, "plugins = [\"fixture-marker >= 0.0.1\"];", contract, sizeof contract);
+    worker_start(&s.w[0], s.base, "w1", s.port, NULL, NULL);
+    setenv("MOETUNE_PLUGIN_PATH", MT_BUILD_DIR "/tests/fixtures/marker.so", 1);
+    t = tune_start(&s, contract, NULL);
+    setenv("MOETUNE_PLUGIN_PATH", "", 1);
+    wait_status(t, 120); /* it finishes, whatever it concludes */
+    workers_leave(&s, 1);
+    ck_assert_msg(has(s.w[0].log, "refused job ") &&
+                      has(s.w[0].log, "launch.plugins on this worker: plugin fixture-marker is "
+                                      "not loaded"),
+                  "%s", tk_slurp(s.w[0].log));
+    ck_assert(!has(s.w[0].log, ": running "));
+    scene_end(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("workers");
@@ -1145,6 +1320,11 @@ int main(void)
     tcase_add_test(alone, hung_run_is_typed_and_leaves_nothing);
     tcase_add_test(alone, allowlist_refusal_is_typed_and_bounded);
     tcase_add_test(alone, no_worker_can_run_the_program);
+    tcase_add_test(alone, allowlist_symlink_to_bash_is_a_shell);
+    tcase_add_test(alone, allowlist_renamed_copy_of_bash_is_a_shell);
+    tcase_add_test(alone, allowlist_interpreter_copy_and_allowed_link);
+    tcase_add_test(alone, worker_refuses_the_job_contracts_plugin_path);
+    tcase_add_test(alone, worker_refuses_a_job_whose_plugin_it_lacks);
     suite_add_tcase(s, alone);
     return tk_run(s);
 }

@@ -10,7 +10,9 @@
 #include "prepare.h"
 #include "proto.h"
 #include "render.h"
+#include "sha256.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -100,53 +102,226 @@ static const char *base_name(const char *p)
     return s ? s + 1 : p;
 }
 
-int mt_worker_allowed(const char *const *argv, const char *const *allow, size_t n_allow,
-                      char *why, size_t n)
+/* Programs a worker never runs, and interpreters it runs only without inline
+ * code.  A name matches itself and itself followed by a version
+ * ("python3.12", "perl5.36.0"). */
+static const char *const shells[] = {"sh",  "bash", "dash", "zsh",     "ksh", "mksh",
+                                     "csh", "tcsh", "fish", "busybox", "env", NULL};
+static const char *const interps[] = {"python", "python3", "perl", "ruby", "node", "nodejs",
+                                      "lua",    "php",     "Rscript", "julia", NULL};
+
+static int name_in(const char *const *list, const char *name)
 {
-    static const char *const shells[] = {"sh", "bash", "dash", "zsh", "ksh", "csh", "tcsh", "fish",
-                                         "busybox", "env", NULL};
-    static const char *const interp[] = {"python", "python3", "perl", "ruby", "node", "lua",
-                                         "php", "Rscript", "julia", NULL};
+    size_t i, l;
+    for (i = 0; list[i]; i++) {
+        l = strlen(list[i]);
+        if (!strncmp(name, list[i], l) && strspn(name + l, "0123456789.") == strlen(name + l))
+            return 1;
+    }
+    return 0;
+}
+
+/* A shell or interpreter found at start-up, by its identity. */
+typedef struct known_prog {
+    char *path; /* real path */
+    off_t size;
+    unsigned char sha[32];
+    int shell; /* 1 shell, 0 interpreter */
+} known_prog;
+
+static known_prog *known;
+static size_t n_known, cap_known;
+static int known_scanned;
+
+static int sha_file(const char *path, unsigned char out[32])
+{
+    mt_sha256 h;
+    unsigned char buf[65536];
+    ssize_t got;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    mt_sha256_init(&h);
+    while ((got = read(fd, buf, sizeof buf)) > 0)
+        mt_sha256_update(&h, buf, (size_t)got);
+    close(fd);
+    if (got < 0)
+        return -1;
+    mt_sha256_final(&h, out);
+    return 0;
+}
+
+static void scan_dir(const char *dir)
+{
+    DIR *dh = opendir(dir);
+    struct dirent *de;
+    if (!dh)
+        return;
+    while ((de = readdir(dh))) {
+        char full[PATH_MAX], real[PATH_MAX];
+        struct stat st;
+        int shell = name_in(shells, de->d_name);
+        size_t i;
+        if (!shell && !name_in(interps, de->d_name))
+            continue;
+        if (snprintf(full, sizeof full, "%s/%s", dir, de->d_name) >= (int)sizeof full ||
+            !realpath(full, real) || stat(real, &st) != 0 || !S_ISREG(st.st_mode))
+            continue;
+        for (i = 0; i < n_known; i++)
+            if (!strcmp(known[i].path, real))
+                break;
+        if (i < n_known) {
+            known[i].shell |= shell; /* sh -> dash: a shell whatever else it is called */
+            continue;
+        }
+        if (n_known == cap_known) {
+            size_t cap = cap_known ? cap_known * 2 : 16;
+            known_prog *nk = realloc(known, cap * sizeof *nk);
+            if (!nk)
+                break;
+            known = nk, cap_known = cap;
+        }
+        /* a real file named like an interpreter but called by an odd name is
+         * judged by the real name: bash reached as "sh" is a shell either way */
+        shell |= name_in(shells, base_name(real));
+        known[n_known].size = st.st_size;
+        known[n_known].shell = shell;
+        if (sha_file(real, known[n_known].sha) != 0 || !(known[n_known].path = strdup(real)))
+            continue;
+        n_known++;
+    }
+    closedir(dh);
+}
+
+void mt_worker_scan_interpreters(void)
+{
+    const char *path = getenv("PATH");
+    char *copy, *tok, *save = NULL;
+    if (known_scanned)
+        return;
+    known_scanned = 1;
+    copy = strdup(path ? path : "");
+    for (tok = copy ? strtok_r(copy, ":", &save) : NULL; tok; tok = strtok_r(NULL, ":", &save))
+        if (*tok == '/')
+            scan_dir(tok);
+    free(copy);
+    scan_dir("/bin");
+    scan_dir("/usr/bin");
+}
+
+/* argv0 resolved the way the runner's execvp-style search does, with
+ * search_path (the job's PATH); into out (absolute, links not resolved).
+ * 0, or -1 when it names no executable file now. */
+static int resolve_program(const char *argv0, const char *search_path, char *out, size_t n)
+{
+    const char *p, *colon;
+    struct stat st;
+    if (strchr(argv0, '/')) {
+        if (stat(argv0, &st) != 0 || !S_ISREG(st.st_mode))
+            return -1;
+        snprintf(out, n, "%s", argv0);
+        return 0;
+    }
+    if (!search_path)
+        search_path = "/usr/local/bin:/usr/bin:/bin";
+    for (p = search_path;; p = colon + 1) {
+        size_t dl;
+        colon = strchr(p, ':');
+        dl = colon ? (size_t)(colon - p) : strlen(p);
+        if (dl)
+            snprintf(out, n, "%.*s/%s", (int)dl, p, argv0);
+        else
+            snprintf(out, n, "./%s", argv0);
+        if (stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+            return 0;
+        if (!colon)
+            break;
+    }
+    return -1;
+}
+
+int mt_worker_allowed(const char *const *argv, const char *const *allow, size_t n_allow,
+                      const char *search_path, char *why, size_t n)
+{
     static const char *const inline_flags[] = {"-c", "-e", "-E", "--eval", "-r", "--command",
                                                NULL};
-    const char *prog = argv && argv[0] ? argv[0] : NULL, *b;
+    const char *prog = argv && argv[0] ? argv[0] : NULL, *b, *rb = NULL;
+    char found[PATH_MAX], real[PATH_MAX];
+    int have_real = 0, is_interp, have_sha = 0;
+    unsigned char sha[32];
+    struct stat st;
     size_t i, j;
     int listed = 0;
     if (!prog || !*prog) {
         snprintf(why, n, "the job has no program to run");
         return 0;
     }
+    mt_worker_scan_interpreters();
     b = base_name(prog);
-    for (i = 0; shells[i]; i++)
-        if (!strcmp(b, shells[i])) {
-            snprintf(why, n, "program %.200s is a shell: a worker never runs a shell", prog);
+    /* what the file is: every link resolved */
+    if (resolve_program(prog, search_path, found, sizeof found) == 0 && realpath(found, real) &&
+        stat(real, &st) == 0) {
+        have_real = 1;
+        rb = base_name(real);
+    }
+    if (name_in(shells, b) || (rb && name_in(shells, rb))) {
+        snprintf(why, n, "program %.200s%s%.200s%s is a shell: a worker never runs a shell", prog,
+                 rb ? " (" : "", rb ? real : "", rb ? ")" : "");
+        return 0;
+    }
+    is_interp = name_in(interps, b) || (rb && name_in(interps, rb));
+    for (i = 0; have_real && i < n_known; i++) {
+        if (known[i].size != st.st_size)
+            continue;
+        if (!have_sha && sha_file(real, sha) != 0)
+            break;
+        have_sha = 1;
+        if (memcmp(sha, known[i].sha, sizeof sha))
+            continue;
+        if (known[i].shell) {
+            snprintf(why, n,
+                     "program %.200s (%.200s) is the shell %.200s (same size and SHA-256): a "
+                     "worker never runs a shell, whatever it is called",
+                     prog, real, known[i].path);
             return 0;
         }
-    for (i = 0; i < n_allow && !listed; i++)
-        listed = !strcmp(allow[i], prog) || (!strchr(allow[i], '/') && !strcmp(allow[i], b));
+        is_interp = 1;
+    }
+    for (i = 0; i < n_allow && !listed; i++) {
+        if (strchr(allow[i], '/')) {
+            char areal[PATH_MAX];
+            /* a path names a real file: links on either side resolved */
+            listed = have_real ? realpath(allow[i], areal) && !strcmp(areal, real)
+                               : !strcmp(allow[i], prog);
+        } else
+            listed = !strcmp(allow[i], b) || (rb && !strcmp(allow[i], rb));
+    }
     if (!listed) {
         snprintf(why, n, "program %.200s is not on this worker's allowlist", prog);
         return 0;
     }
-    for (i = 0; interp[i]; i++) {
-        size_t l = strlen(interp[i]);
-        int is_interp = !strncmp(b, interp[i], l) &&
-                        (!b[l] || (b[l] >= '0' && b[l] <= '9') || b[l] == '.');
-        for (j = 1; is_interp && argv[j]; j++) {
-            const char *a = argv[j];
-            size_t k;
-            for (k = 0; inline_flags[k]; k++)
-                if (!strcmp(a, inline_flags[k]))
-                    break;
-            /* combined short flags such as -uc or -ne carry inline code too */
-            if (inline_flags[k] ||
-                (a[0] == '-' && a[1] && a[1] != '-' && strpbrk(a + 1, "ce") != NULL)) {
-                snprintf(why, n, "interpreter %.100s with inline code (%.40s) is refused", b, a);
-                return 0;
-            }
+    for (j = 1; is_interp && argv[j]; j++) {
+        const char *a = argv[j];
+        size_t k;
+        for (k = 0; inline_flags[k]; k++)
+            if (!strcmp(a, inline_flags[k]))
+                break;
+        /* combined short flags such as -uc or -ne carry inline code too */
+        if (inline_flags[k] || (a[0] == '-' && a[1] && a[1] != '-' && strpbrk(a + 1, "ce") != NULL)) {
+            snprintf(why, n, "interpreter %.100s%s%.200s%s with inline code (%.40s) is refused", b,
+                     rb ? " (" : "", rb ? real : "", rb ? ")" : "", a);
+            return 0;
         }
     }
     return 1;
+}
+
+/* The PATH a job's program is looked up in: the contract's launch.env PATH,
+ * else the worker's own (the runner's search, see launch.c). */
+static const char *job_search_path(const mt_contract *c)
+{
+    const char *p = c && c->launch_env ? mt_kv_get(c->launch_env, "PATH") : NULL;
+    return p ? p : getenv("PATH");
 }
 
 /* ---- sending ----------------------------------------------------------------------------- */
@@ -311,12 +486,21 @@ static mt_kv *config_from_text(const char *text)
     return kv;
 }
 
-static mt_registry *load_registry(const mt_contract *c, mt_diag *d)
+/* The job's plugins: the worker's own (built-ins, MOETUNE_PLUGIN_PATH), the
+ * files of the contract's launch.plugin_path only with --trust-plugin-path
+ * (each refusal logged), then the contract's launch.plugins must hold.
+ * NULL with why filled when they do not. */
+static mt_registry *load_registry(wk *w, const mt_contract *c, mt_diag *d, char *why, size_t n_why)
 {
     mt_registry *r = mt_registry_new();
     char **extra = NULL;
     size_t n = 0, i;
-    if (c->n_plugin_path) {
+    if (c->n_plugin_path && !w->o.trust_plugin_path)
+        for (i = 0; i < c->n_plugin_path; i++)
+            logf_(w, "refused to load \"%s\" (the job contract's launch.plugin_path): files a "
+                     "contract names load only with --trust-plugin-path",
+                  c->plugin_path[i]);
+    if (c->n_plugin_path && w->o.trust_plugin_path) {
         const char *slash = strrchr(c->path, '/');
         extra = calloc(c->n_plugin_path, sizeof *extra);
         for (i = 0; extra && i < c->n_plugin_path; i++) {
@@ -334,6 +518,13 @@ static mt_registry *load_registry(const mt_contract *c, mt_diag *d)
     for (i = 0; i < n; i++)
         free(extra[i]);
     free(extra);
+    for (i = 0; r && i < c->n_plugins; i++) {
+        char need[1024];
+        if (mt_registry_require(r, c->plugins[i], c->plugin_min_versions[i], need, sizeof need)) {
+            snprintf(why, n_why, "launch.plugins on this worker: %.400s", need);
+            mt_registry_destroy(&r);
+        }
+    }
     return r;
 }
 
@@ -502,7 +693,12 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         mt_diag_destroy(&d);
         return;
     }
-    reg = load_registry(c, d);
+    reg = load_registry(w, c, d, why, sizeof why);
+    if (!reg) {
+        logf_(w, "refused job %s: %s", j.job_id, why);
+        send_ack(w, j.job_id, j.retry, 0, why);
+        goto out;
+    }
     mt_config_normalize_space(reg, c, d);
     cfg = config_from_text(j.config);
     if (job_argv(w, reg, c, cfg, &argv, d)) {
@@ -516,7 +712,8 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         int ok;
         for (i = 0; av && i < argv.n; i++)
             av[i] = argv.v[i];
-        ok = av && mt_worker_allowed(av, w->o.allow, w->o.n_allow, why, sizeof why);
+        ok = av && mt_worker_allowed(av, w->o.allow, w->o.n_allow, job_search_path(c), why,
+                                         sizeof why);
         free(av);
         if (!ok) {
             logf_(w, "refused job %s: %s", j.job_id, why);
@@ -557,7 +754,8 @@ static void start_job(wk *w, const mt_proto_msg *msg)
             size_t k;
             for (k = 0; av && k < steps[i].n; k++)
                 av[k] = steps[i].v[k];
-            if (ok && !(av && mt_worker_allowed(av, w->o.allow, w->o.n_allow, why, sizeof why)))
+            if (ok && !(av && mt_worker_allowed(av, w->o.allow, w->o.n_allow, job_search_path(c), why,
+                                                sizeof why)))
                 ok = 0;
             free(av);
             mt_strlist_free(&steps[i]);
@@ -898,6 +1096,7 @@ int mt_worker_main(const mt_worker_opts *o)
     w.o = *o;
     w.pipe_fd = -1;
     hb = o->heartbeat_s > 0 ? o->heartbeat_s : MT_PROTO_HEARTBEAT_MS / 1000.0;
+    mt_worker_scan_interpreters(); /* before any job: what a shell is, by identity */
     gethostname(w.host, sizeof w.host - 1);
     if (o->name)
         snprintf(w.name, sizeof w.name, "%s", o->name);

@@ -41,6 +41,27 @@
  *   - Entry points return 0 on success and a negative value on failure.  On
  *     failure, say why through the sink's error builder.
  *
+ * Containment.  A plugin runs in the host's process, under a guard:
+ *   - A fatal signal (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGSYS)
+ *     during a call, including the file's constructors while it is opened,
+ *     makes the host print the plugin, its file and the call, then die of
+ *     the signal.
+ *   - Each call has a time limit (default 60 s; the host's --plugin-timeout
+ *     S or MOETUNE_PLUGIN_TIMEOUT, 0 for none).  A call past it ends the
+ *     host with exit 1, the plugin and the call named.
+ *   - exit() inside a call ends the host with exit 1, the plugin and the call
+ *     named, whatever status the plugin gave.  (_exit() cannot be caught.)
+ *   - Output is capped per call: at most MT_PLUGIN_MAX_CANDIDATES candidates
+ *     from one propose(), and at most MT_PLUGIN_MAX_OUTPUT_BYTES from one
+ *     call of any entry point, counting every string passed to a sink
+ *     builder plus MT_PLUGIN_ITEM_BYTES per builder call.  Past a cap every
+ *     builder returns -E2BIG (a negative value) and stores nothing, and the
+ *     call is reported as failed, naming the cap; what came before it is
+ *     kept.
+ *   None of this is a sandbox: a plugin has the host's privileges, which is
+ *   why the host loads only files that it has checked (see the README's
+ *   security section).
+ *
  * Struct growth.  Every struct that crosses the boundary starts with its own
  * size.  A reader must only read the fields the writer's struct_size covers;
  * use MT_HAS_FIELD() for fields added after v1.  The knob, extension and
@@ -60,6 +81,11 @@ extern "C" {
 
 #define MT_PLUGIN_ABI_VERSION 1
 #define MT_PLUGIN_SYMBOL_V1 "moetune_plugin_v1"
+
+/* Output caps per call (see "Containment" above). */
+#define MT_PLUGIN_MAX_CANDIDATES 1000
+#define MT_PLUGIN_MAX_OUTPUT_BYTES (4u * 1024u * 1024u)
+#define MT_PLUGIN_ITEM_BYTES 64u
 
 /* True when a struct whose first member is struct_size covers `field`. */
 #define MT_HAS_FIELD(ptr, type, field)                                         \
