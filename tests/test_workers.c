@@ -838,6 +838,47 @@ START_TEST(worker_killed_mid_job_runs_elsewhere_once)
 }
 END_TEST
 
+/* ---- 2b. kill -9 of a worker mid-job, restarted under its name within the grace ----------------- */
+
+START_TEST(worker_restarted_within_grace_requeues_its_lost_job)
+{
+    scene s;
+    char job[256], want[400], *ev;
+    /* a grace far past the tune's limit: only the restarted worker's ready
+     * can bring the lost job back */
+    const char *extra[] = {"--job-grace", "600", NULL};
+    jobrun r;
+    pid_t t;
+    scene_init(&s, "wrestart");
+    two_plus_gated(&s);
+    t = tune_start(&s, SMALL, extra);
+    held_job(&s, job, sizeof job);
+    kill_group(s.w[2].pid, SIGKILL);
+    /* back at once, same name (so the same routing id), same directory */
+    worker_start(&s.w[2], s.base, "w3", s.port, NULL, NULL);
+    WAIT_FOR(has(s.err, "it announced itself again without it"), 30, "the lost job was not re-queued:\n%s", tk_slurp(s.err));
+    unlink(s.hold);
+    ck_assert_msg(wait_exit(t, 150) == 0, "the tune failed:\n%s", tk_slurp(s.err));
+    same_as_reference(s.tune);
+    workers_leave(&s, 3);
+    r = run_of(s.tune, job);
+    ck_assert_int_eq(r.retry, 1);
+    ck_assert_str_eq(r.outcome, "ok");
+    snprintf(want, sizeof want,
+             "job %s (retry 0) lost with worker w3: it announced itself again without it (it "
+             "restarted); re-queued as retry 1",
+             job);
+    ev = worker_events(s.tune);
+    ck_assert_msg(strstr(ev, want), "%s", ev);
+    free(ev);
+    /* the killed run stored nothing; every measurement once */
+    ck_assert_int_eq(worker_runs(&s.w[0]) + worker_runs(&s.w[1]) + worker_runs(&s.w[2]),
+                     ref_runs);
+    one_run_per_memo(s.tune);
+    scene_end(&s);
+}
+END_TEST
+
 /* ---- 3. kill -9 of the coordinator, then --resume ---------------------------------------------- */
 
 START_TEST(coordinator_killed_then_resumed_loses_and_repeats_nothing)
@@ -1137,6 +1178,7 @@ int main(void)
     tcase_set_timeout(tc, 200 * SLOW);
     tcase_add_test(tc, curve_workers_tune_as_the_local_executor);
     tcase_add_test(tc, worker_killed_mid_job_runs_elsewhere_once);
+    tcase_add_test(tc, worker_restarted_within_grace_requeues_its_lost_job);
     tcase_add_test(tc, coordinator_killed_then_resumed_loses_and_repeats_nothing);
     tcase_add_test(tc, stopped_within_grace_keeps_its_job);
     tcase_add_test(tc, stopped_past_grace_requeued_late_result_not_counted);
