@@ -651,7 +651,7 @@ typedef struct scene {
     char sim_gated[512], hold[320], tag[32];
     int port;
     double t0;
-    wkr w[4];
+    wkr w[5];
 } scene;
 
 static void scene_init(scene *s, const char *tag)
@@ -771,9 +771,21 @@ START_TEST(curve_workers_tune_as_the_local_executor)
         extra[4] = NULL;
         worker_start(&s.w[i], s.base, i < 3 ? names[i] : "w4", s.port, NULL, extra);
     }
+    /* and one with no CURVE at all */
+    worker_start(&s.w[4], s.base, "plain", s.port, NULL, NULL);
     extra[0] = "--keys", extra[1] = keys, extra[2] = NULL;
     t = tune_start(&s, SMALL, extra);
     ck_assert_msg(wait_exit(t, 150) == 0, "the tune failed:\n%s", tk_slurp(s.err));
+    /* each refused worker says why, not "unreachable" (issue 18, messages) */
+    WAIT_FOR(has(s.w[3].log, "the coordinator refused the handshake (ZAP status 400): this "
+                             "worker's public key is not one of its known worker keys"),
+             10, "the intruder's log:\n%s", tk_slurp(s.w[3].log));
+    WAIT_FOR(has(s.w[4].log, "the coordinator refused the handshake: security mechanism mismatch "
+                             "(the coordinator requires CURVE"),
+             10, "the plain worker's log:\n%s", tk_slurp(s.w[4].log));
+    ck_assert(!has(s.w[4].log, "running"));
+    ck_assert(!has(s.w[3].log, "the coordinator is unreachable"));
+    ck_assert(!has(s.w[4].log, "the coordinator is unreachable"));
     same_as_reference(s.tune);
     workers_leave(&s, 3);
     /* the three known workers shared the jobs, each measured once */
