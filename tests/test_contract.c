@@ -312,6 +312,37 @@ START_TEST(space_value_never_legal)
 }
 END_TEST
 
+/* Issue 18, messages: an integer past int64 in a contract file is shown as
+ * written, not as the -1 libconfig reads it as, in a core field and in a
+ * knob of base or space. */
+START_TEST(huge_integer_is_shown_as_written)
+{
+    static const char *const cases[][3] = {
+        {"eval = 0;", "eval = 99999999999999999999;",
+         "'intervals.eval' = 99999999999999999999 is out of range"},
+        {"  micro_batch_size = 1;", "  micro_batch_size = 99999999999999999999;",
+         "micro_batch_size = 99999999999999999999 is out of range"},
+        {"  micro_batch_size = [1, 2];", "  micro_batch_size = [1, 99999999999999999999];",
+         "micro_batch_size = 99999999999999999999 is out of range"},
+    };
+    size_t k;
+    for (k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char *base = example_text(), *text = edit(base, cases[k][0], cases[k][1]);
+        char *path = tk_write_temp("huge", text);
+        mt_diag *d = mt_diag_new();
+        tk *t = tk_open_path(path, d);
+        if (!mt_diag_contains(d, cases[k][2]))
+            mt_diag_print(d, stderr);
+        ck_assert_msg(mt_diag_contains(d, cases[k][2]), "case %zu", k);
+        ck_assert(!mt_diag_contains(d, "-1"));
+        tk_close(&t);
+        mt_diag_destroy(&d);
+        unlink(path);
+        free(path), free(text), free(base);
+    }
+}
+END_TEST
+
 /* The example's space, to be replaced whole. */
 #define EXAMPLE_SPACE                                                                              \
     "  tensor_model_parallel_size = [1, 2];\n"                                                     \
@@ -413,6 +444,7 @@ int main(void)
     tcase_add_test(tc, window_contains_manual_gc);
     tcase_add_test(tc, illegal_base);
     tcase_add_test(tc, space_value_never_legal);
+    tcase_add_test(tc, huge_integer_is_shown_as_written);
     tcase_add_test(tc, big_space_audit_starts_from_the_base_and_never_claims_every);
     suite_add_tcase(s, tc);
     return tk_run(s);
