@@ -1514,7 +1514,22 @@ static int cmd_tune(int argc, char **argv)
     if (!o.resume) {
         char copy[PATH_MAX], real[PATH_MAX];
         FILE *f;
-        mkdir(dir, 0755);
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+            /* say why: the errno of a later step would be of another path */
+            fprintf(stderr, "moetune tune: cannot create the tune directory %s: %s%s\n", dir,
+                    strerror(errno),
+                    errno == ENOENT ? " (its parent directory does not exist)" : "");
+            mt_diag_destroy(&d);
+            session_close(&s);
+            return EXIT_BAD_INPUT;
+        }
+        if (access(dir, W_OK) != 0) {
+            fprintf(stderr, "moetune tune: cannot write into the tune directory %s: %s\n", dir,
+                    strerror(errno));
+            mt_diag_destroy(&d);
+            session_close(&s);
+            return EXIT_BAD_INPUT;
+        }
         snprintf(copy, sizeof copy, "%s/contract.cfg", dir);
         if (!realpath(contract, real))
             snprintf(real, sizeof real, "%s", contract);

@@ -5,6 +5,7 @@
 #include "testkit.h"
 
 #include <check.h>
+#include <sys/stat.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -561,12 +562,48 @@ START_TEST(contract_plugin_path)
 }
 END_TEST
 
+/* Issue 18, messages: a tune directory that cannot be written says why
+ * (permission, read-only file system), not the "No such file or directory"
+ * of a file inside it.  As root every mode bit is ignored, so root tries
+ * /proc/sys, which no one may write into. */
+START_TEST(unwritable_tune_dir_says_why)
+{
+    char base[64] = "/tmp/moetune-ro-XXXXXX", dir[128];
+    char *contract = tk_example("qwen3-30b-a3b-h100x16.cfg");
+    const char *args[] = {"tune", contract, "--dir", dir, "--quiet", NULL};
+    run r;
+    int root = geteuid() == 0;
+    if (root) {
+        snprintf(dir, sizeof dir, "/proc/sys");
+    } else {
+        ck_assert_ptr_nonnull(mkdtemp(base));
+        ck_assert_int_eq(chmod(base, 0555), 0);
+        snprintf(dir, sizeof dir, "%s/T", base);
+    }
+    r = moetune(args);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, root ? "moetune tune: cannot write into the tune directory "
+                                       "/proc/sys: Permission denied"
+                                     : "moetune tune: cannot create the tune directory ") &&
+                      strstr(r.err, "Permission denied"),
+                  "%s", r.err);
+    ck_assert_msg(!strstr(r.err, "No such file or directory"), "%s", r.err);
+    done(&r);
+    if (!root) {
+        chmod(base, 0755);
+        rmdir(base);
+    }
+    free(contract);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("commands");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, check_every_example);
+    tcase_add_test(tc, unwritable_tune_dir_says_why);
     tcase_add_test(tc, check_bad_contract_exits_2);
     tcase_add_test(tc, check_base_that_does_not_fit);
     tcase_add_test(tc, import_check_render);
