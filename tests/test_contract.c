@@ -343,6 +343,46 @@ START_TEST(huge_integer_is_shown_as_written)
 }
 END_TEST
 
+/* Issue 18, messages: a value with a zero-width space (U+200B), or a
+ * control byte, looks right when printed raw; the message shows it
+ * escaped. */
+START_TEST(invisible_characters_are_shown_escaped)
+{
+    static const char *const cases[][3] = {
+        {"  moe_token_dispatcher_type = \"alltoall\";",
+         "  moe_token_dispatcher_type = \"alltoall\xe2\x80\x8b\";",
+         "moe_token_dispatcher_type does not take \"alltoall\\u200b\""},
+        {"  moe_token_dispatcher_type = \"alltoall\";",
+         "  moe_token_dispatcher_type = \"all\x1b[0mtoall\";",
+         "does not take \"all\\x1b[0mtoall\""},
+        {"  moe_token_dispatcher_type = \"alltoall\";",
+         "  moe_token_dispatcher_type = \"alltoall\xc2\xa0\";",
+         "does not take \"alltoall\\u00a0\""},
+    };
+    size_t k;
+    for (k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char *base = example_text(), *text = edit(base, cases[k][0], cases[k][1]);
+        char *path = tk_write_temp("odd", text);
+        mt_diag *d = mt_diag_new();
+        tk *t = tk_open_path(path, d);
+        if (!mt_diag_contains(d, cases[k][2]))
+            mt_diag_print(d, stderr);
+        ck_assert_msg(mt_diag_contains(d, cases[k][2]), "case %zu", k);
+        tk_close(&t);
+        mt_diag_destroy(&d);
+        unlink(path);
+        free(path), free(text), free(base);
+    }
+    /* visible UTF-8 stays as it is */
+    {
+        mt_diag *d = mt_diag_new();
+        mt_diag_add(d, NULL, 0, NULL, "45 \xc2\xb5s \xe2\x80\x94 2\xc3\x97 faster");
+        ck_assert_str_eq(mt_diag_at(d, 0)->message, "45 \xc2\xb5s \xe2\x80\x94 2\xc3\x97 faster");
+        mt_diag_destroy(&d);
+    }
+}
+END_TEST
+
 /* The example's space, to be replaced whole. */
 #define EXAMPLE_SPACE                                                                              \
     "  tensor_model_parallel_size = [1, 2];\n"                                                     \
@@ -445,6 +485,7 @@ int main(void)
     tcase_add_test(tc, illegal_base);
     tcase_add_test(tc, space_value_never_legal);
     tcase_add_test(tc, huge_integer_is_shown_as_written);
+    tcase_add_test(tc, invisible_characters_are_shown_escaped);
     tcase_add_test(tc, big_space_audit_starts_from_the_base_and_never_claims_every);
     suite_add_tcase(s, tc);
     return tk_run(s);
