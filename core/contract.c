@@ -6,6 +6,7 @@
 #include "sha256.h"
 #include "spell.h"
 
+#include <ctype.h>
 #include <libconfig.h>
 #include <math.h>
 #include <moetune/plugin.h>
@@ -686,6 +687,47 @@ static void parse_labels(loader *L, const config_setting_t *e)
     free(v);
 }
 
+/* The placeholders a launch template may name: those `measure`, `tune`
+ * and `bisect` fill (workers/measure.c), {rev} and {work} only in bisect. */
+static const char *const template_names[] = {"args",        "sim",      "run_dir", "nodes",
+                                             "gpus_per_node", "world_size", "job_name", "rev",
+                                             "work",        NULL};
+
+/* Refuses a word naming a placeholder nothing fills, as `measure` would;
+ * {{ and }} are literal braces. */
+static void template_placeholders(loader *L, const config_setting_t *e, const char *t)
+{
+    const char *p = t;
+    while (*p) {
+        size_t n = 0, k;
+        if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
+            p += 2;
+            continue;
+        }
+        if (p[0] == '{' && (isalpha((unsigned char)p[1]) || p[1] == '_')) {
+            while (isalnum((unsigned char)p[1 + n]) || p[1 + n] == '_' || p[1 + n] == '.')
+                n++;
+            if (p[1 + n] == '}') {
+                for (k = 0; template_names[k]; k++)
+                    if (strlen(template_names[k]) == n && !strncmp(template_names[k], p + 1, n))
+                        break;
+                if (!template_names[k])
+                    err(L, e, "launch.template",
+                        "unknown placeholder '{%.*s}' in template word \"%s\"; known: {args}, "
+                        "{sim}, {run_dir}, {nodes}, {gpus_per_node}, {world_size}, {job_name}, "
+                        "and in `moetune bisect` {rev}, {work} (write {{ and }} for literal "
+                        "braces)",
+                        (int)n, p + 1, t);
+                else if (!strncmp(p + 1, "rev}", 4) || !strncmp(p + 1, "work}", 5))
+                    L->c->template_bisect = 1;
+                p += n + 2;
+                continue;
+            }
+        }
+        p++;
+    }
+}
+
 static void parse_launch(loader *L, const config_setting_t *g)
 {
     mt_kv *kv = mt_kv_new();
@@ -756,9 +798,22 @@ static void parse_launch(loader *L, const config_setting_t *g)
         if (L->c->launch_template) {
             size_t k;
             int has_args = 0;
-            for (k = 0; k < L->c->n_template; k++)
-                has_args |= !strcmp(L->c->launch_template[k], "{args}");
-            if (!has_args)
+            const char *glued = NULL;
+            for (k = 0; k < L->c->n_template; k++) {
+                const char *t = L->c->launch_template[k];
+                has_args |= !strcmp(t, "{args}");
+                if (strcmp(t, "{args}") && strstr(t, "{args}") && !glued)
+                    glued = t;
+                template_placeholders(L, e, t);
+            }
+            if (glued)
+                err(L, e, "launch.template",
+                    "'launch.template' word \"%s\" holds {args} inside it; {args} becomes "
+                    "several arguments and must be a word of its own: split the string into "
+                    "words, e.g. [\"{sim}\", \"{args}\"] (the template is an argv, never run "
+                    "by a shell)",
+                    glued);
+            else if (!has_args)
                 err(L, e, "launch.template",
                     "'launch.template' never says where the rendered arguments go; add \"{args}\"");
         }

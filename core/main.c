@@ -393,6 +393,11 @@ static int cmd_check(const char *path)
            s.contract->screen.first, s.contract->screen.last, s.contract->screen.steps,
            s.contract->validate.first, s.contract->validate.last, s.contract->validate.steps);
     printf("search space: %zu knobs\n", mt_kv_count(s.contract->space));
+    if (s.contract->template_bisect)
+        /* the same words `measure` and `tune` refuse it with (workers/launch.c) */
+        printf("launch.template: names {rev} or {work}, which only `moetune bisect` fills; "
+               "`tune` and `measure` refuse this contract (drop them from the template for "
+               "those)\n");
     session_close(&s);
     return fit == 1 ? 0 : fit == 0 ? EXIT_NO_FIT : 1;
 }
@@ -1509,6 +1514,15 @@ static int cmd_tune(int argc, char **argv)
     if (rc) {
         session_close(&s);
         return rc;
+    }
+    if (s.contract->template_bisect) {
+        /* refused before any run: every job would fail to launch */
+        fprintf(stderr,
+                "moetune tune: %s: launch.template names {rev} or {work}, which only `moetune "
+                "bisect` fills; drop them from the template to tune\n",
+                contract);
+        session_close(&s);
+        return EXIT_BAD_INPUT;
     }
     d = mt_diag_new();
     if (!o.resume) {

@@ -597,6 +597,85 @@ START_TEST(unwritable_tune_dir_says_why)
 }
 END_TEST
 
+/* The example with its launch template replaced (caller frees the path). */
+static char *with_template(const char *tmpl)
+{
+    char *ex = tk_example("qwen3-30b-a3b-h100x16.cfg"), *text = tk_slurp(ex), *path, *out;
+    const char *from = "template = [\"{sim}\", \"{args}\"];", *at;
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(at = strstr(text, from));
+    out = malloc(strlen(text) + strlen(tmpl) + 1);
+    memcpy(out, text, (size_t)(at - text));
+    strcpy(out + (at - text), tmpl);
+    strcat(out, at + strlen(from));
+    path = tk_write_temp("tmpl", out);
+    free(out), free(text), free(ex);
+    return path;
+}
+
+/* Issue 18, messages: `check` and `measure` agree on a template's
+ * placeholders (an unknown one is refused by both; {rev} is bisect's, and
+ * both say so in the same words, and `tune` refuses it before any run),
+ * and a single string holding {args} is told to split into words. */
+START_TEST(template_placeholders_check_and_measure_agree)
+{
+    char dir[64] = "/tmp/moetune-tmpl-XXXXXX", tdir[80];
+    char *rev = with_template("template = [\"{sim}\", \"--x={rev}\", \"{args}\"];");
+    char *bogus = with_template("template = [\"{sim}\", \"{bogus}\", \"{args}\"];");
+    char *one = with_template("template = [\"{sim} {args}\"];");
+    const char *check_rev[] = {"check", rev, NULL}, *check_bogus[] = {"check", bogus, NULL};
+    const char *check_one[] = {"check", one, NULL};
+    const char *measure_rev[] = {"measure", rev, "--dir", dir, NULL};
+    const char *measure_bogus[] = {"measure", bogus, "--dir", dir, NULL};
+    const char *tune_rev[] = {"tune", rev, "--dir", tdir, "--quiet", NULL};
+    run r;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(tdir, sizeof tdir, "%s/T", dir);
+    r = moetune(check_rev);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "launch.template: names {rev} or {work}, which only `moetune "
+                                "bisect` fills; `tune` and `measure` refuse this contract"),
+                  "%s", r.out);
+    done(&r);
+    r = moetune(measure_rev);
+    ck_assert_int_ne(r.status, 0);
+    ck_assert_msg(strstr(r.err, "the template word \"--x={rev}\" names {rev}, which only "
+                                "`moetune bisect` fills"),
+                  "%s", r.err);
+    done(&r);
+    r = moetune(tune_rev);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "launch.template names {rev} or {work}, which only `moetune "
+                                "bisect` fills"),
+                  "%s", r.err);
+    done(&r);
+    r = moetune(check_bogus);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "unknown placeholder '{bogus}' in template word \"{bogus}\""),
+                  "%s", r.err);
+    done(&r);
+    r = moetune(measure_bogus);
+    ck_assert_int_ne(r.status, 0);
+    ck_assert_msg(strstr(r.err, "unknown placeholder '{bogus}' in template word \"{bogus}\""),
+                  "%s", r.err);
+    done(&r);
+    r = moetune(check_one);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "word \"{sim} {args}\" holds {args} inside it") &&
+                      strstr(r.err, "split the string into words") &&
+                      !strstr(r.err, "never says where"),
+                  "%s", r.err);
+    done(&r);
+    unlink(rev), unlink(bogus), unlink(one);
+    free(rev), free(bogus), free(one);
+    {
+        const char *rm[] = {"/bin/rm", "-rf", dir, NULL};
+        run x = tk_spawn("/bin/rm", rm + 1);
+        done(&x);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
@@ -604,6 +683,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, check_every_example);
     tcase_add_test(tc, unwritable_tune_dir_says_why);
+    tcase_add_test(tc, template_placeholders_check_and_measure_agree);
     tcase_add_test(tc, check_bad_contract_exits_2);
     tcase_add_test(tc, check_base_that_does_not_fit);
     tcase_add_test(tc, import_check_render);
