@@ -1198,10 +1198,10 @@ static int cmd_measure(int argc, char **argv)
                    m.verdicts.v[i].evidence);
         printf("  stored as run %lld in %s; logs in %s\n", (long long)m.run_id, dir, rundir);
         rc = m.outcome == MT_OUTCOME_OK ? 0 : 1;
-        mt_measure_clear(&m);
     } else {
         rc = 1;
     }
+    mt_measure_clear(&m); /* a failed store keeps the parsed log and verdicts too */
     mt_store_close(&st);
     mt_diag_destroy(&d);
     session_close(&s);

@@ -7,6 +7,7 @@
 #include <check.h>
 #include <sys/stat.h>
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -597,6 +598,47 @@ START_TEST(unwritable_tune_dir_says_why)
 }
 END_TEST
 
+/* Issue 18, messages: `moetune measure` whose store refuses the run (here a
+ * trigger in the real store, as a full disk or a foreign writer would)
+ * fails with the store's reason and frees the measurement: under the
+ * sanitizer build (MOETUNE_SANITIZE) LeakSanitizer reported it before. */
+START_TEST(measure_store_failure_is_reported_and_leaks_nothing)
+{
+    char dir[64] = "/tmp/moetune-storefail-XXXXXX", db[128];
+    char *ex = tk_example("qwen3-30b-a3b-h100x16.cfg");
+    const char *first[] = {"measure", ex, "--dir", dir, NULL};
+    const char *second[] = {"measure", ex, "--dir", dir, "--replicate", "1", NULL};
+    sqlite3 *h = NULL;
+    char *err = NULL;
+    run r;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    r = moetune(first);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    done(&r);
+    snprintf(db, sizeof db, "%s/moetune.db", dir);
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_msg(sqlite3_exec(h,
+                               "CREATE TRIGGER refuse BEFORE INSERT ON runs BEGIN SELECT "
+                               "RAISE(ABORT, 'refused by test_cli'); END;",
+                               NULL, NULL, &err) == SQLITE_OK,
+                  "%s", err ? err : "");
+    sqlite3_close(h);
+    r = moetune(second);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "cannot store a run") && strstr(r.err, "refused by test_cli"),
+                  "%s", r.err);
+    ck_assert_msg(!strstr(r.err, "LeakSanitizer") && !strstr(r.err, "AddressSanitizer"), "%s",
+                  r.err);
+    done(&r);
+    {
+        const char *rm[] = {"-rf", dir, NULL};
+        run x = tk_spawn("/bin/rm", rm);
+        done(&x);
+    }
+    free(ex);
+}
+END_TEST
+
 /* The example with its launch template replaced (caller frees the path). */
 static char *with_template(const char *tmpl)
 {
@@ -683,6 +725,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, check_every_example);
     tcase_add_test(tc, unwritable_tune_dir_says_why);
+    tcase_add_test(tc, measure_store_failure_is_reported_and_leaks_nothing);
     tcase_add_test(tc, template_placeholders_check_and_measure_agree);
     tcase_add_test(tc, check_bad_contract_exits_2);
     tcase_add_test(tc, check_base_that_does_not_fit);

@@ -743,8 +743,8 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         rc = st ? mt_measure_run(&spec, st, &m, d) : -1;
         if (rc < 0)
             mt_diag_print(d, stderr);
-        else
-            mt_measure_clear(&m);
+        if (st)
+            mt_measure_clear(&m); /* also when the store failed */
         mt_store_close(&st);
         _exit(rc < 0 ? 1 : 0);
     }
