@@ -865,6 +865,9 @@ START_TEST(worker_restarted_within_grace_requeues_its_lost_job)
     two_plus_gated(&s);
     t = tune_start(&s, SMALL, extra);
     held_job(&s, job, sizeof job);
+    /* its job-ack (sent before the "running" line) reaches the coordinator;
+     * a job only dispatched is the ack timeout's, not this case */
+    sleep_ms(300);
     kill_group(s.w[2].pid, SIGKILL);
     /* back at once, same name (so the same routing id), same directory */
     worker_start(&s.w[2], s.base, "w3", s.port, NULL, NULL);
