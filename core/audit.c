@@ -165,19 +165,75 @@ int mt_audit_base(mt_registry *r, const mt_contract *c, const mt_kv *base, mt_di
     return n;
 }
 
-/* Search for a legal config of the space with knob = value. */
-#define MAX_TRIES 20000
+/* Search for a legal config of the space with knob = value.  In order: the
+ * base with it; the base with it and one other knob changed to each of its
+ * values (what a one-at-a-time search reaches); the same with two other
+ * knobs changed (a rule that needs both); then the grid of the other knobs'
+ * values walked from the base's, GRID_TRIES points at most per value.  All
+ * but the single changes share a budget of AUDIT_TRIES configs.  Only a grid
+ * walked to its end may say "every config"; a capped search says how many
+ * it tried. */
+#define GRID_TRIES 200
+#define AUDIT_TRIES 20000
+#define MAX_VALUES 64
+
+/* Applies base + sets and says whether the result is legal; the first
+ * violation found is kept in *first. */
+static int legal_with(mt_registry *r, const mt_contract *c, const mt_kv *base, mt_kv *sets,
+                      mt_violations *first, mt_diag *d)
+{
+    mt_candidate cand;
+    int ok;
+    memset(&cand, 0, sizeof cand);
+    cand.plugin = "(space)";
+    cand.sets = sets;
+    cand.repairs = mt_kv_new();
+    mt_candidate_apply(r, c, base, &cand, d);
+    ok = !cand.violations.n;
+    if (!ok && !first->n) {
+        *first = cand.violations;
+        memset(&cand.violations, 0, sizeof cand.violations);
+    }
+    free(cand.variable);
+    mt_kv_destroy(&cand.repairs);
+    mt_kv_destroy(&cand.config);
+    mt_strlist_free(&cand.notes);
+    mt_strlist_free(&cand.repair_notes);
+    mt_violations_free(&cand.violations);
+    return ok;
+}
+
+/* sets = knob i at its value, every other knob m at vals[m][idx[m]] (or at
+ * its base value where idx is NULL), normalized. */
+static void grid_sets(mt_registry *r, size_t nk, const char **knobs, char ***vals,
+                      const size_t *idx, size_t i, const char *canon, mt_kv *sets)
+{
+    size_t m;
+    char c2[2048], why[1024];
+    mt_kv_clear(sets);
+    for (m = 0; m < nk; m++) {
+        if (m == i)
+            mt_kv_set(sets, knobs[m], canon);
+        else if (idx && vals[m][idx[m]] &&
+                 !mt_registry_normalize(r, knobs[m], vals[m][idx[m]], c2, sizeof c2, why,
+                                        sizeof why))
+            mt_kv_set(sets, knobs[m], c2);
+    }
+}
 
 int mt_audit_space(mt_registry *r, const mt_contract *c, const mt_kv *base, mt_diag *d)
 {
-    size_t nk = mt_kv_count(c->space), i, j;
+    size_t nk = mt_kv_count(c->space), i, j, budget = AUDIT_TRIES;
     const char **knobs = calloc(nk + 1, sizeof *knobs);
     char **bufs = calloc(nk + 1, sizeof *bufs);
     char ***vals = calloc(nk + 1, sizeof *vals);
-    size_t *nv = calloc(nk + 1, sizeof *nv);
+    size_t *nv = calloc(nk + 1, sizeof *nv), *bidx = calloc(nk + 1, sizeof *bidx);
+    size_t *idx = calloc(nk + 1, sizeof *idx);
+    mt_kv *sets = mt_kv_new();
+    double configs = 1;
     int problems = 0;
 
-    if (!knobs || !bufs || !vals || !nv)
+    if (!knobs || !bufs || !vals || !nv || !bidx || !idx || !sets)
         goto done;
     /* Every declared value must be a legal value of its knob first. */
     for (i = 0; i < nk; i++) {
@@ -186,8 +242,10 @@ int mt_audit_space(mt_registry *r, const mt_contract *c, const mt_kv *base, mt_d
         mt_kv_entry(c->space, i, &k, &v);
         knobs[i] = k;
         bufs[i] = strdup(v);
-        vals[i] = calloc(64, sizeof **vals);
-        nv[i] = split_bar(bufs[i], vals[i], 64);
+        vals[i] = calloc(MAX_VALUES + 1, sizeof **vals);
+        if (!bufs[i] || !vals[i])
+            goto done;
+        nv[i] = split_bar(bufs[i], vals[i], MAX_VALUES);
         snprintf(field, sizeof field, "space.%s", k);
         if (mt_registry_is_core(k)) {
             mt_diag_add(d, c->path, mt_contract_line(c, field), field,
@@ -207,72 +265,116 @@ int mt_audit_space(mt_registry *r, const mt_contract *c, const mt_kv *base, mt_d
                 mt_diag_add(d, c->path, mt_contract_line(c, field), field, "%s", why);
                 problems++;
             }
+        /* the grid walks from the base: its value is a point of the grid */
+        {
+            const char *b = mt_kv_get(base, k);
+            for (j = 0; b && j < nv[i]; j++) {
+                if (!mt_registry_normalize(r, k, vals[i][j], canon, sizeof canon, why,
+                                           sizeof why) &&
+                    !strcmp(canon, b))
+                    break;
+            }
+            /* the base's value, or (NULL) the knob left unset as in the base */
+            if (j == nv[i] && nv[i] < MAX_VALUES)
+                vals[i][nv[i]++] = (char *)b;
+            bidx[i] = j < nv[i] ? j : 0;
+        }
+        configs *= (double)nv[i];
     }
     if (problems)
         goto done;
     for (i = 0; i < nk; i++)
         for (j = 0; j < nv[i]; j++) {
-            size_t idx[64] = {0}, tries = 0, m;
+            size_t tries = 0, grid = 0, pairs = 0, visited, m, w, k;
+            int pairs_done;
             int found = 0, exhausted = 0;
             mt_violations first = {0};
             char canon[2048], why[1024], field[300];
+            if (!vals[i][j] || (j == bidx[i] && vals[i][j] == mt_kv_get(base, knobs[i])))
+                continue; /* the base's own value, not declared: mt_audit_base's */
             mt_registry_normalize(r, knobs[i], vals[i][j], canon, sizeof canon, why, sizeof why);
-            while (!found && tries < MAX_TRIES) {
-                mt_candidate cand;
-                memset(&cand, 0, sizeof cand);
-                cand.plugin = "(space)";
-                cand.sets = mt_kv_new();
-                cand.repairs = mt_kv_new();
-                /* idx all zero = the base config itself with knob=value */
-                for (m = 0; m < nk && m < 64; m++) {
-                    char c2[2048];
-                    if (m == i) {
-                        mt_kv_set(cand.sets, knobs[m], canon);
-                    } else if (tries > 0) {
-                        mt_registry_normalize(r, knobs[m], vals[m][idx[m]], c2, sizeof c2, why,
-                                              sizeof why);
-                        mt_kv_set(cand.sets, knobs[m], c2);
-                    }
+            /* 1. the base with it */
+            grid_sets(r, nk, knobs, vals, NULL, i, canon, sets);
+            found = legal_with(r, c, base, sets, &first, d);
+            tries++;
+            /* 2. the base with it and one other change */
+            for (m = 0; m < nk && !found; m++)
+                for (w = 0; m != i && w < nv[m] && !found; w++) {
+                    if (w == bidx[m] || !vals[m][w])
+                        continue;
+                    for (k = 0; k < nk; k++)
+                        idx[k] = bidx[k];
+                    idx[m] = w;
+                    grid_sets(r, nk, knobs, vals, idx, i, canon, sets);
+                    found = legal_with(r, c, base, sets, &first, d);
+                    tries++;
                 }
-                mt_candidate_apply(r, c, base, &cand, d);
-                if (!cand.violations.n)
-                    found = 1;
-                else if (!first.n) {
-                    first = cand.violations;
-                    memset(&cand.violations, 0, sizeof cand.violations);
+            /* 3. two other changes (a rule that needs two knobs: full
+             * recompute needs a method and a layer count) */
+            for (m = 0; m < nk && !found && tries < budget; m++)
+                for (w = 0; m != i && w < nv[m] && !found && tries < budget; w++) {
+                    size_t m2, w2;
+                    if (w == bidx[m] || !vals[m][w])
+                        continue;
+                    for (m2 = m + 1; m2 < nk && !found && tries < budget; m2++)
+                        for (w2 = 0; m2 != i && w2 < nv[m2] && !found && tries < budget; w2++) {
+                            if (w2 == bidx[m2] || !vals[m2][w2])
+                                continue;
+                            for (k = 0; k < nk; k++)
+                                idx[k] = bidx[k];
+                            idx[m] = w, idx[m2] = w2;
+                            grid_sets(r, nk, knobs, vals, idx, i, canon, sets);
+                            found = legal_with(r, c, base, sets, &first, d);
+                            tries++, pairs++;
+                        }
                 }
-                cand.plugin = NULL;
-                free(cand.variable);
-                mt_kv_destroy(&cand.sets);
-                mt_kv_destroy(&cand.repairs);
-                mt_kv_destroy(&cand.config);
-                mt_strlist_free(&cand.notes);
-                mt_strlist_free(&cand.repair_notes);
-                mt_violations_free(&cand.violations);
-                tries++;
-                if (tries == 1)
-                    continue; /* next: the first grid point */
+            /* 4. the grid of the other knobs, from the base's values; the
+             * points one or two changes away were tried above */
+            pairs_done = !found && tries < budget;
+            for (m = 0; m < nk; m++)
+                idx[m] = bidx[m];
+            for (visited = 0; !found && grid < GRID_TRIES && tries < budget &&
+                              visited < 64 * GRID_TRIES;
+                 visited++) {
+                size_t diff = 0;
                 /* next grid point (mixed radix over the other knobs) */
-                for (m = 0; m < nk && m < 64; m++) {
+                for (m = 0; m < nk; m++) {
                     if (m == i)
                         continue;
-                    if (++idx[m] < nv[m])
+                    if ((idx[m] = (idx[m] + 1) % nv[m]) != bidx[m])
                         break;
-                    idx[m] = 0;
                 }
-                if (m >= nk || m >= 64) {
-                    exhausted = 1; /* wrapped: the whole grid was tried */
+                if (m >= nk) {
+                    exhausted = 1; /* back at the base: the whole grid was tried */
                     break;
                 }
+                for (m = 0; m < nk; m++)
+                    diff += m != i && idx[m] != bidx[m];
+                if (diff == 1 || (diff == 2 && pairs_done))
+                    continue;
+                grid_sets(r, nk, knobs, vals, idx, i, canon, sets);
+                found = legal_with(r, c, base, sets, &first, d);
+                tries++, grid++;
             }
+            budget = budget > tries ? budget - tries : 0;
             if (!found) {
                 snprintf(field, sizeof field, "space.%s", knobs[i]);
-                mt_diag_add(d, c->path, mt_contract_line(c, field), field,
-                            "value \"%s\" is illegal in every config of the declared space "
-                            "(%zu tried%s); e.g. [%s] %s. Remove the value or widen the space",
-                            vals[i][j], tries, exhausted ? "" : ", search capped",
-                            first.n ? first.v[0].rule : "?",
-                            first.n ? first.v[0].message : "");
+                if (exhausted)
+                    mt_diag_add(d, c->path, mt_contract_line(c, field), field,
+                                "value \"%s\" is illegal in every config of the declared space "
+                                "(%zu tried); e.g. [%s] %s. Remove the value or widen the space",
+                                vals[i][j], tries, first.n ? first.v[0].rule : "?",
+                                first.n ? first.v[0].message : "");
+                else
+                    mt_diag_add(d, c->path, mt_contract_line(c, field), field,
+                                "value \"%s\": no legal config found in %zu tried (the base with "
+                                "it, each single change of another knob, %zu pairs of changes, "
+                                "%zu grid points from the base, of the space's %.0f configs; the "
+                                "search is capped); e.g. [%s] %s. Remove the value, or make sure "
+                                "a config of the space can use it",
+                                vals[i][j], tries, pairs, grid, configs,
+                                first.n ? first.v[0].rule : "?",
+                                first.n ? first.v[0].message : "");
                 problems++;
             }
             mt_violations_free(&first);
@@ -288,5 +390,8 @@ done:
     free(bufs);
     free(vals);
     free(nv);
+    free(bidx);
+    free(idx);
+    mt_kv_destroy(&sets);
     return problems;
 }

@@ -6,7 +6,9 @@
 #include "sha256.h"
 #include "spell.h"
 
+#include <ctype.h>
 #include <libconfig.h>
+#include <math.h>
 #include <moetune/plugin.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -168,14 +170,57 @@ static const char *type_name(int t)
 }
 
 /* Writes a scalar setting as its canonical string; 0, or -1 when not scalar. */
+/* An integer literal past int64 on s's source line, as written (libconfig
+ * 1.5 reads 99999999999999999999 as -1 without a word, so only a -1 is
+ * looked up): 1 and the digits in out, or 0.  Only for settings read from
+ * a file. */
+static int huge_literal(const config_setting_t *s, char *out, size_t n)
+{
+    const char *file = config_setting_source_file(s);
+    unsigned line = config_setting_source_line(s), at = 0;
+    char text[4096];
+    FILE *f;
+    int found = 0;
+    if (!file || !line || !(f = fopen(file, "r")))
+        return 0;
+    while (!found && fgets(text, sizeof text, f))
+        if (++at == line) {
+            const char *p = text;
+            while (*p && *p != '#') {
+                size_t len;
+                if (*p == '"') { /* skip a string */
+                    for (p++; *p && *p != '"'; p++)
+                        if (*p == '\\' && p[1])
+                            p++;
+                    if (*p)
+                        p++;
+                    continue;
+                }
+                len = strspn(p, "0123456789");
+                if (len >= 19 && (len > 19 || strncmp(p, "9223372036854775807", 19) > 0)) {
+                    int neg = p > text && p[-1] == '-';
+                    snprintf(out, n, "%s%.*s", neg ? "-" : "", (int)len, p);
+                    found = 1;
+                    break;
+                }
+                p += len ? len : 1;
+            }
+            break;
+        }
+    fclose(f);
+    return found;
+}
+
 static int scalar_string(const config_setting_t *s, char *buf, size_t n)
 {
     switch (config_setting_type(s)) {
     case CONFIG_TYPE_INT:
-        snprintf(buf, n, "%d", config_setting_get_int(s));
+        if (config_setting_get_int(s) != -1 || !huge_literal(s, buf, n))
+            snprintf(buf, n, "%d", config_setting_get_int(s));
         return 0;
     case CONFIG_TYPE_INT64:
-        snprintf(buf, n, "%lld", config_setting_get_int64(s));
+        if (config_setting_get_int64(s) != -1 || !huge_literal(s, buf, n))
+            snprintf(buf, n, "%lld", config_setting_get_int64(s));
         return 0;
     case CONFIG_TYPE_FLOAT:
         snprintf(buf, n, "%.10g", config_setting_get_float(s));
@@ -328,6 +373,8 @@ static void parse_group(loader *L, const config_setting_t *g, const char *gname,
             double v = f->type == F_INT ? (double)config_setting_get_int64(e)
                                         : (t == CONFIG_TYPE_FLOAT ? config_setting_get_float(e)
                                                                   : (double)config_setting_get_int64(e));
+            if (strspn(buf + (buf[0] == '-'), "0123456789") >= 19) /* past int64 */
+                v = buf[0] == '-' ? -HUGE_VAL : HUGE_VAL;
             if (v < f->min || v > f->max) {
                 err(L, e, path, "'%s' = %s is out of range; it must be between %g and %g",
                     path, buf, f->min, f->max);
@@ -679,6 +726,47 @@ static void parse_plugins(loader *L, const config_setting_t *e)
     free(v);
 }
 
+/* The placeholders a launch template may name: those `measure`, `tune`
+ * and `bisect` fill (workers/measure.c), {rev} and {work} only in bisect. */
+static const char *const template_names[] = {"args",        "sim",      "run_dir", "nodes",
+                                             "gpus_per_node", "world_size", "job_name", "rev",
+                                             "work",        NULL};
+
+/* Refuses a word naming a placeholder nothing fills, as `measure` would;
+ * {{ and }} are literal braces. */
+static void template_placeholders(loader *L, const config_setting_t *e, const char *t)
+{
+    const char *p = t;
+    while (*p) {
+        size_t n = 0, k;
+        if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
+            p += 2;
+            continue;
+        }
+        if (p[0] == '{' && (isalpha((unsigned char)p[1]) || p[1] == '_')) {
+            while (isalnum((unsigned char)p[1 + n]) || p[1 + n] == '_' || p[1 + n] == '.')
+                n++;
+            if (p[1 + n] == '}') {
+                for (k = 0; template_names[k]; k++)
+                    if (strlen(template_names[k]) == n && !strncmp(template_names[k], p + 1, n))
+                        break;
+                if (!template_names[k])
+                    err(L, e, "launch.template",
+                        "unknown placeholder '{%.*s}' in template word \"%s\"; known: {args}, "
+                        "{sim}, {run_dir}, {nodes}, {gpus_per_node}, {world_size}, {job_name}, "
+                        "and in `moetune bisect` {rev}, {work} (write {{ and }} for literal "
+                        "braces)",
+                        (int)n, p + 1, t);
+                else if (!strncmp(p + 1, "rev}", 4) || !strncmp(p + 1, "work}", 5))
+                    L->c->template_bisect = 1;
+                p += n + 2;
+                continue;
+            }
+        }
+        p++;
+    }
+}
+
 static void parse_launch(loader *L, const config_setting_t *g)
 {
     mt_kv *kv = mt_kv_new();
@@ -749,9 +837,22 @@ static void parse_launch(loader *L, const config_setting_t *g)
         if (L->c->launch_template) {
             size_t k;
             int has_args = 0;
-            for (k = 0; k < L->c->n_template; k++)
-                has_args |= !strcmp(L->c->launch_template[k], "{args}");
-            if (!has_args)
+            const char *glued = NULL;
+            for (k = 0; k < L->c->n_template; k++) {
+                const char *t = L->c->launch_template[k];
+                has_args |= !strcmp(t, "{args}");
+                if (strcmp(t, "{args}") && strstr(t, "{args}") && !glued)
+                    glued = t;
+                template_placeholders(L, e, t);
+            }
+            if (glued)
+                err(L, e, "launch.template",
+                    "'launch.template' word \"%s\" holds {args} inside it; {args} becomes "
+                    "several arguments and must be a word of its own: split the string into "
+                    "words, e.g. [\"{sim}\", \"{args}\"] (the template is an argv, never run "
+                    "by a shell)",
+                    glued);
+            else if (!has_args)
                 err(L, e, "launch.template",
                     "'launch.template' never says where the rendered arguments go; add \"{args}\"");
         }

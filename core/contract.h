@@ -66,6 +66,7 @@ typedef struct mt_contract {
     int dialect;         /* enum mt_dialect */
     char **launch_template;
     size_t n_template;
+    int template_bisect; /* the template names {rev} or {work}: `moetune bisect` only */
     mt_kv *launch_env;   /* static environment of every run */
     /* launch.plugin_path: files or directories, loaded only when the
      * operator passes --trust-plugin-path (a contract is input, not code) */

@@ -33,6 +33,66 @@ void mt_diag_destroy(mt_diag **dp)
     *dp = NULL;
 }
 
+/* A code point that prints as nothing, or as a space that is not one: a
+ * zero-width space in "alltoall\u200b" would make "does not take
+ * "alltoall"" read as nonsense. */
+static int invisible(unsigned long c)
+{
+    return (c >= 0x80 && c <= 0xa0) || c == 0xad || c == 0x34f || c == 0x61c || c == 0x115f ||
+           c == 0x1160 || c == 0x17b4 || c == 0x17b5 || (c >= 0x180b && c <= 0x180e) ||
+           (c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f) ||
+           (c >= 0x205f && c <= 0x206f) || c == 0x3000 || c == 0x3164 ||
+           (c >= 0xfe00 && c <= 0xfe0f) || c == 0xfeff || c == 0xffa0 ||
+           (c >= 0xfff0 && c <= 0xfffb) || (c >= 0xe0000 && c <= 0xe0fff);
+}
+
+/* s with control bytes, bytes that are not UTF-8 and invisible code points
+ * escaped (\x1b, \xff, \u200b); newlines and tabs kept.  Caller frees;
+ * NULL on OOM. */
+static char *escape_odd(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = strlen(s), o = 0;
+    char *out = malloc(n * 10 + 1);
+    if (!out)
+        return NULL;
+    while (*p) {
+        unsigned long c = *p;
+        size_t len = 1, k;
+        if (c >= 0x80) {
+            len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+            c = len == 4 ? c & 7 : len == 3 ? c & 15 : c & 31;
+            for (k = 1; k < len; k++) {
+                if ((p[k] & 0xc0) != 0x80) {
+                    len = 0;
+                    break;
+                }
+                c = c << 6 | (p[k] & 0x3f);
+            }
+            if (len && ((len == 3 && c < 0x800) || (len == 4 && (c < 0x10000 || c > 0x10ffff)) ||
+                        (c >= 0xd800 && c <= 0xdfff)))
+                len = 0; /* overlong or a surrogate: not UTF-8 */
+            if (!len) {
+                o += (size_t)sprintf(out + o, "\\x%02x", *p++);
+                continue;
+            }
+            if (invisible(c))
+                o += (size_t)sprintf(out + o, c > 0xffff ? "\\U%08lx" : "\\u%04lx", c);
+            else
+                memcpy(out + o, p, len), o += len;
+            p += len;
+            continue;
+        }
+        if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
+            o += (size_t)sprintf(out + o, "\\x%02x", (unsigned)c);
+        else
+            out[o++] = (char)c;
+        p++;
+    }
+    out[o] = '\0';
+    return out;
+}
+
 void mt_diag_add(mt_diag *d, const char *file, int line, const char *field,
                  const char *fmt, ...)
 {
@@ -59,8 +119,16 @@ void mt_diag_add(mt_diag *d, const char *file, int line, const char *field,
     va_start(ap, fmt);
     vsnprintf(it->message, n > 0 ? (size_t)n + 1 : 1, fmt, ap);
     va_end(ap);
+    {
+        /* what the user typed, shown as it is: invisible characters escaped */
+        char *esc = escape_odd(it->message);
+        if (esc) {
+            free(it->message);
+            it->message = esc;
+        }
+    }
     it->file = file ? strdup(file) : NULL;
-    it->field = field ? strdup(field) : NULL;
+    it->field = field ? escape_odd(field) : NULL;
     it->line = line;
     d->n++;
 }

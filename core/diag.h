@@ -23,7 +23,10 @@ typedef struct mt_diag mt_diag;
 mt_diag *mt_diag_new(void);
 void mt_diag_destroy(mt_diag **d);
 
-/* Appends one problem; file/field may be NULL, line 0. */
+/* Appends one problem; file/field may be NULL, line 0.  In the message and
+ * the field, control bytes, bytes that are not UTF-8 and invisible code
+ * points (zero-width and odd spaces, bidi controls, BOM) are escaped as
+ * \x1b, \xff, \u200b, so a value that looks right but is not shows why. */
 void mt_diag_add(mt_diag *d, const char *file, int line, const char *field,
                  const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 size_t mt_diag_count(const mt_diag *d);

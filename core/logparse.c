@@ -592,8 +592,9 @@ static void load_iteration(const mt_logparse *p, const lp_rec *r, mt_iteration *
 
 static void emit_iteration(mt_logparse *p, const mt_iteration *it)
 {
-    if (it->iteration > p->last_iteration || p->last_iteration < 0)
-        p->last_iteration = it->iteration;
+    /* the latest line, not the highest: a restarted run goes back, and its
+     * Step Time lines and events belong to where it is now */
+    p->last_iteration = it->iteration;
     if (p->nrec >= p->maxit)
         p->counts.iterations_dropped++;
     else

@@ -43,6 +43,11 @@
  * spacing of the iteration lines, else 1: moetune renders --log-interval 1);
  * it never counts iterations one by one past an interval of N.
  *
+ * A restarted run (iteration numbers going back in the stream) is kept as
+ * printed, every record in order; a Step Time line and an event belong to
+ * the latest iteration line, not the highest.  Which pass counts is the
+ * consumer's choice (workers/measure.c keeps the last one).
+ *
  * Robustness: arbitrary bytes (NUL, non-UTF-8, binary) never crash it; a
  * line longer than MT_LOGPARSE_LINE_MAX is cut there and counted.  Memory
  * is bounded: at most MT_LOGPARSE_LINE_MAX + MT_LOGPARSE_WRAP_MAX bytes of

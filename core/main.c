@@ -460,6 +460,11 @@ static int cmd_check(const char *path)
            s.contract->validate.first, s.contract->validate.last, s.contract->validate.steps);
     printf("search space: %zu knobs\n", mt_kv_count(s.contract->space));
     print_plugins(&s);
+    if (s.contract->template_bisect)
+        /* the same words `measure` and `tune` refuse it with (workers/launch.c) */
+        printf("launch.template: names {rev} or {work}, which only `moetune bisect` fills; "
+               "`tune` and `measure` refuse this contract (drop them from the template for "
+               "those)\n");
     session_close(&s);
     return fit == 1 ? 0 : fit == 0 ? EXIT_NO_FIT : 1;
 }
@@ -1260,10 +1265,10 @@ static int cmd_measure(int argc, char **argv)
                    m.verdicts.v[i].evidence);
         printf("  stored as run %lld in %s; logs in %s\n", (long long)m.run_id, dir, rundir);
         rc = m.outcome == MT_OUTCOME_OK ? 0 : 1;
-        mt_measure_clear(&m);
     } else {
         rc = 1;
     }
+    mt_measure_clear(&m); /* a failed store keeps the parsed log and verdicts too */
     mt_store_close(&st);
     mt_diag_destroy(&d);
     session_close(&s);
@@ -1510,12 +1515,18 @@ static int make_dir(const char *cmd, const char *dir)
             *q = '/';
         }
     if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "moetune %s: cannot create the directory %s: %s\n", cmd, dir,
+        fprintf(stderr, "moetune %s: cannot create the %s directory %s: %s\n", cmd, cmd, dir,
                 strerror(errno));
         return -1;
     }
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "moetune %s: %s is not a directory\n", cmd, dir);
+        return -1;
+    }
+    if (access(dir, W_OK) != 0) {
+        /* say why here: the errno of a file inside it would mislead */
+        fprintf(stderr, "moetune %s: cannot write into the %s directory %s: %s\n", cmd, cmd, dir,
+                strerror(errno));
         return -1;
     }
     return 0;
@@ -1765,6 +1776,16 @@ static int cmd_tune(int argc, char **argv)
         session_close(&s);
         mt_dirlock_release(&lock);
         return rc;
+    }
+    if (s.contract->template_bisect) {
+        /* refused before any run: every job would fail to launch */
+        fprintf(stderr,
+                "moetune tune: %s: launch.template names {rev} or {work}, which only `moetune "
+                "bisect` fills; drop them from the template to tune\n",
+                contract);
+        session_close(&s);
+        mt_dirlock_release(&lock);
+        return EXIT_BAD_INPUT;
     }
     if (!o.resume) {
         char store[PATH_MAX];

@@ -760,7 +760,7 @@ int mt_registry_normalize(const mt_registry *r, const char *knob, const char *va
                 return -1;
             }
         if (strlen(value) > 9) {
-            snprintf(why, why_len, "%s = %s is out of range", knob, value);
+            snprintf(why, why_len, "%s = %s is out of range (at most 999999999)", knob, value);
             return -1;
         }
         snprintf(canon, canon_len, "%ld", strtol(value, NULL, 10));

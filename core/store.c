@@ -1163,11 +1163,17 @@ static int put_gpus(mt_store *s, int64_t run_id, const mt_store_gpu_mem *v, size
     for (i = 0; i < n; i++) {
         sqlite3_stmt *st;
         int rc;
-        if (!one_of(v[i].source, sources) || v[i].peak_bytes < 0) {
+        if (!one_of(v[i].source, sources)) {
             mt_diag_add(d, s->path, 0, NULL,
-                        "GPU memory row %zu: source '%s' is not nvml, sim or log, or the "
-                        "peak (%lld) is negative",
-                        i, v[i].source ? v[i].source : "(null)", (long long)v[i].peak_bytes);
+                        "GPU memory row %zu: source '%s' is not nvml, sim or log", i,
+                        v[i].source ? v[i].source : "(null)");
+            return -1;
+        }
+        if (v[i].peak_bytes < 0) {
+            mt_diag_add(d, s->path, 0, NULL,
+                        "GPU memory row %zu (source %s, rank %d): the peak (%lld bytes) is "
+                        "negative",
+                        i, v[i].source, v[i].rank, (long long)v[i].peak_bytes);
             return -1;
         }
         if (!(st = stmt(s, ST_PUT_GPU, d)))

@@ -700,6 +700,75 @@ int mt__trace_finish(mt_trace *t)
     return trace__classify_all(t);
 }
 
+/* One stream of one device runs one kernel or copy at a time: two of its
+ * events that overlap mean a corrupt trace (or several merged), and every
+ * overlap figure drawn from it would be fiction (a kernel "hiding" another
+ * on its own stream).  Overlaps up to TRACE__STREAM_SLACK_NS are timestamp
+ * rounding (profilers print whole microseconds, or round ts and dur
+ * separately) and pass.  iv is sorted by device, then start. */
+#define TRACE__STREAM_SLACK_NS 1000
+
+typedef struct trace__lane {
+    int32_t stream;
+    size_t last; /* index in iv of the event that ends last so far */
+} trace__lane;
+
+int mt__trace_check_streams(const mt_trace *t, const char *label, mt_diag *d)
+{
+    trace__lane *lane = NULL;
+    size_t nl = 0, cap = 0, i, bad = 0, first_a = 0, first_b = 0;
+    int32_t dev = INT32_MIN;
+    for (i = 0; i < t->n; i++) {
+        const trace__ival *v = &t->iv[i];
+        size_t k;
+        if (v->device != dev) {
+            dev = v->device;
+            nl = 0;
+        }
+        if (v->stream < 0)
+            continue; /* a stream the trace did not name: nothing to check */
+        for (k = 0; k < nl && lane[k].stream != v->stream; k++)
+            ;
+        if (k == nl) {
+            if (nl == cap) {
+                size_t nc = cap ? cap * 2 : 16;
+                trace__lane *p = realloc(lane, nc * sizeof *p);
+                if (!p) {
+                    free(lane);
+                    mt_diag_add(d, label, 0, NULL, "out of memory reading the trace");
+                    return -ENOMEM;
+                }
+                lane = p, cap = nc;
+            }
+            lane[nl].stream = v->stream;
+            lane[nl++].last = i;
+            continue;
+        }
+        if (t->iv[lane[k].last].end - v->start > TRACE__STREAM_SLACK_NS) {
+            if (!bad++)
+                first_a = lane[k].last, first_b = i;
+        }
+        if (v->end > t->iv[lane[k].last].end)
+            lane[k].last = i;
+    }
+    free(lane);
+    if (bad) {
+        const trace__ival *a = &t->iv[first_a], *b = &t->iv[first_b];
+        mt_diag_add(d, label, 0, NULL,
+                    "device %d, stream %d: '%.80s' (%" PRId64 ".%03d-%" PRId64
+                    ".%03d us) and '%.80s' (from %" PRId64 ".%03d us) overlap by %" PRId64
+                    ".%03d us on one stream, which a GPU never does (%zu such overlaps of more "
+                    "than 1 us): the trace is corrupt or merged from several runs, and its "
+                    "overlap figures would be fiction; refused",
+                    (int)a->device, (int)a->stream, trace__name(t, a->name), a->start / 1000,
+                    (int)(a->start % 1000), a->end / 1000, (int)(a->end % 1000),
+                    trace__name(t, b->name), b->start / 1000, (int)(b->start % 1000),
+                    (a->end - b->start) / 1000, (int)((a->end - b->start) % 1000), bad);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int trace__add_ival(trace__ctx *c, int kind, int64_t start, int64_t end)
 {
     trace__ev *e = &c->ev;
@@ -915,6 +984,8 @@ static mt_trace *trace__load(trace__reader *r, const char *label, mt_diag *d)
         mt_diag_add(d, label, 0, NULL, "out of memory reading the trace");
         goto fail;
     }
+    if (mt__trace_check_streams(t, label, d))
+        goto fail;
     yajl_free(h);
     free(c->ev.name);
     free(c);

@@ -35,7 +35,9 @@ typedef enum mt_trace_class {
 
 /* Reads a trace file; gzip is recognised by its magic (1f 8b).  Caller owns
  * the return value (free with mt_trace_destroy).  NULL on any problem, with
- * one entry in d naming the file, the line or event and the field. */
+ * one entry in d naming the file, the line or event and the field; also
+ * when two kernels or copies of one device and stream overlap by more than
+ * 1 us (refused, not clipped: a stream runs one at a time). */
 mt_trace *mt_trace_open(const char *path, mt_diag *d);
 /* The same from memory (plain JSON text); label names it in messages.  The
  * one entry point a fuzzer drives. */

@@ -58,6 +58,11 @@ int mt__trace_launch(mt_trace *t, int64_t ts);
 /* Sorts what was added and classifies the names; 0 or -ENOMEM. */
 int mt__trace_finish(mt_trace *t);
 
+/* Refuses a trace in which two kernels or copies of one device and stream
+ * overlap by more than 1 us (a GPU stream runs one at a time): -EINVAL with
+ * one entry in d naming both events, or 0.  Called after mt__trace_finish. */
+int mt__trace_check_streams(const mt_trace *t, const char *label, mt_diag *d);
+
 /* Reads an Nsight Systems SQLite export (trace_nsys.c).  NULL with one
  * entry in d on any problem. */
 mt_trace *mt__trace_nsys_open(const char *path, mt_diag *d);

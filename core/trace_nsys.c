@@ -600,7 +600,8 @@ mt_trace *mt__trace_nsys_open(const char *path, mt_diag *d)
         sqlite3_close(n.db);
         return NULL;
     }
-    if (nsys_read(&n) || (mt__trace_finish(n.t) && nsys_oom(&n))) {
+    if (nsys_read(&n) || (mt__trace_finish(n.t) && nsys_oom(&n)) ||
+        mt__trace_check_streams(n.t, path, d)) {
         mt_trace_destroy(&n.t);
         sqlite3_close(n.db);
         return NULL;

@@ -431,6 +431,35 @@ static void on_ready(eng *e, const mt_proto_msg *m)
         unable_why(e, w, why, sizeof why);
         zlog(e, "%s: it gets no job of this tune", why);
     }
+    /* reconcile (PROTOCOL.md 5): a job it acknowledged that is in neither
+     * its running nor its finished list is gone (the worker restarted under
+     * the same name): re-queued at once, as a retry, not after the grace */
+    for (i = 0; i < z->njobs; i++) {
+        zjob *zj = &z->jobs[i];
+        size_t k;
+        int listed = 0;
+        if (zj->worker != (int)(w - z->w) || zj->state != ZJ_ACKED)
+            continue;
+        for (k = 0; k < mt_proto_count(r.running) && !listed; k++) {
+            mt_proto_jobref ref;
+            listed = mt_proto_jobref_at(r.running, k, &ref) == 0 && !strcmp(ref.job_id, zj->key) &&
+                     ref.retry == zj->retry;
+        }
+        for (k = 0; k < mt_proto_count(r.finished) && !listed; k++) {
+            mt_proto_jobref ref;
+            listed = mt_proto_jobref_at(r.finished, k, &ref) == 0 &&
+                     !strcmp(ref.job_id, zj->key) && ref.retry == zj->retry;
+        }
+        if (listed)
+            continue;
+        zlog(e,
+             "job %s (retry %d) lost with worker %s: it announced itself again without it (it "
+             "restarted); re-queued as retry %d",
+             zj->key, zj->retry, w->name, zj->retry + 1);
+        zj->state = ZJ_QUEUED;
+        zj->retry++;
+        zj->worker = -1;
+    }
     /* re-attach: a job of the batch it still runs stays with it */
     w->job = -1;
     for (i = 0; i < mt_proto_count(r.running); i++) {

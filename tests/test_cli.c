@@ -5,7 +5,9 @@
 #include "testkit.h"
 
 #include <check.h>
+#include <sys/stat.h>
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -667,12 +669,170 @@ START_TEST(contract_plugins_by_name)
 }
 END_TEST
 
+/* Issue 18, messages: a tune directory that cannot be written says why
+ * (permission, read-only file system), not the "No such file or directory"
+ * of a file inside it.  As root every mode bit is ignored, so root tries
+ * /proc/sys, which no one may write into. */
+START_TEST(unwritable_tune_dir_says_why)
+{
+    char base[64] = "/tmp/moetune-ro-XXXXXX", dir[128];
+    char *contract = tk_example("qwen3-30b-a3b-h100x16.cfg");
+    const char *args[] = {"tune", contract, "--dir", dir, "--quiet", NULL};
+    run r;
+    int root = geteuid() == 0;
+    if (root) {
+        snprintf(dir, sizeof dir, "/proc/sys");
+    } else {
+        ck_assert_ptr_nonnull(mkdtemp(base));
+        ck_assert_int_eq(chmod(base, 0555), 0);
+        snprintf(dir, sizeof dir, "%s/T", base);
+    }
+    r = moetune(args);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, root ? "moetune tune: cannot write into the tune directory "
+                                       "/proc/sys: Permission denied"
+                                     : "moetune tune: cannot create the tune directory ") &&
+                      strstr(r.err, "Permission denied"),
+                  "%s", r.err);
+    ck_assert_msg(!strstr(r.err, "No such file or directory"), "%s", r.err);
+    done(&r);
+    if (!root) {
+        chmod(base, 0755);
+        rmdir(base);
+    }
+    free(contract);
+}
+END_TEST
+
+/* Issue 18, messages: `moetune measure` whose store refuses the run (here a
+ * trigger in the real store, as a full disk or a foreign writer would)
+ * fails with the store's reason and frees the measurement: under the
+ * sanitizer build (MOETUNE_SANITIZE) LeakSanitizer reported it before. */
+START_TEST(measure_store_failure_is_reported_and_leaks_nothing)
+{
+    char dir[64] = "/tmp/moetune-storefail-XXXXXX", db[128];
+    char *ex = tk_example("qwen3-30b-a3b-h100x16.cfg");
+    const char *first[] = {"measure", ex, "--dir", dir, NULL};
+    const char *second[] = {"measure", ex, "--dir", dir, "--replicate", "1", NULL};
+    sqlite3 *h = NULL;
+    char *err = NULL;
+    run r;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    r = moetune(first);
+    ck_assert_msg(r.status == 0, "%s", r.err);
+    done(&r);
+    snprintf(db, sizeof db, "%s/moetune.db", dir);
+    ck_assert_int_eq(sqlite3_open(db, &h), SQLITE_OK);
+    ck_assert_msg(sqlite3_exec(h,
+                               "CREATE TRIGGER refuse BEFORE INSERT ON runs BEGIN SELECT "
+                               "RAISE(ABORT, 'refused by test_cli'); END;",
+                               NULL, NULL, &err) == SQLITE_OK,
+                  "%s", err ? err : "");
+    sqlite3_close(h);
+    r = moetune(second);
+    ck_assert_int_eq(r.status, 1);
+    ck_assert_msg(strstr(r.err, "cannot store a run") && strstr(r.err, "refused by test_cli"),
+                  "%s", r.err);
+    ck_assert_msg(!strstr(r.err, "LeakSanitizer") && !strstr(r.err, "AddressSanitizer"), "%s",
+                  r.err);
+    done(&r);
+    {
+        const char *rm[] = {"-rf", dir, NULL};
+        run x = tk_spawn("/bin/rm", rm);
+        done(&x);
+    }
+    free(ex);
+}
+END_TEST
+
+/* The example with its launch template replaced (caller frees the path). */
+static char *with_template(const char *tmpl)
+{
+    char *ex = tk_example("qwen3-30b-a3b-h100x16.cfg"), *text = tk_slurp(ex), *path, *out;
+    const char *from = "template = [\"{sim}\", \"{args}\"];", *at;
+    ck_assert_ptr_nonnull(text);
+    ck_assert_ptr_nonnull(at = strstr(text, from));
+    out = malloc(strlen(text) + strlen(tmpl) + 1);
+    memcpy(out, text, (size_t)(at - text));
+    strcpy(out + (at - text), tmpl);
+    strcat(out, at + strlen(from));
+    path = tk_write_temp("tmpl", out);
+    free(out), free(text), free(ex);
+    return path;
+}
+
+/* Issue 18, messages: `check` and `measure` agree on a template's
+ * placeholders (an unknown one is refused by both; {rev} is bisect's, and
+ * both say so in the same words, and `tune` refuses it before any run),
+ * and a single string holding {args} is told to split into words. */
+START_TEST(template_placeholders_check_and_measure_agree)
+{
+    char dir[64] = "/tmp/moetune-tmpl-XXXXXX", tdir[80];
+    char *rev = with_template("template = [\"{sim}\", \"--x={rev}\", \"{args}\"];");
+    char *bogus = with_template("template = [\"{sim}\", \"{bogus}\", \"{args}\"];");
+    char *one = with_template("template = [\"{sim} {args}\"];");
+    const char *check_rev[] = {"check", rev, NULL}, *check_bogus[] = {"check", bogus, NULL};
+    const char *check_one[] = {"check", one, NULL};
+    const char *measure_rev[] = {"measure", rev, "--dir", dir, NULL};
+    const char *measure_bogus[] = {"measure", bogus, "--dir", dir, NULL};
+    const char *tune_rev[] = {"tune", rev, "--dir", tdir, "--quiet", NULL};
+    run r;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(tdir, sizeof tdir, "%s/T", dir);
+    r = moetune(check_rev);
+    ck_assert_int_eq(r.status, 0);
+    ck_assert_msg(strstr(r.out, "launch.template: names {rev} or {work}, which only `moetune "
+                                "bisect` fills; `tune` and `measure` refuse this contract"),
+                  "%s", r.out);
+    done(&r);
+    r = moetune(measure_rev);
+    ck_assert_int_ne(r.status, 0);
+    ck_assert_msg(strstr(r.err, "the template word \"--x={rev}\" names {rev}, which only "
+                                "`moetune bisect` fills"),
+                  "%s", r.err);
+    done(&r);
+    r = moetune(tune_rev);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "launch.template names {rev} or {work}, which only `moetune "
+                                "bisect` fills"),
+                  "%s", r.err);
+    done(&r);
+    r = moetune(check_bogus);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "unknown placeholder '{bogus}' in template word \"{bogus}\""),
+                  "%s", r.err);
+    done(&r);
+    r = moetune(measure_bogus);
+    ck_assert_int_ne(r.status, 0);
+    ck_assert_msg(strstr(r.err, "unknown placeholder '{bogus}' in template word \"{bogus}\""),
+                  "%s", r.err);
+    done(&r);
+    r = moetune(check_one);
+    ck_assert_int_eq(r.status, 2);
+    ck_assert_msg(strstr(r.err, "word \"{sim} {args}\" holds {args} inside it") &&
+                      strstr(r.err, "split the string into words") &&
+                      !strstr(r.err, "never says where"),
+                  "%s", r.err);
+    done(&r);
+    unlink(rev), unlink(bogus), unlink(one);
+    free(rev), free(bogus), free(one);
+    {
+        const char *rm[] = {"/bin/rm", "-rf", dir, NULL};
+        run x = tk_spawn("/bin/rm", rm + 1);
+        done(&x);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("commands");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, check_every_example);
+    tcase_add_test(tc, unwritable_tune_dir_says_why);
+    tcase_add_test(tc, measure_store_failure_is_reported_and_leaks_nothing);
+    tcase_add_test(tc, template_placeholders_check_and_measure_agree);
     tcase_add_test(tc, check_bad_contract_exits_2);
     tcase_add_test(tc, check_base_that_does_not_fit);
     tcase_add_test(tc, import_check_render);

@@ -6,6 +6,7 @@
 #include "testkit.h"
 
 #include <check.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -293,9 +294,13 @@ END_TEST
 
 START_TEST(space_value_never_legal)
 {
+    /* the example's space has 82944 configs: a capped search, which finds
+     * no config for 3 and says so, never "every" */
     mt_diag *d = audit("  micro_batch_size = [1, 2];", "  micro_batch_size = [1, 3];", 2);
-    ck_assert_msg(mt_diag_contains(d, "value \"3\" is illegal in every config of the declared space"),
+    ck_assert_msg(mt_diag_contains(d, "value \"3\": no legal config found in "),
                   "%s", mt_diag_count(d) ? mt_diag_at(d, 0)->message : "no problem reported");
+    ck_assert(mt_diag_contains(d, "the search is capped"));
+    ck_assert(!mt_diag_contains(d, "every"));
     ck_assert(mt_diag_contains(d, "space.micro_batch_size"));
     mt_diag_destroy(&d);
     /* the example's own space is sound */
@@ -303,6 +308,158 @@ START_TEST(space_value_never_legal)
     if (mt_diag_count(d))
         mt_diag_print(d, stderr);
     ck_assert_uint_eq(mt_diag_count(d), 0);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
+/* Issue 18, messages: an integer past int64 in a contract file is shown as
+ * written, not as the -1 libconfig reads it as, in a core field and in a
+ * knob of base or space. */
+START_TEST(huge_integer_is_shown_as_written)
+{
+    static const char *const cases[][3] = {
+        {"eval = 0;", "eval = 99999999999999999999;",
+         "'intervals.eval' = 99999999999999999999 is out of range"},
+        {"  micro_batch_size = 1;", "  micro_batch_size = 99999999999999999999;",
+         "micro_batch_size = 99999999999999999999 is out of range"},
+        {"  micro_batch_size = [1, 2];", "  micro_batch_size = [1, 99999999999999999999];",
+         "micro_batch_size = 99999999999999999999 is out of range"},
+    };
+    size_t k;
+    for (k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char *base = example_text(), *text = edit(base, cases[k][0], cases[k][1]);
+        char *path = tk_write_temp("huge", text);
+        mt_diag *d = mt_diag_new();
+        tk *t = tk_open_path(path, d);
+        if (!mt_diag_contains(d, cases[k][2]))
+            mt_diag_print(d, stderr);
+        ck_assert_msg(mt_diag_contains(d, cases[k][2]), "case %zu", k);
+        ck_assert(!mt_diag_contains(d, "-1"));
+        tk_close(&t);
+        mt_diag_destroy(&d);
+        unlink(path);
+        free(path), free(text), free(base);
+    }
+}
+END_TEST
+
+/* Issue 18, messages: a value with a zero-width space (U+200B), or a
+ * control byte, looks right when printed raw; the message shows it
+ * escaped. */
+START_TEST(invisible_characters_are_shown_escaped)
+{
+    static const char *const cases[][3] = {
+        {"  moe_token_dispatcher_type = \"alltoall\";",
+         "  moe_token_dispatcher_type = \"alltoall\xe2\x80\x8b\";",
+         "moe_token_dispatcher_type does not take \"alltoall\\u200b\""},
+        {"  moe_token_dispatcher_type = \"alltoall\";",
+         "  moe_token_dispatcher_type = \"all\x1b[0mtoall\";",
+         "does not take \"all\\x1b[0mtoall\""},
+        {"  moe_token_dispatcher_type = \"alltoall\";",
+         "  moe_token_dispatcher_type = \"alltoall\xc2\xa0\";",
+         "does not take \"alltoall\\u00a0\""},
+    };
+    size_t k;
+    for (k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char *base = example_text(), *text = edit(base, cases[k][0], cases[k][1]);
+        char *path = tk_write_temp("odd", text);
+        mt_diag *d = mt_diag_new();
+        tk *t = tk_open_path(path, d);
+        if (!mt_diag_contains(d, cases[k][2]))
+            mt_diag_print(d, stderr);
+        ck_assert_msg(mt_diag_contains(d, cases[k][2]), "case %zu", k);
+        tk_close(&t);
+        mt_diag_destroy(&d);
+        unlink(path);
+        free(path), free(text), free(base);
+    }
+    /* visible UTF-8 stays as it is */
+    {
+        mt_diag *d = mt_diag_new();
+        mt_diag_add(d, NULL, 0, NULL, "45 \xc2\xb5s \xe2\x80\x94 2\xc3\x97 faster");
+        ck_assert_str_eq(mt_diag_at(d, 0)->message, "45 \xc2\xb5s \xe2\x80\x94 2\xc3\x97 faster");
+        mt_diag_destroy(&d);
+    }
+}
+END_TEST
+
+/* The example's space, to be replaced whole. */
+#define EXAMPLE_SPACE                                                                              \
+    "  tensor_model_parallel_size = [1, 2];\n"                                                     \
+    "  expert_model_parallel_size = [8, 16];\n"                                                    \
+    "  micro_batch_size = [1, 2];\n"                                                               \
+    "  moe_token_dispatcher_type = [\"alltoall\", \"flex\"];\n"                                    \
+    "  moe_flex_dispatcher_backend = [\"deepep\", \"hybridep\"];\n"                                \
+    "  moe_flex_dispatcher_num_sms = [24, 32];\n"                                                  \
+    "  moe_permute_fusion = [false, true];\n"                                                      \
+    "  overlap_moe_expert_parallel_comm = [false, true];\n"                                        \
+    "  delay_wgrad_compute = [false, true];\n"                                                     \
+    "  cuda_graph_impl = [\"none\", \"transformer_engine\"];\n"                                    \
+    "  cuda_graph_modules = [\"\", \"moe_router moe_preprocess\", \"attn moe_router "             \
+    "moe_preprocess\"];\n"                                                                         \
+    "  recompute_granularity = [\"none\", \"selective\"];\n"                                       \
+    "  recompute_modules = [\"\", \"moe_act\", \"core_attn\"];\n"                                  \
+    "  manual_gc = [false, true];\n"
+
+/* Issue 18, item 14: a 20-knob space of up to 10 values each (1.4e12
+ * configs).  Values that need one change of another knob (delay_wgrad
+ * needs EP overlap; a flex backend needs the flex dispatcher) or two (full
+ * recompute needs a method and a layer count) are found from the base; the
+ * one value no config can use (ETP 2: the model's MoE bias needs ETP 1) is
+ * reported as "no legal config found in N tried", never "every config" of
+ * a space that was not walked; and it takes about a second, not minutes. */
+START_TEST(big_space_audit_starts_from_the_base_and_never_claims_every)
+{
+    struct timespec t0, t1;
+    mt_diag *d;
+    double secs;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    d = audit(EXAMPLE_SPACE,
+              "  tensor_model_parallel_size = [1, 2, 4];\n"
+              "  expert_model_parallel_size = [1, 2, 4, 8, 16];\n"
+              "  expert_tensor_parallel_size = [1, 2];\n"
+              "  micro_batch_size = [1, 2, 4, 8];\n"
+              "  moe_token_dispatcher_type = [\"alltoall\", \"flex\", \"allgather\"];\n"
+              "  moe_flex_dispatcher_backend = [\"deepep\", \"hybridep\"];\n"
+              "  moe_flex_dispatcher_num_sms = [8, 16, 24, 32, 40, 48, 56, 64, 72, 80];\n"
+              "  moe_permute_fusion = [false, true];\n"
+              "  overlap_moe_expert_parallel_comm = [false, true];\n"
+              "  delay_wgrad_compute = [false, true];\n"
+              "  cuda_graph_impl = [\"none\", \"local\", \"transformer_engine\"];\n"
+              "  cuda_graph_modules = [\"\", \"moe_router moe_preprocess\", \"attn moe_router "
+              "moe_preprocess\", \"attn\", \"attn mlp\"];\n"
+              "  cuda_graph_warmup_steps = [1, 2, 3, 4, 5, 6, 7, 8, 9];\n"
+              "  recompute_granularity = [\"none\", \"selective\", \"full\"];\n"
+              "  recompute_method = [\"uniform\", \"block\"];\n"
+              "  recompute_num_layers = [1, 2, 3, 4, 5, 6, 8, 12, 16, 24];\n"
+              "  recompute_modules = [\"\", \"moe_act\", \"core_attn\", \"layernorm\", \"moe_act "
+              "core_attn\"];\n"
+              "  manual_gc = [false, true];\n"
+              "  manual_gc_interval = [0, 100, 200, 300, 400, 500, 600, 700, 800, 900];\n"
+              "  optimizer_offload_fraction = [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, "
+              "1.0];\n",
+              2);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    secs = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    fprintf(stderr, "test_contract: the 20-knob space audit took %.2f s\n", secs);
+    if (mt_diag_count(d) != 1)
+        mt_diag_print(d, stderr);
+    ck_assert_uint_eq(mt_diag_count(d), 1);
+    ck_assert_str_eq(mt_diag_at(d, 0)->field, "space.expert_tensor_parallel_size");
+    ck_assert_msg(mt_diag_contains(d, "value \"2\": no legal config found in ") &&
+                      mt_diag_contains(d, "the search is capped") &&
+                      mt_diag_contains(d, "1397230560000 configs"),
+                  "%s", mt_diag_at(d, 0)->message);
+    ck_assert(!mt_diag_contains(d, "every"));
+    /* generous for a loaded machine; the capped grid search it replaces
+     * took minutes on such spaces */
+    ck_assert_msg(secs < 30, "%.1f s", secs);
+    mt_diag_destroy(&d);
+    /* a space small enough to walk whole may say "every" */
+    d = audit(EXAMPLE_SPACE, "  micro_batch_size = [1, 3];\n  manual_gc = [false, true];\n", 2);
+    ck_assert_msg(mt_diag_contains(d, "value \"3\" is illegal in every config of the declared "
+                                      "space (2 tried)"),
+                  "%s", mt_diag_count(d) ? mt_diag_at(d, 0)->message : "no problem reported");
     mt_diag_destroy(&d);
 }
 END_TEST
@@ -327,6 +484,9 @@ int main(void)
     tcase_add_test(tc, window_contains_manual_gc);
     tcase_add_test(tc, illegal_base);
     tcase_add_test(tc, space_value_never_legal);
+    tcase_add_test(tc, huge_integer_is_shown_as_written);
+    tcase_add_test(tc, invisible_characters_are_shown_escaped);
+    tcase_add_test(tc, big_space_audit_starts_from_the_base_and_never_claims_every);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

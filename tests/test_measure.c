@@ -12,9 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[256];
+static const char *sim_path = MT_SIM_BIN; /* the {sim} of the next measure() */
 
 static void fresh_dir(void)
 {
@@ -24,10 +26,12 @@ static void fresh_dir(void)
 
 /* Measures the example's base config (+ sets) with the sim environment
  * variables given as NAME=VALUE pairs (injections). */
+static const char *contract_name = "qwen3-30b-a3b-h100x16.cfg"; /* of the next measure() */
+
 static mt_measure measure(const char *kind, const char *const *sets, const char *const *env,
                           mt_store **st_out, tk **t_out)
 {
-    tk *t = tk_open("qwen3-30b-a3b-h100x16.cfg");
+    tk *t = tk_open(contract_name);
     mt_measure_spec spec;
     mt_measure m;
     mt_diag *d = mt_diag_new();
@@ -47,7 +51,7 @@ static mt_measure measure(const char *kind, const char *const *sets, const char 
     spec.config = t->cfg;
     spec.kind = kind;
     spec.run_dir = run_dir;
-    spec.sim_path = MT_SIM_BIN;
+    spec.sim_path = sim_path;
     spec.time_limit_s = 60;
     spec.hang_factor = 4;
     ck_assert_int_eq(mt_measure_run(&spec, st, &m, d), 0);
@@ -177,6 +181,123 @@ START_TEST(launch_error_outcome)
 }
 END_TEST
 
+/* ---- logs no run can print, from the real sim's Megatron-LM log ---------------------- */
+
+/* Measures the base config through DIR/sim.sh: body, with $SIM the real
+ * moetune-sim, edits what the sim prints (a real log, changed where the
+ * test says).  The outcome; *out keeps the measurement (mt_measure_clear). */
+static void measure_edited(const char *contract, const char *body, mt_measure *out)
+{
+    char path[400], text[4096];
+    mt_store *st;
+    tk *t;
+    FILE *f;
+    fresh_dir();
+    snprintf(path, sizeof path, "%s/sim.sh", dir);
+    snprintf(text, sizeof text, "#!/bin/sh\n# test_measure.c: the real sim's log, edited\nSIM='%s'\n%s\n",
+             MT_SIM_BIN, body);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    ck_assert_int_eq(chmod(path, 0755), 0);
+    sim_path = path;
+    contract_name = contract;
+    *out = measure("screen", NULL, NULL, &st, &t);
+    sim_path = MT_SIM_BIN;
+    contract_name = "qwen3-30b-a3b-h100x16.cfg";
+    mt_store_close(&st);
+    tk_close(&t);
+}
+
+/* The Megatron-LM and the Megatron-Bridge log (the sim prints each). */
+static const char *const dialects[] = {"qwen3-30b-a3b-h100x16.cfg",
+                                       "qwen3-30b-a3b-h100x16-bridge.cfg"};
+
+/* Issue 18, item 10: an elapsed time of nan, inf or below zero in the
+ * window (iteration 14 of 11-20) is a broken log, typed crash with its
+ * line; the same value in the warm-up (iteration 3) leaves the run ok.
+ * Loop index: value (i % 3) in log dialect (i / 3). */
+static const char *const impossible[] = {"nan", "inf", "-45650.3"};
+
+START_TEST(impossible_step_time_is_crash_with_its_line)
+{
+    char body[1024];
+    mt_measure m;
+    snprintf(body, sizeof body,
+             "\"$SIM\" \"$@\" 2>&1 | sed -e '/ iteration  *14\\//s/elapsed time per iteration "
+             "(ms): [^ |]*/elapsed time per iteration (ms): %s/'",
+             impossible[_i % 3]);
+    measure_edited(dialects[_i / 3], body, &m);
+    ck_assert_msg(m.outcome == MT_OUTCOME_CRASH, "%s: %s (%s)", impossible[_i % 3],
+                  mt_outcome_name(m.outcome), m.evidence);
+    ck_assert_msg(strstr(m.evidence, "impossible step time in the window: log line ") &&
+                      strstr(m.evidence, "iteration 14: \"elapsed time per iteration (ms): "),
+                  "%s", m.evidence);
+    ck_assert_msg(strstr(m.evidence, _i % 3 == 2 ? "-45650.3" : impossible[_i % 3]), "%s",
+                  m.evidence);
+    ck_assert_int_gt(m.run_id, 0); /* stored, as a failed run */
+    mt_measure_clear(&m);
+    snprintf(body, sizeof body,
+             "\"$SIM\" \"$@\" 2>&1 | sed -e '/ iteration  *3\\//s/elapsed time per iteration "
+             "(ms): [^ |]*/elapsed time per iteration (ms): %s/'",
+             impossible[_i % 3]);
+    measure_edited(dialects[_i / 3], body, &m);
+    ck_assert_msg(m.outcome == MT_OUTCOME_OK, "%s in the warm-up: %s (%s)", impossible[_i % 3],
+                  mt_outcome_name(m.outcome), m.evidence);
+    ck_assert(isfinite(m.median_step_ms));
+    mt_measure_clear(&m);
+}
+END_TEST
+
+/* Issue 18, item 11: a run restarted from a checkpoint logs iterations
+ * 1-12, then 8-20 again: the last pass is the measurement (stored, one
+ * sample per iteration), the five repeated iterations are evidence. */
+START_TEST(restarted_run_keeps_its_last_pass)
+{
+    mt_measure m;
+    /* the resumed run prints no line of iterations 1-7: in Bridge's log
+     * neither the iteration line nor the Step Time line after it */
+    measure_edited(dialects[_i],
+                   _i ? "\"$SIM\" \"$@\" 2>&1 | sed -n '1,/ iteration  *12\\//p'\n"
+                        "\"$SIM\" \"$@\" 2>&1 | sed -e '/ iteration  *[1-7]\\//,/^Step Time/d'"
+                      : "\"$SIM\" \"$@\" 2>&1 | sed -n '1,/ iteration  *12\\//p'\n"
+                        "\"$SIM\" \"$@\" 2>&1 | sed -e '/ iteration  *[1-7]\\//d'",
+                   &m);
+    ck_assert_msg(m.outcome == MT_OUTCOME_OK, "%s (%s)", mt_outcome_name(m.outcome), m.evidence);
+    ck_assert_msg(strstr(m.evidence, "the run restarted (iteration 8 logged after 12): its last "
+                                     "pass is kept, 5 earlier samples of the same iterations set "
+                                     "aside"),
+                  "%s", m.evidence);
+    ck_assert_int_gt(m.run_id, 0);
+    ck_assert_uint_eq(m.n_window, 10);
+    ck_assert_int_eq(m.used_first, 11);
+    ck_assert_int_eq(m.used_last, 20);
+    ck_assert_msg(m.median_step_ms > 40000 && m.median_step_ms < 52000, "%.1f", m.median_step_ms);
+    mt_measure_clear(&m);
+}
+END_TEST
+
+/* Issue 18, item 12: memory lines cut before their last field ("max
+ * reserved: N" gone) on a node with neither NVML nor the sim's report:
+ * the peak is what the lines still say (reserved), never a store error. */
+START_TEST(memory_line_cut_before_its_last_field_keeps_its_fields)
+{
+    mt_measure m;
+    measure_edited(dialects[_i],
+                   "\"$SIM\" \"$@\" 2>&1 | sed -e '/memory (.B)/s/ | [^|]*$/ | max-res/'\n"
+                   "rc=$?\nrm -f \"$MOETUNE_SIM_MEMORY_FILE\"\nexit $rc",
+                   &m);
+    ck_assert_msg(m.outcome == MT_OUTCOME_OK, "%s (%s)", mt_outcome_name(m.outcome), m.evidence);
+    ck_assert_int_gt(m.run_id, 0);
+    ck_assert_str_eq(m.peak_source, "log");
+    /* the sim's rank 0 reserves ~38 GB before its peak (the corpus line:
+     * reserved 38298.60 MB, max reserved 58525.20 MB) */
+    ck_assert_msg(m.peak_bytes > 20e9 && m.peak_bytes < 70e9, "%.0f", m.peak_bytes);
+    mt_measure_clear(&m);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("measure");
@@ -189,6 +310,9 @@ int main(void)
     tcase_add_test(tc, crash_outcome);
     tcase_add_test(tc, oom_outcome);
     tcase_add_test(tc, launch_error_outcome);
+    tcase_add_loop_test(tc, impossible_step_time_is_crash_with_its_line, 0, 6);
+    tcase_add_loop_test(tc, restarted_run_keeps_its_last_pass, 0, 2);
+    tcase_add_loop_test(tc, memory_line_cut_before_its_last_field_keeps_its_fields, 0, 2);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

@@ -147,6 +147,67 @@ START_TEST(real_trace_reference_figures)
 }
 END_TEST
 
+/* Issue 18, item 13: the real trace with its 21 NCCL kernels moved from
+ * stream 40 onto the compute stream 7: kernels overlapping on one stream,
+ * which no GPU runs.  Read as it was, that trace "hid" 15.6% of its
+ * communication behind kernels of its own stream; it is refused, naming
+ * both events.  Overlaps up to 1 us (timestamp rounding) still pass. */
+START_TEST(real_trace_with_overlaps_on_one_stream_is_refused)
+{
+    mt_diag *d = mt_diag_new();
+    mt_trace *t;
+    gzFile gz;
+    struct stat st;
+    size_t len = 0, cap = 1 << 20, moved = 0;
+    char *text = malloc(cap), *p;
+    int k;
+    if (stat(REAL_TRACE, &st) != 0) {
+        fprintf(stderr, "SKIP real_trace_with_overlaps_on_one_stream_is_refused: %s is absent\n",
+                REAL_TRACE);
+        free(text);
+        mt_diag_destroy(&d);
+        return;
+    }
+    ck_assert_ptr_nonnull(gz = gzopen(REAL_TRACE, "rb"));
+    while ((k = gzread(gz, text + len, (unsigned)(cap - len - 1))) > 0) {
+        len += (size_t)k;
+        if (cap - len < 2)
+            ck_assert_ptr_nonnull(text = realloc(text, cap *= 2));
+    }
+    gzclose(gz);
+    text[len] = '\0';
+    /* same length: the offsets of every other event stay as they were */
+    for (p = text; (p = strstr(p, "\"tid\": 40,")); p += 10, moved++)
+        memcpy(p, "\"tid\": 7, ", 10);
+    for (p = text; (p = strstr(p, "\"stream\": 40,")); p += 13)
+        memcpy(p, "\"stream\": 7, ", 13);
+    ck_assert_uint_ge(moved, 21);
+    t = mt_trace_parse(text, len, "a100-2rank-nccl-one-stream.json", d);
+    ck_assert_msg(t == NULL, "a trace with NCCL and GEMM kernels overlapping on stream 7 was read");
+    ck_assert_int_eq(mt_diag_count(d), 1);
+    ck_assert_msg(mt_diag_contains(d, "device 0, stream 7: ") &&
+                      mt_diag_contains(d, "on one stream, which a GPU never does") &&
+                      mt_diag_contains(d, "ncclKernel_") && mt_diag_contains(d, "refused"),
+                  "%s", mt_diag_at(d, 0)->message);
+    mt_diag_destroy(&d);
+    free(text);
+    /* rounding: two kernels of one stream overlapping by 0.5 us pass */
+    d = mt_diag_new();
+    {
+        static const char two[] =
+            "{\"traceEvents\": ["
+            "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm_A\", \"pid\": 0, \"tid\": 7, "
+            "\"ts\": 100.000, \"dur\": 50.500, \"args\": {\"device\": 0, \"stream\": 7}},"
+            "{\"ph\": \"X\", \"cat\": \"kernel\", \"name\": \"gemm_B\", \"pid\": 0, \"tid\": 7, "
+            "\"ts\": 150.000, \"dur\": 10, \"args\": {\"device\": 0, \"stream\": 7}}]}";
+        t = mt_trace_parse(two, strlen(two), "rounded.json", d);
+        ck_assert_msg(t != NULL, "%s", mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
+        mt_trace_destroy(&t);
+    }
+    mt_diag_destroy(&d);
+}
+END_TEST
+
 /* ---- hand-built traces -------------------------------------------------------------- */
 
 /* One kernel event; ts and dur are microsecond text. */
@@ -1086,6 +1147,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, us_text_exact);
     tcase_add_test(t, real_trace_reference_figures);
+    tcase_add_test(t, real_trace_with_overlaps_on_one_stream_is_refused);
     tcase_add_test(t, hand_unions_exact);
     tcase_add_test(t, class_rules_extend);
     tcase_add_test(t, gzip_input);

@@ -303,11 +303,11 @@ START_TEST(a_run_short_of_its_window_is_not_ok)
     run.outcome = MT_OUTCOME_OK;
     run.exited = 1;
     p = log_up_to(19);
-    ck_assert_int_eq(mt_measure_classify(&run, p, 20, ev, sizeof ev), MT_OUTCOME_CRASH);
+    ck_assert_int_eq(mt_measure_classify(&run, p, 11, 20, ev, sizeof ev), MT_OUTCOME_CRASH);
     ck_assert_msg(strstr(ev, "ended at iteration 19, before its window ended (20)"), "%s", ev);
     mt_logparse_destroy(&p);
     p = log_up_to(20);
-    ck_assert_int_eq(mt_measure_classify(&run, p, 20, ev, sizeof ev), MT_OUTCOME_OK);
+    ck_assert_int_eq(mt_measure_classify(&run, p, 11, 20, ev, sizeof ev), MT_OUTCOME_OK);
     mt_logparse_destroy(&p);
 }
 END_TEST

@@ -660,7 +660,7 @@ typedef struct scene {
     char sim_gated[512], hold[320], tag[32];
     int port;
     double t0;
-    wkr w[4];
+    wkr w[5];
 } scene;
 
 static void scene_init(scene *s, const char *tag)
@@ -780,9 +780,26 @@ START_TEST(curve_workers_tune_as_the_local_executor)
         extra[4] = NULL;
         worker_start(&s.w[i], s.base, i < 3 ? names[i] : "w4", s.port, NULL, extra);
     }
+    /* and one with no CURVE at all */
+    worker_start(&s.w[4], s.base, "plain", s.port, NULL, NULL);
     extra[0] = "--keys", extra[1] = keys, extra[2] = NULL;
     t = tune_start(&s, SMALL, extra);
     ck_assert_msg(wait_exit(t, 150) == 0, "the tune failed:\n%s", tk_slurp(s.err));
+    /* each refused worker says why, not "unreachable" (issue 18, messages) */
+    WAIT_FOR(has(s.w[3].log, "the coordinator refused the handshake (ZAP status 400): this "
+                             "worker's public key is not one of its known worker keys"),
+             10, "the intruder's log:\n%s", tk_slurp(s.w[3].log));
+    WAIT_FOR(has(s.w[4].log, "the coordinator refused the handshake: security mechanism mismatch "
+                             "(the coordinator requires CURVE"),
+             10, "the plain worker's log:\n%s", tk_slurp(s.w[4].log));
+    ck_assert(!has(s.w[4].log, "running"));
+    /* once refused, never "unreachable" (before the coordinator listened,
+     * a slow start may rightly have said so) */
+    for (i = 3; i < 5; i++) {
+        char *lg = tk_slurp(s.w[i].log), *at = lg ? strstr(lg, "refused the handshake") : NULL;
+        ck_assert_msg(at && !strstr(at, "the coordinator is unreachable"), "%s", lg ? lg : "");
+        free(lg);
+    }
     same_as_reference(s.tune);
     workers_leave(&s, 3);
     /* the three known workers shared the jobs, each measured once */
@@ -843,6 +860,50 @@ START_TEST(worker_killed_mid_job_runs_elsewhere_once)
     /* and the killed worker's run left no process (its shepherd stopped it) */
     snprintf(needle, sizeof needle, "MOETUNE_SIM_MEMORY_FILE=%s/", s.w[2].dir);
     WAIT_FOR(procs_with_env(needle) == 0, 10, "a process of w3's run survives");
+    scene_end(&s);
+}
+END_TEST
+
+/* ---- 2b. kill -9 of a worker mid-job, restarted under its name within the grace ----------------- */
+
+START_TEST(worker_restarted_within_grace_requeues_its_lost_job)
+{
+    scene s;
+    char job[256], want[400], *ev;
+    /* a grace far past the tune's limit: only the restarted worker's ready
+     * can bring the lost job back */
+    const char *extra[] = {"--job-grace", "600", NULL};
+    jobrun r;
+    pid_t t;
+    scene_init(&s, "wrestart");
+    two_plus_gated(&s);
+    t = tune_start(&s, SMALL, extra);
+    held_job(&s, job, sizeof job);
+    /* its job-ack (sent before the "running" line) reaches the coordinator;
+     * a job only dispatched is the ack timeout's, not this case */
+    sleep_ms(300);
+    kill_group(s.w[2].pid, SIGKILL);
+    /* back at once, same name (so the same routing id), same directory */
+    worker_start(&s.w[2], s.base, "w3", s.port, NULL, NULL);
+    WAIT_FOR(has(s.err, "it announced itself again without it"), 30, "the lost job was not re-queued:\n%s", tk_slurp(s.err));
+    unlink(s.hold);
+    ck_assert_msg(wait_exit(t, 150) == 0, "the tune failed:\n%s", tk_slurp(s.err));
+    same_as_reference(s.tune);
+    workers_leave(&s, 3);
+    r = run_of(s.tune, job);
+    ck_assert_int_eq(r.retry, 1);
+    ck_assert_str_eq(r.outcome, "ok");
+    snprintf(want, sizeof want,
+             "job %s (retry 0) lost with worker w3: it announced itself again without it (it "
+             "restarted); re-queued as retry 1",
+             job);
+    ev = worker_events(s.tune);
+    ck_assert_msg(strstr(ev, want), "%s", ev);
+    free(ev);
+    /* the killed run stored nothing; every measurement once */
+    ck_assert_int_eq(worker_runs(&s.w[0]) + worker_runs(&s.w[1]) + worker_runs(&s.w[2]),
+                     ref_runs);
+    one_run_per_memo(s.tune);
     scene_end(&s);
 }
 END_TEST
@@ -1312,6 +1373,7 @@ int main(void)
     tcase_set_timeout(tc, 200 * SLOW);
     tcase_add_test(tc, curve_workers_tune_as_the_local_executor);
     tcase_add_test(tc, worker_killed_mid_job_runs_elsewhere_once);
+    tcase_add_test(tc, worker_restarted_within_grace_requeues_its_lost_job);
     tcase_add_test(tc, coordinator_killed_then_resumed_loses_and_repeats_nothing);
     tcase_add_test(tc, stopped_within_grace_keeps_its_job);
     tcase_add_test(tc, stopped_past_grace_requeued_late_result_not_counted);

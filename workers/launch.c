@@ -118,6 +118,16 @@ static int expand_token(const char *tok, const mt_kv *ph, buf *b, mt_diag *d)
                 return -EINVAL;
             }
             val = ph ? mt_kv_get(ph, name) : NULL;
+            if (!val && (!strcmp(name, "rev") || !strcmp(name, "work"))) {
+                /* the words `check` prints for this contract too */
+                mt_diag_add(d, NULL, 0, "launch.template",
+                            "the template word \"%s\" names {%s}, which only `moetune bisect` "
+                            "fills (the revision it measures and its prepared work directory); "
+                            "run this contract with `moetune bisect`, or drop {%s} from the "
+                            "template for `tune` and `measure`",
+                            tok, name, name);
+                return -EINVAL;
+            }
             if (!val) {
                 buf k = {0};
                 known_names(ph, &k);

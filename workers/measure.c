@@ -105,8 +105,50 @@ static const char *first_event(const mt_logparse *log, mt_logevent_kind kind)
     return e ? e->text : NULL;
 }
 
-int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int window_last,
-                        char *evidence, size_t n)
+/* The records of a run's last pass: a restarted run (from a checkpoint, or
+ * from the start) logs some iterations again, and what its last pass
+ * printed is what it measured.  keep[i] is 1 when record i is not followed
+ * by a record of the same or an earlier iteration.  Caller frees; NULL on
+ * OOM.  *superseded: the records set aside; *restart_at, *restart_after:
+ * where the last restart went back to and from (-1 when none). */
+static unsigned char *last_pass(const mt_logparse *log, size_t *superseded, int64_t *restart_at,
+                                int64_t *restart_after)
+{
+    size_t n = mt_logparse_iterations(log), i;
+    unsigned char *keep = calloc(n + 1, 1);
+    int64_t min_after = INT64_MAX, prev = INT64_MIN;
+    *superseded = 0;
+    *restart_at = *restart_after = -1;
+    if (!keep)
+        return NULL;
+    for (i = n; i-- > 0;) {
+        mt_iteration it;
+        if (mt_logparse_iteration(log, i, &it))
+            continue;
+        keep[i] = it.iteration < min_after;
+        *superseded += !keep[i];
+        if (it.iteration < min_after)
+            min_after = it.iteration;
+    }
+    for (i = 0; i < n; i++) {
+        mt_iteration it;
+        if (mt_logparse_iteration(log, i, &it))
+            continue;
+        if (prev != INT64_MIN && it.iteration <= prev)
+            *restart_at = it.iteration, *restart_after = prev;
+        prev = it.iteration;
+    }
+    return keep;
+}
+
+/* A step time no run can have: NaN, infinite or negative. */
+static int impossible_ms(double ms)
+{
+    return !isfinite(ms) || ms < 0;
+}
+
+static int classify(const mt_run_result *run, const mt_logparse *log, const unsigned char *keep,
+                    int window_first, int window_last, char *evidence, size_t n)
 {
     const char *why;
     size_t i, iters = mt_logparse_iterations(log);
@@ -128,7 +170,7 @@ int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int wi
     for (i = 0; i < iters; i++) {
         mt_iteration itv, *it = &itv;
         int k;
-        if (mt_logparse_iteration(log, i, &itv))
+        if ((keep && !keep[i]) || mt_logparse_iteration(log, i, &itv))
             continue;
         if (it->nan_count > 0) {
             snprintf(evidence, n, "iteration %lld reports %lld NaN iterations",
@@ -164,6 +206,32 @@ int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int wi
                  why ? why : "");
         return MT_OUTCOME_CRASH;
     }
+    /* a step time no GPU can take is a broken log, never a measurement:
+     * the median would be NaN, or a negative time a "gain" */
+    for (i = 0; i < iters; i++) {
+        mt_iteration it;
+        const char *field = NULL;
+        double v = NAN;
+        if ((keep && !keep[i]) || mt_logparse_iteration(log, i, &it) ||
+            it.iteration < window_first || it.iteration > window_last)
+            continue;
+        if (it.has & MT_IT_ELAPSED && impossible_ms(it.elapsed_ms))
+            field = "elapsed time per iteration (ms)", v = it.elapsed_ms;
+        else if (!(it.has & MT_IT_ELAPSED) && it.has & MT_IT_STEP_TIME &&
+                 impossible_ms(it.step_time_s))
+            field = "Step Time (s)", v = it.step_time_s;
+        if (field) {
+            char rank[32] = "";
+            if (it.rank >= 0)
+                snprintf(rank, sizeof rank, ", rank %d", it.rank);
+            snprintf(evidence, n,
+                     "impossible step time in the window: log line %llu%s, iteration %lld: "
+                     "\"%s: %g\" (NaN, infinite or negative); the log is broken, nothing was "
+                     "measured",
+                     (unsigned long long)it.line, rank, (long long)it.iteration, field, v);
+            return MT_OUTCOME_CRASH;
+        }
+    }
     if (last < window_last) {
         snprintf(evidence, n, "the run ended at iteration %lld, before its window ended (%d)",
                  (long long)last, window_last);
@@ -171,6 +239,25 @@ int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int wi
     }
     snprintf(evidence, n, "exit status 0; iterations 1-%lld", (long long)last);
     return MT_OUTCOME_OK;
+}
+
+int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int window_first,
+                        int window_last, char *evidence, size_t n)
+{
+    size_t superseded = 0;
+    int64_t at = -1, after = -1;
+    unsigned char *keep = last_pass(log, &superseded, &at, &after);
+    int outcome = classify(run, log, keep, window_first, window_last, evidence, n);
+    if (superseded && n) {
+        /* evidence, not an error: the duplicates are set aside */
+        size_t l = strlen(evidence);
+        snprintf(evidence + l, n - l,
+                 "; the run restarted (iteration %lld logged after %lld): its last pass is kept, "
+                 "%zu earlier sample%s of the same iterations set aside",
+                 (long long)at, (long long)after, superseded, superseded == 1 ? "" : "s");
+    }
+    free(keep);
+    return outcome;
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -191,6 +278,9 @@ static void summarize(mt_measure *m)
 {
     size_t i, n = mt_logparse_iterations(m->log), k = 0, kt = 0;
     double *steps = calloc(n + 1, sizeof *steps), *tf = calloc(n + 1, sizeof *tf);
+    size_t superseded;
+    int64_t at, after;
+    unsigned char *keep = last_pass(m->log, &superseded, &at, &after);
     m->loss_finite = 1;
     m->last_loss = NAN;
     m->used_first = m->used_last = -1;
@@ -198,7 +288,7 @@ static void summarize(mt_measure *m)
         mt_iteration itv, *it = &itv;
         int j, found = 0;
         double lm;
-        if (mt_logparse_iteration(m->log, i, &itv))
+        if ((keep && !keep[i]) || mt_logparse_iteration(m->log, i, &itv))
             continue;
         lm = mt_iteration_loss(it, "lm loss", &found);
         if (found)
@@ -228,6 +318,7 @@ static void summarize(mt_measure *m)
     m->n_window = k;
     m->median_step_ms = median(steps, k);
     m->median_tflops = median(tf, kt);
+    free(keep);
     free(steps);
     free(tf);
 }
@@ -265,23 +356,32 @@ static void collect_memory(mt_measure *m, mt_gpu_mems *nv, const char *sim_file,
         }
         snprintf(m->peak_source, sizeof m->peak_source, "%s", src == nv ? "nvml" : "sim");
     } else {
-        size_t nr = mt_logparse_ranks(m->log);
+        size_t nr = mt_logparse_ranks(m->log), k = 0;
         *rows = calloc(nr + 1, sizeof **rows);
         for (i = 0; *rows && i < nr; i++) {
             const mt_rank_memory *r = mt_logparse_rank_memory(m->log, i);
-            (*rows)[i].rank = r->rank;
-            (*rows)[i].host = strdup("");
-            (*rows)[i].gpu = -1;
-            (*rows)[i].peak_bytes = r->max_reserved;
-            (*rows)[i].alloc_bytes = r->max_allocated;
-            (*rows)[i].source = "log";
-            if ((double)r->max_reserved > m->peak_bytes) {
-                m->peak_bytes = (double)r->max_reserved;
+            /* a line cut before its last field ("max reserved") keeps the
+             * fields it has: the peak is the highest of them that is there */
+            int64_t peak = r->max_reserved >= 0   ? r->max_reserved
+                           : r->reserved >= 0     ? r->reserved
+                           : r->max_allocated >= 0 ? r->max_allocated
+                                                   : r->allocated;
+            if (peak < 0)
+                continue; /* no number at all on its lines */
+            (*rows)[k].rank = r->rank;
+            (*rows)[k].host = strdup("");
+            (*rows)[k].gpu = -1;
+            (*rows)[k].peak_bytes = peak;
+            (*rows)[k].alloc_bytes = r->max_allocated >= 0 ? r->max_allocated : r->allocated;
+            (*rows)[k].source = "log";
+            k++;
+            if ((double)peak > m->peak_bytes) {
+                m->peak_bytes = (double)peak;
                 m->peak_rank = r->rank;
                 snprintf(m->peak_source, sizeof m->peak_source, "log");
             }
         }
-        *nrows = *rows ? nr : 0;
+        *nrows = *rows ? k : 0;
     }
     mt_gpu_mems_free(&sim);
 }
@@ -416,25 +516,31 @@ static int store_result(const mt_measure_spec *spec, mt_store *st, mt_measure *m
     char *canon = mt_config_canonical(cfg);
     long world = strtol(mt_kv_get(spec->contract->hardware, "world_size"), NULL, 10);
     int rc;
+    size_t superseded, ns = 0;
+    int64_t at, after;
+    unsigned char *keep = last_pass(m->log, &superseded, &at, &after);
     memset(&r, 0, sizeof r);
+    /* one sample per iteration: a restarted run's last pass */
     for (i = 0; i < n; i++) {
         mt_iteration itv, *it = &itv;
         int k;
-        if (mt_logparse_iteration(m->log, i, &itv))
+        if ((keep && !keep[i]) || mt_logparse_iteration(m->log, i, &itv))
             continue;
-        samples[i].iteration = (long)it->iteration;
-        samples[i].elapsed_ms = it->has & MT_IT_ELAPSED ? it->elapsed_ms : NAN;
-        samples[i].tflops = it->has & MT_IT_TFLOPS ? it->tflops : NAN;
-        samples[i].grad_norm = it->has & MT_IT_GRAD_NORM ? it->grad_norm : NAN;
-        samples[i].skipped = (long)it->skipped;
-        samples[i].nan = (long)it->nan_count;
-        samples[i].losses = losses + i * MT_LOGPARSE_MAX_LOSSES;
+        samples[ns].iteration = (long)it->iteration;
+        samples[ns].elapsed_ms = it->has & MT_IT_ELAPSED ? it->elapsed_ms : NAN;
+        samples[ns].tflops = it->has & MT_IT_TFLOPS ? it->tflops : NAN;
+        samples[ns].grad_norm = it->has & MT_IT_GRAD_NORM ? it->grad_norm : NAN;
+        samples[ns].skipped = (long)it->skipped;
+        samples[ns].nan = (long)it->nan_count;
+        samples[ns].losses = losses + ns * MT_LOGPARSE_MAX_LOSSES;
         for (k = 0; k < it->n_losses; k++) {
-            samples[i].losses[k].key = it->loss_key[k];
-            samples[i].losses[k].value = it->loss[k];
+            samples[ns].losses[k].key = it->loss_key[k];
+            samples[ns].losses[k].value = it->loss[k];
         }
-        samples[i].n_losses = (size_t)it->n_losses;
+        samples[ns].n_losses = (size_t)it->n_losses;
+        ns++;
     }
+    free(keep);
     r.run.config_id = m->config_id;
     r.run.config_canonical = canon;
     r.run.kind = spec->kind;
@@ -451,7 +557,7 @@ static int store_result(const mt_measure_spec *spec, mt_store *st, mt_measure *m
                                          : m->run.wall_s * (double)world / 3600.0;
     r.run.log_path = spec->run_dir;
     r.samples = samples;
-    r.n_samples = n;
+    r.n_samples = ns;
     r.gpus = gpus;
     r.n_gpus = ngpus;
     m->gpu_hours = r.run.gpu_hours;
@@ -713,7 +819,8 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     m->log = g.log;
     g.log = NULL;
     m->sim_seconds = g.sim_seconds;
-    m->outcome = mt_measure_classify(&m->run, m->log, m->last, m->evidence, sizeof m->evidence);
+    m->outcome = mt_measure_classify(&m->run, m->log, m->first, m->last, m->evidence,
+                                     sizeof m->evidence);
     summarize(m);
     collect_memory(m, &nvmems, memfile, &rows, &nrows, d);
     verify(spec, m, cfg, &r, d);

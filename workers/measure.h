@@ -133,8 +133,12 @@ char *mt_measure_failed_memo(const char *outcome, const char *evidence);
 /* Types a finished run from its process facts and its log: OOM on any rank
  * wins over the hang of the others; then NaN, infrastructure errors (NCCL,
  * Xid, lost node: retried, not held against the candidate), hang, timeout,
- * crash, a run that ended before its window; else ok. */
-int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int window_last,
-                        char *evidence, size_t n);
+ * crash, an impossible step time (NaN, infinite or negative) in the window
+ * window_first..window_last (crash, the log line named), a run that ended
+ * before its window; else ok.  A restarted run (iteration numbers going
+ * back) is judged by its last pass; the evidence says where it restarted
+ * and how many earlier samples were set aside. */
+int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int window_first,
+                        int window_last, char *evidence, size_t n);
 
 #endif

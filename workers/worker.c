@@ -69,6 +69,10 @@ typedef struct wk {
     int lost;
     long long hb_seq;
     int stop;
+    /* the DEALER's handshakes, from a socket monitor: a coordinator that
+     * refuses this worker's key or security mechanism is not "unreachable" */
+    void *mon;
+    char refused[400]; /* why the last handshake failed, "" after one succeeded */
 } wk;
 
 static double now_s(void)
@@ -322,6 +326,83 @@ static const char *job_search_path(const mt_contract *c)
 {
     const char *p = c && c->launch_env ? mt_kv_get(c->launch_env, "PATH") : NULL;
     return p ? p : getenv("PATH");
+}
+
+/* ---- handshakes ------------------------------------------------------------------------ */
+
+static void monitor_start(wk *w)
+{
+    char ep[64];
+    snprintf(ep, sizeof ep, "inproc://worker-monitor-%d", (int)getpid());
+    if (zmq_socket_monitor(w->sock, ep,
+                           ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_AUTH))
+        return; /* without it, a refusal reads as "unreachable" */
+    if (!(w->mon = zmq_socket(w->ctx, ZMQ_PAIR)) || zmq_connect(w->mon, ep)) {
+        if (w->mon)
+            zmq_close(w->mon);
+        w->mon = NULL;
+    }
+}
+
+/* Reads the monitor's events; logs each new reason a handshake failed. */
+static void monitor_read(wk *w)
+{
+    for (;;) {
+        zmq_msg_t ev, addr;
+        uint16_t event;
+        uint32_t value;
+        char why[400];
+        const int curve = w->o.key_dir || w->o.server_key;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, w->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        zmq_msg_init(&addr);
+        zmq_msg_recv(&addr, w->mon, 0); /* the endpoint frame always follows */
+        if (zmq_msg_size(&ev) < 6) {
+            zmq_msg_close(&ev), zmq_msg_close(&addr);
+            continue;
+        }
+        memcpy(&event, zmq_msg_data(&ev), 2);
+        memcpy(&value, (char *)zmq_msg_data(&ev) + 2, 4);
+        zmq_msg_close(&ev), zmq_msg_close(&addr);
+        if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
+            if (w->refused[0])
+                logf_(w, "the handshake with the coordinator succeeded");
+            w->refused[0] = '\0';
+            continue;
+        }
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+            snprintf(why, sizeof why,
+                     "the coordinator refused the handshake (ZAP status %u): %s", (unsigned)value,
+                     value == 400 ? "this worker's public key is not one of its known worker "
+                                    "keys (copy NAME.pub into the coordinator's KEYS/workers)"
+                                  : "its authentication handler denied this worker");
+        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL &&
+                 value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH)
+            snprintf(why, sizeof why,
+                     "the coordinator refused the handshake: security mechanism mismatch (%s)",
+                     curve ? "this worker uses CURVE and the coordinator does not: drop --key and "
+                             "--server-key, or start the tune with --keys"
+                           : "the coordinator requires CURVE: give this worker --key DIR/NAME and "
+                             "--server-key FILE");
+        else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+            snprintf(why, sizeof why,
+                     "the handshake with the coordinator failed: ZMTP protocol error 0x%08x%s",
+                     (unsigned)value,
+                     curve ? " (with CURVE: is --server-key the coordinator's public key?)" : "");
+        else
+            snprintf(why, sizeof why, "the handshake with the coordinator failed (%s)",
+                     curve ? "CURVE: is --server-key the coordinator's public key?"
+                           : "no detail from ZeroMQ");
+        if (strcmp(why, w->refused)) {
+            snprintf(w->refused, sizeof w->refused, "%s", why);
+            logf_(w, "%s", why);
+        }
+    }
 }
 
 /* ---- sending ----------------------------------------------------------------------------- */
@@ -860,8 +941,8 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         rc = st ? mt_measure_run(&spec, st, &m, d) : -1;
         if (rc < 0)
             mt_diag_print(d, stderr);
-        else
-            mt_measure_clear(&m);
+        if (st)
+            mt_measure_clear(&m); /* also when the store failed */
         mt_store_close(&st);
         _exit(rc < 0 ? 1 : 0);
     }
@@ -1133,6 +1214,7 @@ int mt_worker_main(const mt_worker_opts *o)
         }
         mt_keypair_wipe(&kp);
     }
+    monitor_start(&w);
     if (zmq_connect(w.sock, o->connect)) {
         fprintf(stderr, "moetune worker: cannot connect to %s: %s\n", o->connect,
                 zmq_strerror(zmq_errno()));
@@ -1143,14 +1225,19 @@ int mt_worker_main(const mt_worker_opts *o)
     send_ready(&w);
     send_heartbeat(&w);
     while (!w.stop) {
-        zmq_pollitem_t items[3];
-        int n = 0, k;
+        zmq_pollitem_t items[4];
+        int n = 0, k, ip = -1;
         double t;
         items[n].socket = w.sock, items[n].fd = 0, items[n].events = ZMQ_POLLIN, n++;
         items[n].socket = NULL, items[n].fd = w.sfd, items[n].events = ZMQ_POLLIN, n++;
         if (w.pipe_fd >= 0)
-            items[n].socket = NULL, items[n].fd = w.pipe_fd, items[n].events = ZMQ_POLLIN, n++;
+            ip = n, items[n].socket = NULL, items[n].fd = w.pipe_fd, items[n].events = ZMQ_POLLIN,
+            n++;
+        if (w.mon)
+            items[n].socket = w.mon, items[n].fd = 0, items[n].events = ZMQ_POLLIN, n++;
         k = zmq_poll(items, n, 200);
+        if (w.mon)
+            monitor_read(&w);
         if (k < 0 && zmq_errno() != EINTR)
             break;
         if (k > 0 && (items[0].revents & ZMQ_POLLIN)) {
@@ -1196,7 +1283,7 @@ int mt_worker_main(const mt_worker_opts *o)
                 }
             }
         }
-        if (n == 3 && k > 0 && (items[2].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+        if (ip >= 0 && k > 0 && (items[ip].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
             read_pipe(&w);
         t = now_s();
         if (t - w.last_hb >= hb)
@@ -1207,8 +1294,12 @@ int mt_worker_main(const mt_worker_opts *o)
             resend_results(&w, 0);
         if (!w.lost && t - w.last_heard > MT_PROTO_LIVENESS * hb) {
             w.lost = 1;
-            logf_(&w, "the coordinator is unreachable; %s, reconnecting",
-                  w.busy ? "the job keeps running" : "waiting");
+            if (w.refused[0])
+                logf_(&w, "the coordinator is not talking to this worker: %s; %s, retrying",
+                      w.refused, w.busy ? "the job keeps running" : "waiting");
+            else
+                logf_(&w, "the coordinator is unreachable; %s, reconnecting",
+                      w.busy ? "the job keeps running" : "waiting");
         }
         if (o->exit_when_idle_s > 0 && w.lost && !w.busy && !w.npend &&
             t - w.last_heard > o->exit_when_idle_s)
@@ -1231,6 +1322,12 @@ out:
             free(w.lines[i]);
     }
     mt_contract_destroy(&w.contract);
+    if (w.mon) {
+        int zero = 0;
+        zmq_socket_monitor(w.sock, NULL, 0);
+        zmq_setsockopt(w.mon, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_close(w.mon);
+    }
     zmq_close(w.sock);
     zmq_ctx_term(w.ctx);
     close(w.sfd);
