@@ -391,6 +391,7 @@ int main(void)
     tcase_add_test(f, e4m3_every_code_round_trips);
     tcase_add_test(f, init_generator);
     tcase_add_test(f, rel_err_metric);
+    tcase_set_timeout(f, 60); /* 100,000 draws: seconds on a loaded 2-core machine */
     tcase_set_timeout(l, 240);
     tcase_add_test(l, backward_matches_finite_differences);
     tcase_add_test(l, backward_fd_two_ranks_zipf);
