@@ -789,14 +789,18 @@ START_TEST(curve_workers_tune_as_the_local_executor)
     WAIT_FOR(has(s.w[3].log, "the coordinator refused the handshake (ZAP status 400): this "
                              "worker's public key is not one of its known worker keys"),
              10, "the intruder's log:\n%s", tk_slurp(s.w[3].log));
+    /* ZeroMQ reports the mismatch as such, or (timing) without detail:
+     * either way the handshake is named, and CURVE with it */
     WAIT_FOR(has(s.w[4].log, "the coordinator refused the handshake: security mechanism mismatch "
-                             "(the coordinator requires CURVE"),
+                             "(the coordinator requires CURVE") ||
+                 has(s.w[4].log, "the handshake with the coordinator failed (no detail from "
+                                 "ZeroMQ; if the coordinator requires CURVE"),
              10, "the plain worker's log:\n%s", tk_slurp(s.w[4].log));
     ck_assert(!has(s.w[4].log, "running"));
     /* once refused, never "unreachable" (before the coordinator listened,
      * a slow start may rightly have said so) */
     for (i = 3; i < 5; i++) {
-        char *lg = tk_slurp(s.w[i].log), *at = lg ? strstr(lg, "refused the handshake") : NULL;
+        char *lg = tk_slurp(s.w[i].log), *at = lg ? strstr(lg, "the handshake") : NULL;
         ck_assert_msg(at && !strstr(at, "the coordinator is unreachable"), "%s", lg ? lg : "");
         free(lg);
     }

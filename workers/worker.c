@@ -397,7 +397,8 @@ static void monitor_read(wk *w)
         else
             snprintf(why, sizeof why, "the handshake with the coordinator failed (%s)",
                      curve ? "CURVE: is --server-key the coordinator's public key?"
-                           : "no detail from ZeroMQ");
+                           : "no detail from ZeroMQ; if the coordinator requires CURVE, give "
+                             "this worker --key DIR/NAME and --server-key FILE");
         if (strcmp(why, w->refused)) {
             snprintf(w->refused, sizeof w->refused, "%s", why);
             logf_(w, "%s", why);
