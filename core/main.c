@@ -87,7 +87,9 @@ static void usage(FILE *out)
             "                                --format env NAME=value lines (sh-quoted), sh a\n"
             "                                runnable script (exports, then the command)\n"
             "  candidates CONTRACT [--wall W] [--set knob=value]...\n"
-            "                                every plugin's candidates, with repairs and legality\n"
+            "                                every plugin's candidates, with repairs and legality;\n"
+            "                                --wall W: the plugins see W as the profiled wall (as\n"
+            "                                in a tune) and only W's candidates are listed\n"
             "  demo [CONTRACT] [--dir DIR]   check the example contract and tune it on the simulator\n"
             "  calibration [--fit]           the simulator against the published numbers\n"
             "  optimum CONTRACT              best config of the declared space (simulator, no noise)\n"
@@ -924,13 +926,20 @@ static void print_candidate(const mt_candidate *c, const mt_kv *base)
     }
 }
 
-static int list_candidates(session *s, uint32_t mask)
+/* The candidates for the config; with a wall, the plugins see it as the
+ * profile's evidence ("wall"), as a tune's plugins do after a profile, and
+ * only candidates for that wall are listed. */
+static int list_candidates(session *s, const char *wall, uint32_t mask)
 {
     mt_candidates cs = {0};
     mt_diag *d = mt_diag_new();
+    mt_kv *ev = wall ? mt_kv_new() : NULL;
     size_t i, legal = 0;
     int rc;
-    mt_candidates_for(s->reg, s->contract, s->cfg, NULL, mask, &cs, d);
+    if (ev)
+        mt_kv_set(ev, "wall", wall);
+    mt_candidates_for(s->reg, s->contract, s->cfg, ev, mask, &cs, d);
+    mt_kv_destroy(&ev);
     for (i = 0; i < cs.n; i++) {
         print_candidate(&cs.v[i], s->cfg);
         legal += !cs.v[i].reject && !cs.v[i].violations.n;
@@ -1016,7 +1025,7 @@ static int cmd_candidates(int argc, char **argv)
         printf("candidates for %s%s%s:\n", s.contract->name, wall ? ", wall " : "",
                wall ? wall : "");
         print_meshes(s.cfg, s.contract, "  current: ");
-        rc = list_candidates(&s, mask);
+        rc = list_candidates(&s, wall, mask);
         if (!rc)
             list_not_offered(&s);
     }

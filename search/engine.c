@@ -829,6 +829,17 @@ static void ab_commit(eng *e, const ab_in *in, ab_out *out)
     out->stats = NULL;
 }
 
+/* Whether an ablation drops the change: removing it is faster, or the same
+ * within the same band, slower by less than half the minimum effect and not
+ * shown slower at all (the interval of the slowdown reaches zero).  A change
+ * whose removal measurably hurts stays, however small the point estimate.
+ * The decision record and the ablation row both say what this says. */
+static int ablation_drops(const eng *e, const mt_stats_decision *d)
+{
+    return d->verdict == MT_STATS_BETTER ||
+           (d->verdict == MT_STATS_SAME && d->effect < e->c->min_effect / 2 && d->ci_lo <= 0);
+}
+
 /* A record's verdict and reason, replaced. */
 static void rec_verdict(cJSON *rec, const char *verdict, const char *reason)
 {
@@ -1014,12 +1025,10 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
     }
     {
         const char *verdict = !in->gate && out->have_stats && !failed
-                                  ? (out->dec.verdict == MT_STATS_WORSE ? "kept" : "dropped")
+                                  ? (ablation_drops(e, &out->dec) ? "dropped" : "kept")
                               : out->accepted ? "accepted"
                               : failed        ? "failed"
                                               : "rejected";
-        if (!in->gate && out->have_stats && !failed && out->dec.verdict == MT_STATS_UNKNOWN)
-            verdict = "kept";
         if (in->validate)
             verdict = out->have_stats && out->dec.verdict == MT_STATS_BETTER ? "accepted"
                                                                                 : "rejected";
@@ -1607,6 +1616,31 @@ static int knobs_changed(eng *e, const mt_candidate *k)
     return n;
 }
 
+/* How many of the config's knobs are off the training program's defaults
+ * (the owner's default; knobs without one are not counted): the simpler of
+ * two configs sets fewer. */
+static int off_default(eng *e, const mt_kv *cfg)
+{
+    const char *k, *v;
+    size_t i;
+    int n = 0;
+    for (i = 0; mt_kv_entry(cfg, i, &k, &v) == 0; i++) {
+        const mt_plugin *owner;
+        const mt_knob_v1 *kn = mt_registry_knob(e->reg, k, &owner);
+        if (kn && kn->default_value && strcmp(kn->default_value, v))
+            n++;
+    }
+    return n;
+}
+
+/* Whether value c is the smaller change than value l: fewer knobs off their
+ * defaults, and at equal counts fewer knobs changed from the incumbent. */
+static int smaller_change(eng *e, const mt_candidate *c, const mt_candidate *l)
+{
+    int a = off_default(e, c->config), b = off_default(e, l->config);
+    return a != b ? a < b : knobs_changed(e, c) < knobs_changed(e, l);
+}
+
 /* The gate's reason without its leading "accepted: ". */
 static const char *gate_words(const char *reason)
 {
@@ -1795,18 +1829,19 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
             if (so->have_stats && (so->dec.verdict == MT_STATS_BETTER ||
                                    (so->dec.verdict == MT_STATS_SAME &&
                                     fabs(so->dec.effect) < e->c->min_effect / 2 &&
-                                    knobs_changed(e, k[c]) < knobs_changed(e, k[l])))) {
+                                    smaller_change(e, k[c], k[l])))) {
                 int better = so->dec.verdict == MT_STATS_BETTER;
                 snprintf(why, sizeof why, "value %zu is %s value %d (%+.2f%%, p %.3g, alpha %.3g): "
                          "it leads", c + 1,
                          better ? "faster by at least the minimum effect than"
-                                : "the smaller change (fewer knobs), the same within the "
-                                  "same band and within half the minimum effect of",
+                                : "the smaller change (fewer knobs off their defaults, or as "
+                                  "many and fewer changed), the same within the same band and "
+                                  "within half the minimum effect of",
                          l + 1, 100 * so->dec.effect, so->dec.p, so->dec.alpha_look);
                 snprintf(note[l], sizeof note[l], "value %zu is %s (%+.2f%%, p %.3g)", c + 1,
                          better ? "faster by at least the minimum effect"
                                 : "the same within the same band, within half the minimum "
-                                  "effect, and changes fewer knobs",
+                                  "effect, and the smaller change",
                          100 * so->dec.effect, so->dec.p);
                 lead = (int)c;
             } else {
@@ -1816,7 +1851,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
                         ? "slower than the leader by at least the minimum effect"
                     : so->dec.verdict == MT_STATS_SAME
                         ? "the same as the leader within the same band (the leader has the "
-                          "lower median, or changes no more knobs)"
+                          "lower median, or is no larger a change)"
                         : "not shown faster than the leader at the replicate cap (the leader "
                           "has the lower median)";
                 snprintf(why, sizeof why, "value %zu is %s (%+.2f%%, p %.3g, alpha %.3g): value "
@@ -2176,6 +2211,10 @@ static int phase_search(eng *e)
             cJSON *x;
             cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(wall, "trace"))
                 mt_kv_set(ev, x->string, cJSON_IsString(x) ? x->valuestring : "");
+            /* the ABI's "wall": the profile's dominant wall, which the
+             * plugins read to order and pick their candidates */
+            if (eng_str(wall, "wall"))
+                mt_kv_set(ev, "wall", eng_str(wall, "wall"));
         }
         if (ab_count >= MAX_AB) {
             snprintf(e->stopped, sizeof e->stopped, "the decision cap (%d A/B tests)", MAX_AB);
@@ -2463,11 +2502,7 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
     eng_progress(e, "ablating %s", in.variable);
     rc = ab(e, &in, &out);
     if (rc == 0) {
-        /* dropped when removing it is faster, or the same within the same
-         * band and slower by less than half the minimum effect */
-        int drop = out.have_stats &&
-                   (out.dec.verdict == MT_STATS_BETTER ||
-                    (out.dec.verdict == MT_STATS_SAME && out.dec.effect < e->c->min_effect / 2));
+        int drop = out.have_stats && ablation_drops(e, &out.dec);
         char why[900];
         if (out.have_stats) {
             cJSON_AddNumberToObject(row, "gain_without", -out.dec.effect);
@@ -2480,9 +2515,12 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
         char kept_same[200] = "";
         if (!drop && out.have_stats && out.dec.verdict == MT_STATS_SAME)
             snprintf(kept_same, sizeof kept_same,
-                     "kept: without it the steps are %.2f%% longer, within the same band but "
-                     "not under half the minimum effect",
-                     100 * out.dec.effect);
+                     out.dec.effect >= e->c->min_effect / 2
+                         ? "kept: without it the steps are %.2f%% longer, within the same band "
+                           "but not under half the minimum effect"
+                         : "kept: without it the steps are %.2f%% longer, within the same band "
+                           "but shown longer (interval %.2f%% to %.2f%%)",
+                     100 * out.dec.effect, 100 * out.dec.ci_lo, 100 * out.dec.ci_hi);
         snprintf(why, sizeof why, "%s%s%s%s",
                  drop ? "removing it does not hurt: dropped" : kept_same[0] ? kept_same : out.reason,
                  live < all ? " (partly superseded: the winner holds only " : "",
@@ -2894,6 +2932,10 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
                  "(%.600s)",
                  100 * fabs(out.dec.effect), out.dec.effect <= 0 ? "shorter" : "longer",
                  out.reason);
+    else if (!strncmp(out.reason, "the candidate's ", 16))
+        snprintf(why, sizeof why, "with natural routing the winner's %.600s", out.reason + 16);
+    else if (!strncmp(out.reason, "the control's ", 14))
+        snprintf(why, sizeof why, "with natural routing the baseline's %.600s", out.reason + 14);
     else
         snprintf(why, sizeof why, "with natural routing: %.600s",
                  out.reason[0] ? out.reason : "no statistics");
@@ -3082,9 +3124,19 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
             strcmp(eng_str(nat, "verdict"), "better")) {
             /* the training-equivalent figure does not back the gain: the
              * winner is a benchmark recipe only */
-            char r[512];
+            char r[1024];
             double g = eng_num(nat, "gain");
             int worse = !strcmp(eng_str(nat, "verdict"), "worse");
+            if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(nat, "gain")))
+                /* no figure: a run failed (the winner out of memory once
+                 * routing is no longer balanced, say) */
+                snprintf(r, sizeof r,
+                         "benchmark only: the winner's steps are %.1f%% shorter over steps "
+                         "%d-%d with the contract's forced routing, but %.600s: keep the "
+                         "baseline for training",
+                         100 * *gain, e->c->validate.first, e->c->validate.last,
+                         eng_str(nat, "reason"));
+            else
             snprintf(r, sizeof r,
                      "benchmark only: the winner's steps are %.1f%% shorter over steps %d-%d "
                      "with the contract's forced routing, but %s with natural routing (%.1f%% "

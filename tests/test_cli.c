@@ -362,6 +362,22 @@ START_TEST(candidates_by_wall)
     ck_assert_int_eq(r.status, 64);
     done(&r);
     free(path);
+    /* the plugins see the wall as the profile's evidence: the 235B base
+     * recomputes, and a compute wall makes recompute offer its removal */
+    path = tk_example("qwen3-235b-a22b-h100x256.cfg");
+    {
+        const char *cmp[] = {"candidates", path, "--wall", "compute", NULL};
+        const char *none[] = {"candidates", path, NULL};
+        r = moetune(cmp);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_ptr_nonnull(strstr(r.out, "remove recompute: the wall is compute, not memory"));
+        done(&r);
+        r = moetune(none);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_ptr_null(strstr(r.out, "remove recompute"));
+        done(&r);
+    }
+    free(path);
 }
 END_TEST
 
