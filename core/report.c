@@ -2018,7 +2018,13 @@ static void h_banner(sb *b, const model *m)
         sb_ci(b, v->has_ci, v->ci);
         sb_puts(b, ", p = ");
         sb_p(b, v->p);
-        sb_puts(b, "). This is the total gain, as the final validation measured it.</div>\n");
+        sb_puts(b, "). This is the total gain, as the final validation measured it.");
+        if (v->recommendation && !strncmp(v->recommendation, "benchmark only: ", 16)) {
+            sb_puts(b, "\n<p class=\"rec\">Recommendation: ");
+            sb_html(b, v->recommendation);
+            sb_puts(b, "</p>");
+        }
+        sb_puts(b, "</div>\n");
         return;
     }
     sb_puts(b, "<div class=\"banner bad\"><strong>Validation did not confirm the winner.</strong> "
@@ -2087,10 +2093,16 @@ static void h_summary(sb *b, const model *m)
     sb_puts(b, "</td></tr>\n");
     if (m->val.nat.present && m->val.nat.status && !strcmp(m->val.nat.status, "measured")) {
         sb_puts(b, "<tr><th>Gain with natural routing</th><td>");
-        sb_pct(b, m->val.nat.gain);
-        sb_puts(b, " (");
-        sb_html(b, m->val.nat.label);
-        sb_puts(b, ")</td></tr>\n");
+        if (isfinite(m->val.nat.gain)) {
+            sb_pct(b, m->val.nat.gain);
+            sb_puts(b, " (");
+            sb_html(b, m->val.nat.label);
+            sb_puts(b, ")");
+        } else {
+            sb_puts(b, "none measured: ");
+            sb_html(b, m->val.nat.reason ? m->val.nat.reason : "no statistics");
+        }
+        sb_puts(b, "</td></tr>\n");
     }
     if (m->ablation_complete == 0)
         h_kv(b, "Ablation",
@@ -2779,7 +2791,13 @@ static void md_banner(sb *b, const model *m)
         sb_ci(b, v->has_ci, v->ci);
         sb_puts(b, ", p = ");
         sb_p(b, v->p);
-        sb_puts(b, "). This is the total gain, as the final validation measured it.\n\n");
+        sb_puts(b, "). This is the total gain, as the final validation measured it.\n");
+        if (v->recommendation && !strncmp(v->recommendation, "benchmark only: ", 16)) {
+            sb_puts(b, ">\n> **Recommendation:** ");
+            sb_md(b, v->recommendation);
+            sb_puts(b, "\n");
+        }
+        sb_puts(b, "\n");
         return;
     }
     sb_puts(b, "> **Validation did not confirm the winner.** Measured over ");
@@ -2908,10 +2926,15 @@ static void render_md(sb *b, const model *m)
         sb_md(b, m->base_label);
     if (m->val.nat.present && m->val.nat.status && !strcmp(m->val.nat.status, "measured")) {
         sb_puts(b, " |\n| Gain with natural routing | ");
-        sb_pct(b, m->val.nat.gain);
-        sb_puts(b, " (");
-        sb_md(b, m->val.nat.label);
-        sb_puts(b, ")");
+        if (isfinite(m->val.nat.gain)) {
+            sb_pct(b, m->val.nat.gain);
+            sb_puts(b, " (");
+            sb_md(b, m->val.nat.label);
+            sb_puts(b, ")");
+        } else {
+            sb_puts(b, "none measured: ");
+            sb_md(b, m->val.nat.reason ? m->val.nat.reason : "no statistics");
+        }
     }
     if (m->ablation_complete == 0)
         sb_puts(b, " |\n| Ablation | winner not ablated: the budget left an accepted change "

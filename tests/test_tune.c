@@ -1433,6 +1433,18 @@ START_TEST(natural_routing_out_of_memory_is_benchmark_only)
     ck_assert_msg(strstr(rec, "the winner's run failed: oom") &&
                       strstr(rec, "keep the baseline for training") && !strstr(rec, "nan"),
                   "%s", rec);
+    {
+        /* the report's headline carries the recommendation, and its summary
+         * names the failure instead of a gain */
+        char md[400], *text;
+        snprintf(md, sizeof md, "%s/T/REPORT.md", base);
+        text = tk_slurp(md);
+        ck_assert_ptr_nonnull(text);
+        ck_assert_msg(strstr(text, "> **Recommendation:** benchmark only: "), "%.600s", text);
+        ck_assert_ptr_nonnull(strstr(text, "| Gain with natural routing | none measured: with "
+                                           "natural routing the winner's run failed: oom"));
+        free(text);
+    }
     cJSON_Delete(b);
     rm_rf(base);
 }
