@@ -481,8 +481,121 @@ static void html_escape(FILE *f, const char *s)
 
 /* bisect.html: step time against revision (every sample, each revision's
  * median coloured by its verdict, the culprits marked), then the tables. */
-static int write_html(const char *path, const eng *e, const revlist *revs, const mt_bisect *b)
+static void html_test(FILE *f, const cJSON *t)
 {
+    const cJSON *e = cJSON_GetObjectItem(t, "effect"), *lo = cJSON_GetObjectItem(t, "ci_lo"),
+                *hi = cJSON_GetObjectItem(t, "ci_hi");
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(t, "verdict"));
+    fprintf(f, "<td>");
+    if (t) {
+        html_escape(f, v ? v : "?");
+        if (cJSON_IsNumber(e))
+            fprintf(f, " %+.2f%%", 100 * e->valuedouble);
+        if (cJSON_IsNumber(lo) && cJSON_IsNumber(hi))
+            fprintf(f, " (%+.2f%% .. %+.2f%%)", 100 * lo->valuedouble, 100 * hi->valuedouble);
+    }
+    fprintf(f, "</td>");
+}
+
+/* The config source's culprits and changes (bisect.json's `config`). */
+static void html_config(FILE *f, const cJSON *cfg)
+{
+    const cJSON *c, *u;
+    if (!cfg)
+        return;
+    fprintf(f, "<h2>Config culprits</h2>\n<table><tr><th>kind</th><th>changes</th><th>alone</th>"
+               "<th>partner alone</th><th>together</th></tr>\n");
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cfg, "culprits")) {
+        const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(c, "kind"));
+        fprintf(f, "<tr><td>");
+        html_escape(f, kind ? kind : "?");
+        fprintf(f, "</td><td class=\"mono\">");
+        cJSON_ArrayForEach(u, cJSON_GetObjectItem(c, "units")) {
+            const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(u, "variable"));
+            const char *ch = cJSON_GetStringValue(cJSON_GetObjectItem(u, "change"));
+            html_escape(f, v ? v : "?");
+            fprintf(f, ": ");
+            html_escape(f, ch ? ch : "");
+            fprintf(f, "<br>");
+        }
+        fprintf(f, "</td>");
+        html_test(f, cJSON_GetObjectItem(c, "alone"));
+        html_test(f, cJSON_GetObjectItem(c, "partner_alone"));
+        html_test(f, cJSON_GetObjectItem(c, "together"));
+        fprintf(f, "</tr>\n");
+    }
+    fprintf(f, "</table>\n<h2>Changes, in the order applied</h2>\n<table><tr><th>#</th><th>"
+               "variable</th><th>change</th><th>repairs of that prefix</th></tr>\n");
+    {
+        const cJSON *units = cJSON_GetObjectItem(cfg, "units"),
+                    *pre = cJSON_GetObjectItem(cfg, "prefixes");
+        int i = 0;
+        cJSON_ArrayForEach(u, units) {
+            const cJSON *px = cJSON_GetArrayItem(pre, i + 1);
+            const char *rp = cJSON_GetStringValue(cJSON_GetObjectItem(px, "repairs"));
+            const char *un = cJSON_GetStringValue(cJSON_GetObjectItem(px, "untestable"));
+            fprintf(f, "<tr><td>%d</td><td>", ++i);
+            html_escape(f, cJSON_GetStringValue(cJSON_GetObjectItem(u, "variable")));
+            fprintf(f, "</td><td class=\"mono\">");
+            html_escape(f, cJSON_GetStringValue(cJSON_GetObjectItem(u, "change")));
+            fprintf(f, "</td><td>");
+            html_escape(f, un ? un : rp ? rp : "");
+            fprintf(f, "</td></tr>\n");
+        }
+    }
+    fprintf(f, "</table>\n");
+}
+
+/* One culprit's wall diagnosis (bisect.json's `diagnosis`). */
+static void html_diag(FILE *f, const char *who, const cJSON *x)
+{
+    const cJSON *it;
+    if (!x)
+        return;
+    fprintf(f, "<li><b>");
+    html_escape(f, who);
+    fprintf(f, "</b>: ");
+    if (cJSON_GetObjectItem(x, "error")) {
+        fprintf(f, "not diagnosed: ");
+        html_escape(f, cJSON_GetStringValue(cJSON_GetObjectItem(x, "error")));
+    } else {
+        html_escape(f, cJSON_GetStringValue(cJSON_GetObjectItem(x, "wall")));
+        fprintf(f, ": ");
+        html_escape(f, cJSON_GetStringValue(cJSON_GetObjectItem(x, "reason")));
+        fprintf(f, "<ul>");
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(x, "evidence")) {
+            fprintf(f, "<li class=\"mono\">");
+            html_escape(f, cJSON_GetStringValue(it));
+            fprintf(f, "</li>");
+        }
+        fprintf(f, "</ul>");
+    }
+    fprintf(f, "</li>\n");
+}
+
+static void html_walls(FILE *f, const cJSON *root)
+{
+    const cJSON *c;
+    fprintf(f, "<h2>The wall of each culprit (a matched profiled pair)</h2>\n<ul>\n");
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "culprits"))
+        html_diag(f, cJSON_GetStringValue(cJSON_GetObjectItem(c, "revision")),
+                  cJSON_GetObjectItem(c, "diagnosis"));
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetObjectItem(root, "config"), "culprits")) {
+        char who[300];
+        const cJSON *u;
+        who[0] = '\0';
+        cJSON_ArrayForEach(u, cJSON_GetObjectItem(c, "units"))
+            snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", who[0] ? " + " : "",
+                     cJSON_GetStringValue(cJSON_GetObjectItem(u, "variable")));
+        html_diag(f, who, cJSON_GetObjectItem(c, "diagnosis"));
+    }
+    fprintf(f, "</ul>\n");
+}
+
+static int write_html(const char *path, const eng *e, const revlist *revs, const mt_bisect *b,
+                      const cJSON *root)
+{
+    const cJSON *cfg = cJSON_GetObjectItem(root, "config");
     FILE *f = fopen(path, "w");
     const double W = 900, H = 360, L = 70, R = 20, T = 20, B = 50;
     double lo = INFINITY, hi = -INFINITY, med;
@@ -587,6 +700,8 @@ static int write_html(const char *path, const eng *e, const revlist *revs, const
                 100 * c->ci_lo, 100 * c->ci_hi, c->partial ? "yes" : "no");
     }
     fprintf(f, "</table>\n");
+    html_config(f, cfg);
+    html_walls(f, root);
     if (b->n_notes) {
         fprintf(f, "<h2>Notes</h2><ul>\n");
         for (k = 0; k < b->n_notes; k++) {
@@ -659,6 +774,156 @@ static int same_revisions(const char *dir, const revlist *revs, mt_diag *d)
     return rc;
 }
 
+/* ---- the wall of a culprit -------------------------------------------------------------------- */
+
+#define DIAG_REP 9000 /* the profiled pair's replicate: apart from every search's */
+
+/* A matched profiled pair (kind profile, the contract's screen window, one
+ * replicate each, run back to back by the same executor) before and after
+ * a culprit, and what changed between them: each wall's time per step
+ * (share of the profiled window x the run's median step), the hottest
+ * GPU's peak, the trace's activation evidence and the plugins' verdicts
+ * that differ.  The wall whose time grew most is the regression's, unless
+ * the run after it ran out of memory or left less headroom than the gate
+ * asks (memory).  NULL when the pair could not be measured (why in the
+ * object's "error" otherwise). */
+static cJSON *diagnose(eng *e, const mt_kv *cfg_before, const char *rev_before,
+                       const mt_kv *cfg_after, const char *rev_after, const char *id_before,
+                       const char *id_after, int *executed)
+{
+    static const char *const walls[] = {"communication", "host", "compute"};
+    static const char *const share_of[] = {"exposed_comm", "idle", "compute"};
+    jobreq v[2];
+    cJSON *x = cJSON_CreateObject(), *o[2], *sh, *ev;
+    double ms[2], grow[3], best = -INFINITY, pk[2];
+    const char *wall = NULL;
+    char line[700];
+    int i, w, rc;
+    memset(v, 0, sizeof v);
+    for (i = 0; i < 2; i++) {
+        v[i].cfg = i ? cfg_after : cfg_before;
+        v[i].rev = i ? rev_after : rev_before;
+        if (v[i].rev)
+            memcpy(v[i].id, i ? id_after : id_before, 17);
+        v[i].kind = "profile";
+        v[i].rep = DIAG_REP;
+        v[i].phase = "bisect";
+    }
+    i = e->executed;
+    rc = eng_exec(e, v, 2);
+    *executed += e->executed - i;
+    if (rc || !v[0].out || !v[1].out) {
+        cJSON_AddStringToObject(x, "error", "the profiled pair could not be run");
+        eng_jobs_free(v, 2);
+        return x;
+    }
+    o[0] = v[0].out, o[1] = v[1].out;
+    for (i = 0; i < 2; i++) {
+        cJSON *y = cJSON_AddObjectToObject(x, i ? "after" : "before");
+        cJSON *wl = cJSON_GetObjectItem(o[i], "wall");
+        ms[i] = eng_num(o[i], "ms");
+        pk[i] = eng_num(o[i], "peak_gb");
+        cJSON_AddStringToObject(y, "outcome", eng_str(o[i], "outcome"));
+        num_or_null(y, "ms", ms[i]);
+        num_or_null(y, "peak_gb", pk[i]);
+        if (wl)
+            cJSON_AddItemToObject(y, "wall", cJSON_Duplicate(wl, 1));
+    }
+    if (!eng_job_ok(o[1]) && !strcmp(eng_str(o[1], "outcome"), "oom")) {
+        wall = "memory";
+        snprintf(line, sizeof line, "the run after it ran out of memory: %.300s",
+                 eng_str(o[1], "evidence"));
+    } else if (!eng_job_ok(o[0]) || !eng_job_ok(o[1]) || !cJSON_GetObjectItem(o[0], "wall") ||
+               !cJSON_GetObjectItem(o[1], "wall")) {
+        snprintf(line, sizeof line, "the profiled pair did not both run and profile: %s / %s",
+                 eng_str(o[0], "outcome"), eng_str(o[1], "outcome"));
+        cJSON_AddStringToObject(x, "error", line);
+        eng_jobs_free(v, 2);
+        return x;
+    }
+    sh = cJSON_AddObjectToObject(x, "change_points");
+    for (w = 0; w < 3 && !wall; w++) {
+        double a = eng_num(cJSON_GetObjectItem(o[0], "wall"), share_of[w]);
+        double b = eng_num(cJSON_GetObjectItem(o[1], "wall"), share_of[w]);
+        if (w == 1) { /* host: idle less the pipeline's bubble */
+            a -= eng_num(cJSON_GetObjectItem(o[0], "wall"), "bubble");
+            b -= eng_num(cJSON_GetObjectItem(o[1], "wall"), "bubble");
+        }
+        /* the wall's time per step after minus before, in points of the step before */
+        grow[w] = ms[0] > 0 ? 100 * (b * ms[1] - a * ms[0]) / ms[0] : NAN;
+        num_or_null(sh, walls[w], grow[w]);
+    }
+    for (w = 0; w < 3 && !wall; w++)
+        if (isfinite(grow[w]) && grow[w] > best)
+            best = grow[w];
+    for (w = 0; w < 3 && !wall; w++)
+        if (isfinite(grow[w]) && grow[w] == best) {
+            wall = walls[w];
+            snprintf(line, sizeof line, "%+.1f%% step: %s time %+.1f points of the step",
+                     ms[0] > 0 ? 100 * (ms[1] / ms[0] - 1) : NAN,
+                     w == 0 ? "exposed communication" : w == 1 ? "host (idle, less bubble)"
+                                                               : "compute",
+                     grow[w]);
+        }
+    if (wall && strcmp(wall, "memory") && isfinite(pk[1]) && e->c->memory_headroom > 0) {
+        /* the memory gate: the hottest GPU after it keeps less headroom */
+        const char *cap = mt_kv_get(e->c->hardware, "hbm_gb");
+        double capgb = cap ? strtod(cap, NULL) : NAN;
+        if (isfinite(capgb) && capgb > 0 && pk[1] > (1 - e->c->memory_headroom) * capgb &&
+            !(pk[0] > (1 - e->c->memory_headroom) * capgb))
+            wall = "memory",
+            snprintf(line, sizeof line, "the hottest GPU's peak went %.1f -> %.1f GB, past the "
+                                        "gate's headroom", pk[0], pk[1]);
+    }
+    cJSON_AddStringToObject(x, "wall", wall ? wall : "?");
+    cJSON_AddStringToObject(x, "reason", line);
+    /* the activation evidence that differs: kernels gone or new, graphs, launches */
+    ev = cJSON_AddArrayToObject(x, "evidence");
+    {
+        const cJSON *ta = cJSON_GetObjectItem(o[0], "trace"), *tb = cJSON_GetObjectItem(o[1], "trace"),
+                    *it;
+        cJSON_ArrayForEach(it, tb) {
+            const char *bv = cJSON_GetStringValue(it);
+            const char *av = cJSON_GetStringValue(cJSON_GetObjectItem(ta, it->string));
+            if (!strcmp(it->string, "trace.wall") || !strcmp(it->string, "trace.comm_hidden_fraction"))
+                continue;
+            if (bv && (!av || strcmp(av, bv))) {
+                snprintf(line, sizeof line, "%s: %s -> %s", it->string, av ? av : "(none)", bv);
+                cJSON_AddItemToArray(ev, cJSON_CreateString(line));
+            }
+        }
+        ta = cJSON_GetObjectItem(o[0], "verdicts"), tb = cJSON_GetObjectItem(o[1], "verdicts");
+        cJSON_ArrayForEach(it, tb) {
+            const char *bv = cJSON_GetStringValue(cJSON_GetObjectItem(it, "verdict"));
+            const char *av = cJSON_GetStringValue(
+                cJSON_GetObjectItem(cJSON_GetObjectItem(ta, it->string), "verdict"));
+            if (bv && av && strcmp(av, bv)) {
+                snprintf(line, sizeof line, "verdict %s: %s -> %s (%.300s)", it->string, av, bv,
+                         eng_str(it, "evidence"));
+                cJSON_AddItemToArray(ev, cJSON_CreateString(line));
+            }
+        }
+    }
+    eng_jobs_free(v, 2);
+    return x;
+}
+
+static void print_diagnosis(const char *who, const cJSON *x)
+{
+    const cJSON *it;
+    if (!x)
+        return;
+    if (cJSON_GetObjectItem(x, "error")) {
+        printf("  wall of %s: not diagnosed: %s\n", who,
+               cJSON_GetStringValue(cJSON_GetObjectItem(x, "error")));
+        return;
+    }
+    printf("  wall of %s: %s: %s\n", who, cJSON_GetStringValue(cJSON_GetObjectItem(x, "wall")),
+           cJSON_GetStringValue(cJSON_GetObjectItem(x, "reason")));
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(x, "evidence"))
+        printf("    %s\n", cJSON_GetStringValue(it));
+}
+
 /* ---- the config source ------------------------------------------------------------------------ */
 
 /* Revision k of a config bisection is the good config with the first k
@@ -681,6 +946,7 @@ typedef struct cfgsrc {
     cJSON *culprits;        /* what the follow-up found (owned) */
     cJSON *searches;        /* every search run (owned) */
     long runs;              /* the follow-up's runs */
+    int diag_executed;      /* profiled pairs run now (not in runs_executed) */
 } cfgsrc;
 
 static void cfg_source_free(cfgsrc *s)
@@ -887,6 +1153,19 @@ static void add_test(cJSON *o, const char *k, int v, const double fx[3], const c
         cJSON_AddStringToObject(x, "why", why);
 }
 
+/* The wall of a config culprit: the good config against it with units[0..k-1]. */
+static void cfg_diagnose(eng *e, cfgsrc *s, cJSON *x, const int *units, size_t k)
+{
+    char why[512];
+    mt_kv *after = mt_cfg_diff_apply(e->reg, e->c, s->good, &s->df, units, k, NULL, why,
+                                     sizeof why, e->d);
+    if (after)
+        cJSON_AddItemToObject(x, "diagnosis",
+                              diagnose(e, s->cfgs[0], NULL, after, NULL, NULL, NULL,
+                                       &s->diag_executed));
+    mt_kv_destroy(&after);
+}
+
 /* The follow-up of the prefix search (above).  0, or -1 when a search failed. */
 static int cfg_explain(eng *e, cfgsrc *s, const revlist *revs, const mt_bisect *b,
                        const mt_bisect_params *p, FILE *progress, cJSON *root)
@@ -921,6 +1200,7 @@ static int cfg_explain(eng *e, cfgsrc *s, const revlist *revs, const mt_bisect *
             add_test(x, "alone", v, fx, why);
             if (ns < 64)
                 singles[ns++] = u;
+            cfg_diagnose(e, s, x, &u, 1);
             continue;
         }
         /* not slower alone (or untestable alone): which earlier unit completes it? */
@@ -1020,6 +1300,8 @@ static int cfg_explain(eng *e, cfgsrc *s, const revlist *revs, const mt_bisect *
             cJSON_AddItemToArray(us, unit_json(s, u));
             add_test(x, "partner_alone", pv, ffx, why);
             add_test(x, "together", tv, tfx, why);
+            if (tv == 1)
+                cfg_diagnose(e, s, x, units, 2);
         }
     }
     {
@@ -1027,7 +1309,7 @@ static int cfg_explain(eng *e, cfgsrc *s, const revlist *revs, const mt_bisect *
         if (r)
             cJSON_SetNumberValue(r, (double)b->runs + (double)s->runs);
         if ((r = cJSON_GetObjectItem(root, "runs_executed")))
-            cJSON_SetNumberValue(r, e->executed);
+            cJSON_SetNumberValue(r, e->executed - s->diag_executed);
         if ((r = cJSON_GetObjectItem(root, "gpu_hours")))
             cJSON_SetNumberValue(r, e->gpu_hours);
     }
@@ -1106,6 +1388,7 @@ static void cfg_print(const cJSON *root)
         if (cJSON_GetObjectItem(c, "why"))
             printf(" %s", cJSON_GetStringValue(cJSON_GetObjectItem(c, "why")));
         printf("\n");
+        print_diagnosis(kind ? kind : "?", cJSON_GetObjectItem(c, "diagnosis"));
     }
 }
 
@@ -1211,6 +1494,30 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     }
     if (o->good_config && json)
         cfg_json(&cs, json);
+    if (!o->good_config && b.outcome == MT_BISECT_FOUND && json) {
+        /* each exact culprit's wall: its parent and it, profiled back to back */
+        cJSON *arr = cJSON_GetObjectItem(json, "culprits");
+        for (i = 0; i < (size_t)b.n_culprits; i++) {
+            const mt_bisect_culprit *cu = &b.culprits[i];
+            char ia[17], ib[17];
+            if (cu->lo != cu->hi)
+                continue;
+            mt_prepare_rev_id(revs.v[cu->parent], ia);
+            mt_prepare_rev_id(revs.v[cu->hi], ib);
+            if (o->progress)
+                fprintf(o->progress, "moetune bisect: the wall of #%d: a profiled pair\n", cu->hi);
+            cJSON_AddItemToObject(cJSON_GetArrayItem(arr, (int)i), "diagnosis",
+                                  diagnose(&e, e.baseline, revs.v[cu->parent], e.baseline,
+                                           revs.v[cu->hi], ia, ib, &cs.diag_executed));
+        }
+        cJSON_SetNumberValue(cJSON_GetObjectItem(json, "gpu_hours"), e.gpu_hours);
+    }
+    if (json) {
+        /* the searches' runs and the profiled pairs', apart */
+        cJSON_SetNumberValue(cJSON_GetObjectItem(json, "runs_executed"),
+                             e.executed - cs.diag_executed);
+        cJSON_AddNumberToObject(json, "diagnosis_runs_executed", cs.diag_executed);
+    }
     text = json ? cJSON_Print(json) : NULL;
     snprintf(path, sizeof path, "%s/bisect.json", o->dir);
     if (!text || !(f = fopen(path, "w"))) {
@@ -1224,7 +1531,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
         goto out;
     }
     snprintf(path, sizeof path, "%s/bisect.html", o->dir);
-    if (write_html(path, &e, &revs, &b)) {
+    if (write_html(path, &e, &revs, &b, json)) {
         mt_diag_add(d, path, 0, NULL, "cannot write: %s", strerror(errno));
         goto out;
     }
@@ -1237,12 +1544,16 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
                100 * b.ends_ci_lo, 100 * b.ends_ci_hi, b.revs[0].n, b.revs[b.n - 1].n);
     for (i = 0; i < (size_t)b.n_culprits; i++) {
         const mt_bisect_culprit *cu = &b.culprits[i];
-        if (cu->lo == cu->hi)
+        if (cu->lo == cu->hi) {
             printf("culprit: %s (#%d): %+.2f%% step time (95%% CI %+.2f%% .. %+.2f%%), %.1f -> "
                    "%.1f ms%s\n",
                    revs.v[cu->hi], cu->hi, 100 * cu->effect, 100 * cu->ci_lo, 100 * cu->ci_hi,
                    cu->ms_before, cu->ms_after, cu->partial ? " (a partial step)" : "");
-        else {
+            print_diagnosis(revs.v[cu->hi],
+                            cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(json, "culprits"),
+                                                                   (int)i),
+                                                "diagnosis"));
+        } else {
             int j;
             printf("culprit range: one of #%d..#%d (the others could not be tested): %+.2f%% "
                    "(95%% CI %+.2f%% .. %+.2f%%)\n",

@@ -39,6 +39,8 @@ check "config: the pair is not slower alone, slower together" \
   python3 -c "import json,sys; c=[c for c in json.load(open(sys.argv[1]))['config']['culprits'] if c['kind']=='pair'][0]; sys.exit(0 if c['alone']['verdict']=='not slower' and c['partner_alone']['verdict']=='not slower' and c['together']['verdict']=='slower' and c['together']['effect'] > 0.01 else 1)" "$T/c1/bisect.json"
 check "config: the dispatcher alone is at least 5% slower" \
   python3 -c "import json,sys; c=[c for c in json.load(open(sys.argv[1]))['config']['culprits'] if c['kind']=='single'][0]; sys.exit(0 if c['alone']['effect'] >= 0.05 else 1)" "$T/c1/bisect.json"
+check "config: the dispatcher's wall is communication, HybridEP's kernels replaced by NCCL all-to-all" \
+  python3 -c "import json,sys; c=[c for c in json.load(open(sys.argv[1]))['config']['culprits'] if c['kind']=='single'][0]['diagnosis']; ev=' '.join(c['evidence']); sys.exit(0 if c['wall']=='communication' and 'trace.hybridep_kernels: 96 -> 0' in ev and 'trace.alltoall_kernels: 0 -> 96' in ev and c['change_points']['communication'] > 5 else 1)" "$T/c1/bisect.json"
 runs=$(json "$T/c1/bisect.json" "j['runs']")
 executed=$(json "$T/c1/bisect.json" "j['runs_executed']")
 echo "config bisection: $runs runs asked, $executed executed (budget $BUDGET)"
@@ -47,6 +49,9 @@ check "config: the repair of the illegal prefix is disclosed" \
   python3 -c "import json,sys; p=json.load(open(sys.argv[1]))['config']['prefixes']; sys.exit(0 if any('overlap_param_gather=false' in x['repairs'] for x in p) else 1)" "$T/c1/bisect.json"
 check "config: stdout names both culprits" \
   bash -c "grep -q 'config culprit (single): dispatcher' '$T/out1' && grep -q 'config culprit (pair): grad_reduce_overlap' '$T/out1'"
+
+check "config: bisect.html lists the config culprits and the changes" \
+  bash -c "grep -q '<h2>Config culprits</h2>' '$T/c1/bisect.html' && grep -q 'overlap_grad_reduce: true -&gt; false' '$T/c1/bisect.html' && grep -q 'trace.hybridep_kernels: 96 -&gt; 0' '$T/c1/bisect.html'"
 
 # 3. again: everything from the store
 "$MOETUNE" bisect "$GOOD" --good-config "$GOOD" --bad-config "$BAD" --dir "$T/c1" --quiet \

@@ -80,6 +80,8 @@ check "one regression: named by its hash" \
   [ "$(json "$T/b1/bisect.json" "j['culprits'][0]['revision']")" = "$(rev "$T/r1" 37)" ]
 check "one regression: the step's interval holds 3%" \
   python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['culprits'][0]; sys.exit(0 if c['ci_lo'] < 0.03 < c['ci_hi'] + 0.01 and c['effect'] > 0.015 else 1)" "$T/b1/bisect.json"
+check "one regression: the culprit carries its wall diagnosis (a profiled pair)" \
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['culprits'][0]['diagnosis']; sys.exit(0 if d['wall'] in ('memory','communication','host','compute') and d['before']['wall'] and d['after']['wall'] and 'change_points' in d else 1)" "$T/b1/bisect.json"
 runs1=$(json "$T/b1/bisect.json" "j['runs']")
 check "one regression: under 12 x log2(64) = 72 runs ($runs1)" [ "$runs1" -lt 72 ]
 check "one regression: every measured revision has samples and a verdict" \
