@@ -1943,11 +1943,15 @@ usage:
 
 #define BISECT_USAGE                                                                             \
     "usage: moetune bisect CONTRACT --good REV --bad REV (--repo PATH | --revs FILE) --dir DIR\n" \
+    "       moetune bisect CONTRACT --good-config GOOD.cfg --bad-config BAD.cfg --dir DIR\n"      \
     "                      [--prepare 'ARGV TEMPLATE']... [--prepare-timeout S] [--jobs N]\n"    \
     "                      [--workers tcp://HOST:PORT [--keys DIR] [--job-grace S]\n"             \
     "                      [--worker-wait S]] [--quiet]\n"                                       \
     "  templates: words split at blanks, '...' or \"...\" group, no shell; placeholders\n"        \
-    "  {rev} {work} {repo}; a step exiting 125 skips the revision.  Run the same command\n"      \
+    "  {rev} {work} {repo}; a step exiting 125 skips the revision.  --good-config and\n"         \
+    "  --bad-config: two contracts (e.g. from moetune import) of the contract's model,\n"      \
+    "  hardware and stack; the knob changes between their base configs are bisected.\n"       \
+    "  Run the same command\n"                                                                   \
     "  with the same --dir to resume.  Exit: 0 culprit found, 3 regression not reproduced,\n"    \
     "  1 failed, 2 bad input, 75 another process owns DIR.\n"
 
@@ -1987,6 +1991,10 @@ static int cmd_bisect(int argc, char **argv)
             o.repo = v;
         else if (!strcmp(a, "--revs"))
             o.revs_file = v;
+        else if (!strcmp(a, "--good-config"))
+            o.good_config = v;
+        else if (!strcmp(a, "--bad-config"))
+            o.bad_config = v;
         else if (!strcmp(a, "--dir"))
             o.dir = v;
         else if (!strcmp(a, "--prepare"))
@@ -2006,8 +2014,16 @@ static int cmd_bisect(int argc, char **argv)
         else
             goto usage;
     }
-    if (!contract || !o.good || !o.bad || !o.dir || !o.repo == !o.revs_file || o.slots < 1 ||
-        o.prepare_timeout_s < 0)
+    if (o.good_config || o.bad_config) {
+        /* the config source: two contracts, nothing to check out */
+        if (!contract || !o.good_config || !o.bad_config || !o.dir || o.good || o.bad || o.repo ||
+            o.revs_file || o.n_prepare || o.slots < 1) {
+            fputs("moetune bisect: --good-config and --bad-config go together, with --dir, and "
+                  "without --good, --bad, --repo, --revs or --prepare\n", stderr);
+            goto usage;
+        }
+    } else if (!contract || !o.good || !o.bad || !o.dir || !o.repo == !o.revs_file ||
+               o.slots < 1 || o.prepare_timeout_s < 0)
         goto usage;
     o.prepare = prep;
     /* every prepare template must split and expand before anything runs */

@@ -13,6 +13,7 @@
 #include "bisect.h"
 #include "engine_int.h"
 
+#include "bisect_config.h"
 #include "config.h"
 #include "launch.h"
 #include "prepare.h"
@@ -249,6 +250,10 @@ typedef struct bctx {
     const revlist *revs;
     char (*ids)[17];
     FILE *progress;
+    /* the config source: revision i is the config cfgs[i], or, when NULL,
+     * untestable for the reason skip[i] (no legal repair) */
+    mt_kv **cfgs;
+    char **skip;
 } bctx;
 
 
@@ -261,17 +266,49 @@ static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
     if (!v)
         return -1;
     for (i = 0; i < n; i++) {
-        v[i].cfg = b->e->baseline;
-        memcpy(v[i].id, b->ids[jobs[i].rev], 17);
         v[i].kind = "bisect";
         v[i].rep = jobs[i].rep;
         v[i].phase = "bisect";
+        if (b->cfgs) {
+            /* a config: named by its own id (eng_exec), no prepare step */
+            v[i].cfg = b->cfgs[jobs[i].rev];
+            continue;
+        }
+        v[i].cfg = b->e->baseline;
+        memcpy(v[i].id, b->ids[jobs[i].rev], 17);
         v[i].rev = b->revs->v[jobs[i].rev];
     }
-    rc = eng_exec(b->e, v, n);
+    {
+        /* untestable configs are skipped without a run; the rest run */
+        jobreq *w = calloc(n, sizeof *w);
+        size_t m = 0;
+        if (!w) {
+            free(v);
+            return -1;
+        }
+        for (i = 0; i < n; i++)
+            if (v[i].cfg)
+                w[m++] = v[i];
+        rc = eng_exec(b->e, w, m);
+        for (i = 0, m = 0; i < n; i++)
+            if (v[i].cfg)
+                v[i] = w[m++];
+        free(w);
+    }
     for (i = 0; i < n && !rc; i++) {
-        const char *oc = eng_str(v[i].out, "outcome");
+        const char *oc;
         mt_bisect_job *j = &jobs[i];
+        if (!v[i].cfg) {
+            j->status = MT_BJ_SKIP;
+            j->ms = NAN;
+            snprintf(j->outcome, sizeof j->outcome, "skip");
+            snprintf(j->evidence, sizeof j->evidence, "%s", b->skip[j->rev]);
+            if (b->progress)
+                fprintf(b->progress, "moetune bisect: #%d %s: skipped: %.200s\n", j->rev,
+                        b->revs->v[j->rev], j->evidence);
+            continue;
+        }
+        oc = eng_str(v[i].out, "outcome");
         snprintf(j->outcome, sizeof j->outcome, "%s", oc[0] ? oc : "?");
         snprintf(j->evidence, sizeof j->evidence, "%s", eng_str(v[i].out, "evidence"));
         j->ms = NAN;
@@ -288,10 +325,10 @@ static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
         if (b->progress) {
             if (j->status == MT_BJ_OK)
                 fprintf(b->progress, "moetune bisect: #%d %.12s replicate %d: %.1f ms%s\n", j->rev,
-                        v[i].rev, j->rep, j->ms, v[i].fresh ? "" : " (from the store)");
+                        b->revs->v[j->rev], j->rep, j->ms, v[i].fresh ? "" : " (from the store)");
             else
                 fprintf(b->progress, "moetune bisect: #%d %.12s replicate %d: %s: %.200s\n",
-                        j->rev, v[i].rev, j->rep, j->outcome, j->evidence);
+                        j->rev, b->revs->v[j->rev], j->rep, j->outcome, j->evidence);
         }
     }
     eng_jobs_free(v, n);
@@ -338,8 +375,10 @@ static cJSON *bisect_json(const eng *e, const mt_bisect_opts *o, const revlist *
     cJSON_AddStringToObject(x, "path", e->c->path ? e->c->path : "");
     cJSON_AddStringToObject(root, "good", revs->v[0]);
     cJSON_AddStringToObject(root, "bad", revs->v[revs->n - 1]);
-    cJSON_AddStringToObject(root, "source", o->repo ? "git" : "file");
-    cJSON_AddStringToObject(root, "origin", o->repo ? o->repo : o->revs_file);
+    cJSON_AddStringToObject(root, "source", o->good_config ? "config" : o->repo ? "git" : "file");
+    cJSON_AddStringToObject(root, "origin", o->good_config ? o->good_config
+                                            : o->repo      ? o->repo
+                                                           : o->revs_file);
     cJSON_AddNumberToObject(root, "revisions", (double)revs->n);
     cJSON_AddStringToObject(root, "outcome", outcome_name(b->outcome));
     cJSON_AddStringToObject(root, "summary", b->why);
@@ -442,8 +481,121 @@ static void html_escape(FILE *f, const char *s)
 
 /* bisect.html: step time against revision (every sample, each revision's
  * median coloured by its verdict, the culprits marked), then the tables. */
-static int write_html(const char *path, const eng *e, const revlist *revs, const mt_bisect *b)
+static void html_test(FILE *f, const cJSON *t)
 {
+    const cJSON *e = cJSON_GetObjectItem(t, "effect"), *lo = cJSON_GetObjectItem(t, "ci_lo"),
+                *hi = cJSON_GetObjectItem(t, "ci_hi");
+    const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(t, "verdict"));
+    fprintf(f, "<td>");
+    if (t) {
+        html_escape(f, v ? v : "?");
+        if (cJSON_IsNumber(e))
+            fprintf(f, " %+.2f%%", 100 * e->valuedouble);
+        if (cJSON_IsNumber(lo) && cJSON_IsNumber(hi))
+            fprintf(f, " (%+.2f%% .. %+.2f%%)", 100 * lo->valuedouble, 100 * hi->valuedouble);
+    }
+    fprintf(f, "</td>");
+}
+
+/* The config source's culprits and changes (bisect.json's `config`). */
+static void html_config(FILE *f, const cJSON *cfg)
+{
+    const cJSON *c, *u;
+    if (!cfg)
+        return;
+    fprintf(f, "<h2>Config culprits</h2>\n<table><tr><th>kind</th><th>changes</th><th>alone</th>"
+               "<th>partner alone</th><th>together</th></tr>\n");
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cfg, "culprits")) {
+        const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(c, "kind"));
+        fprintf(f, "<tr><td>");
+        html_escape(f, kind ? kind : "?");
+        fprintf(f, "</td><td class=\"mono\">");
+        cJSON_ArrayForEach(u, cJSON_GetObjectItem(c, "units")) {
+            const char *v = cJSON_GetStringValue(cJSON_GetObjectItem(u, "variable"));
+            const char *ch = cJSON_GetStringValue(cJSON_GetObjectItem(u, "change"));
+            html_escape(f, v ? v : "?");
+            fprintf(f, ": ");
+            html_escape(f, ch ? ch : "");
+            fprintf(f, "<br>");
+        }
+        fprintf(f, "</td>");
+        html_test(f, cJSON_GetObjectItem(c, "alone"));
+        html_test(f, cJSON_GetObjectItem(c, "partner_alone"));
+        html_test(f, cJSON_GetObjectItem(c, "together"));
+        fprintf(f, "</tr>\n");
+    }
+    fprintf(f, "</table>\n<h2>Changes, in the order applied</h2>\n<table><tr><th>#</th><th>"
+               "variable</th><th>change</th><th>repairs of that prefix</th></tr>\n");
+    {
+        const cJSON *units = cJSON_GetObjectItem(cfg, "units"),
+                    *pre = cJSON_GetObjectItem(cfg, "prefixes");
+        int i = 0;
+        cJSON_ArrayForEach(u, units) {
+            const cJSON *px = cJSON_GetArrayItem(pre, i + 1);
+            const char *rp = cJSON_GetStringValue(cJSON_GetObjectItem(px, "repairs"));
+            const char *un = cJSON_GetStringValue(cJSON_GetObjectItem(px, "untestable"));
+            fprintf(f, "<tr><td>%d</td><td>", ++i);
+            html_escape(f, cJSON_GetStringValue(cJSON_GetObjectItem(u, "variable")));
+            fprintf(f, "</td><td class=\"mono\">");
+            html_escape(f, cJSON_GetStringValue(cJSON_GetObjectItem(u, "change")));
+            fprintf(f, "</td><td>");
+            html_escape(f, un ? un : rp ? rp : "");
+            fprintf(f, "</td></tr>\n");
+        }
+    }
+    fprintf(f, "</table>\n");
+}
+
+/* One culprit's wall diagnosis (bisect.json's `diagnosis`). */
+static void html_diag(FILE *f, const char *who, const cJSON *x)
+{
+    const cJSON *it;
+    if (!x)
+        return;
+    fprintf(f, "<li><b>");
+    html_escape(f, who);
+    fprintf(f, "</b>: ");
+    if (cJSON_GetObjectItem(x, "error")) {
+        fprintf(f, "not diagnosed: ");
+        html_escape(f, cJSON_GetStringValue(cJSON_GetObjectItem(x, "error")));
+    } else {
+        html_escape(f, cJSON_GetStringValue(cJSON_GetObjectItem(x, "wall")));
+        fprintf(f, ": ");
+        html_escape(f, cJSON_GetStringValue(cJSON_GetObjectItem(x, "reason")));
+        fprintf(f, "<ul>");
+        cJSON_ArrayForEach(it, cJSON_GetObjectItem(x, "evidence")) {
+            fprintf(f, "<li class=\"mono\">");
+            html_escape(f, cJSON_GetStringValue(it));
+            fprintf(f, "</li>");
+        }
+        fprintf(f, "</ul>");
+    }
+    fprintf(f, "</li>\n");
+}
+
+static void html_walls(FILE *f, const cJSON *root)
+{
+    const cJSON *c;
+    fprintf(f, "<h2>The wall of each culprit (a matched profiled pair)</h2>\n<ul>\n");
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(root, "culprits"))
+        html_diag(f, cJSON_GetStringValue(cJSON_GetObjectItem(c, "revision")),
+                  cJSON_GetObjectItem(c, "diagnosis"));
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(cJSON_GetObjectItem(root, "config"), "culprits")) {
+        char who[300];
+        const cJSON *u;
+        who[0] = '\0';
+        cJSON_ArrayForEach(u, cJSON_GetObjectItem(c, "units"))
+            snprintf(who + strlen(who), sizeof who - strlen(who), "%s%s", who[0] ? " + " : "",
+                     cJSON_GetStringValue(cJSON_GetObjectItem(u, "variable")));
+        html_diag(f, who, cJSON_GetObjectItem(c, "diagnosis"));
+    }
+    fprintf(f, "</ul>\n");
+}
+
+static int write_html(const char *path, const eng *e, const revlist *revs, const mt_bisect *b,
+                      const cJSON *root)
+{
+    const cJSON *cfg = cJSON_GetObjectItem(root, "config");
     FILE *f = fopen(path, "w");
     const double W = 900, H = 360, L = 70, R = 20, T = 20, B = 50;
     double lo = INFINITY, hi = -INFINITY, med;
@@ -548,6 +700,8 @@ static int write_html(const char *path, const eng *e, const revlist *revs, const
                 100 * c->ci_lo, 100 * c->ci_hi, c->partial ? "yes" : "no");
     }
     fprintf(f, "</table>\n");
+    html_config(f, cfg);
+    html_walls(f, root);
     if (b->n_notes) {
         fprintf(f, "<h2>Notes</h2><ul>\n");
         for (k = 0; k < b->n_notes; k++) {
@@ -620,10 +774,629 @@ static int same_revisions(const char *dir, const revlist *revs, mt_diag *d)
     return rc;
 }
 
+/* ---- the wall of a culprit -------------------------------------------------------------------- */
+
+#define DIAG_REP 9000 /* the profiled pair's replicate: apart from every search's */
+
+/* A matched profiled pair (kind profile, the contract's screen window, one
+ * replicate each, run back to back by the same executor) before and after
+ * a culprit, and what changed between them: each wall's time per step
+ * (share of the profiled window x the run's median step), the hottest
+ * GPU's peak, the trace's activation evidence and the plugins' verdicts
+ * that differ.  The wall whose time grew most is the regression's, unless
+ * the run after it ran out of memory or left less headroom than the gate
+ * asks (memory).  NULL when the pair could not be measured (why in the
+ * object's "error" otherwise). */
+static cJSON *diagnose(eng *e, const mt_kv *cfg_before, const char *rev_before,
+                       const mt_kv *cfg_after, const char *rev_after, const char *id_before,
+                       const char *id_after, int *executed)
+{
+    static const char *const walls[] = {"communication", "host", "compute"};
+    static const char *const share_of[] = {"exposed_comm", "idle", "compute"};
+    jobreq v[2];
+    cJSON *x = cJSON_CreateObject(), *o[2], *sh, *ev;
+    double ms[2], grow[3], best = -INFINITY, pk[2];
+    const char *wall = NULL;
+    char line[700];
+    int i, w, rc;
+    memset(v, 0, sizeof v);
+    for (i = 0; i < 2; i++) {
+        v[i].cfg = i ? cfg_after : cfg_before;
+        v[i].rev = i ? rev_after : rev_before;
+        if (v[i].rev)
+            memcpy(v[i].id, i ? id_after : id_before, 17);
+        v[i].kind = "profile";
+        v[i].rep = DIAG_REP;
+        v[i].phase = "bisect";
+    }
+    i = e->executed;
+    rc = eng_exec(e, v, 2);
+    *executed += e->executed - i;
+    if (rc || !v[0].out || !v[1].out) {
+        cJSON_AddStringToObject(x, "error", "the profiled pair could not be run");
+        eng_jobs_free(v, 2);
+        return x;
+    }
+    o[0] = v[0].out, o[1] = v[1].out;
+    for (i = 0; i < 2; i++) {
+        cJSON *y = cJSON_AddObjectToObject(x, i ? "after" : "before");
+        cJSON *wl = cJSON_GetObjectItem(o[i], "wall");
+        ms[i] = eng_num(o[i], "ms");
+        pk[i] = eng_num(o[i], "peak_gb");
+        cJSON_AddStringToObject(y, "outcome", eng_str(o[i], "outcome"));
+        num_or_null(y, "ms", ms[i]);
+        num_or_null(y, "peak_gb", pk[i]);
+        if (wl)
+            cJSON_AddItemToObject(y, "wall", cJSON_Duplicate(wl, 1));
+    }
+    if (!eng_job_ok(o[1]) && !strcmp(eng_str(o[1], "outcome"), "oom")) {
+        wall = "memory";
+        snprintf(line, sizeof line, "the run after it ran out of memory: %.300s",
+                 eng_str(o[1], "evidence"));
+    } else if (!eng_job_ok(o[0]) || !eng_job_ok(o[1]) || !cJSON_GetObjectItem(o[0], "wall") ||
+               !cJSON_GetObjectItem(o[1], "wall")) {
+        snprintf(line, sizeof line, "the profiled pair did not both run and profile: %s / %s",
+                 eng_str(o[0], "outcome"), eng_str(o[1], "outcome"));
+        cJSON_AddStringToObject(x, "error", line);
+        eng_jobs_free(v, 2);
+        return x;
+    }
+    sh = cJSON_AddObjectToObject(x, "change_points");
+    for (w = 0; w < 3 && !wall; w++) {
+        double a = eng_num(cJSON_GetObjectItem(o[0], "wall"), share_of[w]);
+        double b = eng_num(cJSON_GetObjectItem(o[1], "wall"), share_of[w]);
+        if (w == 1) { /* host: idle less the pipeline's bubble */
+            a -= eng_num(cJSON_GetObjectItem(o[0], "wall"), "bubble");
+            b -= eng_num(cJSON_GetObjectItem(o[1], "wall"), "bubble");
+        }
+        /* the wall's time per step after minus before, in points of the step before */
+        grow[w] = ms[0] > 0 ? 100 * (b * ms[1] - a * ms[0]) / ms[0] : NAN;
+        num_or_null(sh, walls[w], grow[w]);
+    }
+    for (w = 0; w < 3 && !wall; w++)
+        if (isfinite(grow[w]) && grow[w] > best)
+            best = grow[w];
+    for (w = 0; w < 3 && !wall; w++)
+        if (isfinite(grow[w]) && grow[w] == best) {
+            wall = walls[w];
+            snprintf(line, sizeof line, "%+.1f%% step: %s time %+.1f points of the step",
+                     ms[0] > 0 ? 100 * (ms[1] / ms[0] - 1) : NAN,
+                     w == 0 ? "exposed communication" : w == 1 ? "host (idle, less bubble)"
+                                                               : "compute",
+                     grow[w]);
+        }
+    if (wall && strcmp(wall, "memory") && isfinite(pk[1]) && e->c->memory_headroom > 0) {
+        /* the memory gate: the hottest GPU after it keeps less headroom */
+        const char *cap = mt_kv_get(e->c->hardware, "hbm_gb");
+        double capgb = cap ? strtod(cap, NULL) : NAN;
+        if (isfinite(capgb) && capgb > 0 && pk[1] > (1 - e->c->memory_headroom) * capgb &&
+            !(pk[0] > (1 - e->c->memory_headroom) * capgb))
+            wall = "memory",
+            snprintf(line, sizeof line, "the hottest GPU's peak went %.1f -> %.1f GB, past the "
+                                        "gate's headroom", pk[0], pk[1]);
+    }
+    cJSON_AddStringToObject(x, "wall", wall ? wall : "?");
+    cJSON_AddStringToObject(x, "reason", line);
+    /* the activation evidence that differs: kernels gone or new, graphs, launches */
+    ev = cJSON_AddArrayToObject(x, "evidence");
+    {
+        const cJSON *ta = cJSON_GetObjectItem(o[0], "trace"), *tb = cJSON_GetObjectItem(o[1], "trace"),
+                    *it;
+        cJSON_ArrayForEach(it, tb) {
+            const char *bv = cJSON_GetStringValue(it);
+            const char *av = cJSON_GetStringValue(cJSON_GetObjectItem(ta, it->string));
+            if (!strcmp(it->string, "trace.wall") || !strcmp(it->string, "trace.comm_hidden_fraction"))
+                continue;
+            if (bv && (!av || strcmp(av, bv))) {
+                snprintf(line, sizeof line, "%s: %s -> %s", it->string, av ? av : "(none)", bv);
+                cJSON_AddItemToArray(ev, cJSON_CreateString(line));
+            }
+        }
+        ta = cJSON_GetObjectItem(o[0], "verdicts"), tb = cJSON_GetObjectItem(o[1], "verdicts");
+        cJSON_ArrayForEach(it, tb) {
+            const char *bv = cJSON_GetStringValue(cJSON_GetObjectItem(it, "verdict"));
+            const char *av = cJSON_GetStringValue(
+                cJSON_GetObjectItem(cJSON_GetObjectItem(ta, it->string), "verdict"));
+            if (bv && av && strcmp(av, bv)) {
+                snprintf(line, sizeof line, "verdict %s: %s -> %s (%.300s)", it->string, av, bv,
+                         eng_str(it, "evidence"));
+                cJSON_AddItemToArray(ev, cJSON_CreateString(line));
+            }
+        }
+    }
+    eng_jobs_free(v, 2);
+    return x;
+}
+
+static void print_diagnosis(const char *who, const cJSON *x)
+{
+    const cJSON *it;
+    if (!x)
+        return;
+    if (cJSON_GetObjectItem(x, "error")) {
+        printf("  wall of %s: not diagnosed: %s\n", who,
+               cJSON_GetStringValue(cJSON_GetObjectItem(x, "error")));
+        return;
+    }
+    printf("  wall of %s: %s: %s\n", who, cJSON_GetStringValue(cJSON_GetObjectItem(x, "wall")),
+           cJSON_GetStringValue(cJSON_GetObjectItem(x, "reason")));
+    cJSON_ArrayForEach(it, cJSON_GetObjectItem(x, "evidence"))
+        printf("    %s\n", cJSON_GetStringValue(it));
+}
+
+/* ---- the config source ------------------------------------------------------------------------ */
+
+/* Revision k of a config bisection is the good config with the first k
+ * units applied (units in name order, bisect_config.h), repaired; k = 0 is
+ * the good config, k = n the bad one.  The first search finds where the
+ * prefixes slow down; each culprit unit is then measured alone on the good
+ * config: a unit slower alone is a culprit of its own; one that is not
+ * slows only with something before it, which a second search finds (the
+ * good config with the single culprits and the unit, then the earlier
+ * units one by one), and the pair is measured together and its partner
+ * alone.  Every measurement is a job of the same memo, so a config that
+ * two searches share is measured once. */
+typedef struct cfgsrc {
+    mt_contract *ca, *cb;   /* the two contracts (owned) */
+    mt_kv *good, *bad;      /* their base configs (owned) */
+    mt_cfg_diff df;
+    size_t n;               /* revisions: df.n + 1 */
+    mt_kv **cfgs;           /* prefix configs; NULL: untestable (owned) */
+    char **skip, **repairs; /* why untestable; the repairs it needed (owned) */
+    cJSON *culprits;        /* what the follow-up found (owned) */
+    cJSON *searches;        /* every search run (owned) */
+    long runs;              /* the follow-up's runs */
+    int diag_executed;      /* profiled pairs run now (not in runs_executed) */
+} cfgsrc;
+
+static void cfg_source_free(cfgsrc *s)
+{
+    size_t i;
+    for (i = 0; i < s->n; i++) {
+        mt_kv_destroy(&s->cfgs[i]);
+        free(s->skip[i]);
+        free(s->repairs[i]);
+    }
+    free(s->cfgs);
+    free(s->skip);
+    free(s->repairs);
+    mt_cfg_diff_free(&s->df);
+    mt_kv_destroy(&s->good);
+    mt_kv_destroy(&s->bad);
+    mt_contract_destroy(&s->ca);
+    mt_contract_destroy(&s->cb);
+    cJSON_Delete(s->culprits);
+    cJSON_Delete(s->searches);
+    memset(s, 0, sizeof *s);
+}
+
+/* group of x must equal the measurement contract's: the first difference named. */
+static int same_group(const mt_kv *ref, const mt_kv *x, const char *group, const char *path,
+                      mt_diag *d)
+{
+    const char *k, *v;
+    size_t i;
+    for (i = 0; mt_kv_entry(ref, i, &k, &v) == 0; i++) {
+        const char *w = mt_kv_get(x, k);
+        if (!w || strcmp(v, w)) {
+            mt_diag_add(d, path, 0, NULL,
+                        "%s.%s is %s here and %s in the bisection's contract: a config "
+                        "bisection compares configs of the same model, hardware and stack",
+                        group, k, w ? w : "(unset)", v);
+            return -1;
+        }
+    }
+    for (i = 0; mt_kv_entry(x, i, &k, &v) == 0; i++)
+        if (!mt_kv_get(ref, k)) {
+            mt_diag_add(d, path, 0, NULL,
+                        "%s.%s is set here and not in the bisection's contract: a config "
+                        "bisection compares configs of the same model, hardware and stack",
+                        group, k);
+            return -1;
+        }
+    return 0;
+}
+
+static int cfg_source_open(mt_registry *reg, const mt_contract *c, const mt_bisect_opts *o,
+                           cfgsrc *s, revlist *revs, mt_diag *d)
+{
+    const char *paths[2] = {o->good_config, o->bad_config};
+    mt_contract **cc[2] = {&s->ca, &s->cb};
+    mt_kv **cfg[2] = {&s->good, &s->bad};
+    int *all = NULL, i;
+    size_t k;
+    char why[512], name[300], id[17];
+    for (i = 0; i < 2; i++) {
+        if (!(*cc[i] = mt_contract_load(paths[i], d)))
+            return -EINVAL;
+        if (same_group(c->model, (*cc[i])->model, "model", paths[i], d) ||
+            same_group(c->hardware, (*cc[i])->hardware, "hardware", paths[i], d) ||
+            same_group(c->stack, (*cc[i])->stack, "stack", paths[i], d) ||
+            same_group(c->batch, (*cc[i])->batch, "batch", paths[i], d))
+            return -EINVAL;
+        if (!(*cfg[i] = mt_config_base(reg, *cc[i], d)))
+            return -EINVAL;
+    }
+    if (mt_cfg_diff_build(reg, s->good, s->bad, &s->df))
+        return -ENOMEM;
+    if (!s->df.n) {
+        mt_diag_add(d, o->bad_config, 0, NULL,
+                    "its base config is the same as that of %s: nothing to bisect", o->good_config);
+        return -EINVAL;
+    }
+    s->n = s->df.n + 1;
+    s->cfgs = calloc(s->n, sizeof *s->cfgs);
+    s->skip = calloc(s->n, sizeof *s->skip);
+    s->repairs = calloc(s->n, sizeof *s->repairs);
+    all = calloc(s->n, sizeof *all);
+    s->culprits = cJSON_CreateArray();
+    s->searches = cJSON_CreateArray();
+    if (!s->cfgs || !s->skip || !s->repairs || !all || !s->culprits || !s->searches) {
+        free(all);
+        return -ENOMEM;
+    }
+    for (k = 0; k < s->df.n; k++)
+        all[k] = (int)k;
+    for (k = 0; k < s->n; k++) {
+        s->cfgs[k] = mt_cfg_diff_apply(reg, c, s->good, &s->df, all, k, &s->repairs[k], why,
+                                       sizeof why, d);
+        if (!s->cfgs[k]) {
+            if (k == 0 || k == s->n - 1) {
+                mt_diag_add(d, paths[k ? 1 : 0], 0, NULL, "its base config is not legal: %s",
+                            why);
+                free(all);
+                return -EINVAL;
+            }
+            s->skip[k] = strdup(why);
+        }
+        if (s->cfgs[k])
+            mt_config_id(s->cfgs[k], id);
+        else
+            snprintf(id, sizeof id, "untestable");
+        if (k == 0)
+            snprintf(name, sizeof name, "good:%s", id);
+        else
+            snprintf(name, sizeof name, "+%.200s:%s", s->df.u[k - 1].name, id);
+        if (rl_push(revs, name, strlen(name))) {
+            free(all);
+            return -ENOMEM;
+        }
+    }
+    free(all);
+    return 0;
+}
+
+/* One search over configs cfgs[0..n-1] (names for progress lines), its
+ * record appended to s->searches.  The bisection's outcome, or -1 when the
+ * runner failed. */
+static int cfg_search(eng *e, cfgsrc *s, const mt_bisect_params *p, FILE *progress,
+                      const char *purpose, mt_kv **cfgs, char **skip, revlist *names,
+                      mt_bisect *out)
+{
+    bctx ctx;
+    cJSON *x = cJSON_CreateObject(), *a;
+    size_t i;
+    memset(&ctx, 0, sizeof ctx);
+    ctx.e = e;
+    ctx.revs = names;
+    ctx.progress = progress;
+    ctx.cfgs = cfgs;
+    ctx.skip = skip;
+    if (progress)
+        fprintf(progress, "moetune bisect: %s\n", purpose);
+    if (mt_bisect_run(out, names->n, p, run_jobs, &ctx) || out->outcome == MT_BISECT_ERROR) {
+        cJSON_Delete(x);
+        return -1;
+    }
+    s->runs += out->runs;
+    cJSON_AddStringToObject(x, "purpose", purpose);
+    a = cJSON_AddArrayToObject(x, "revisions");
+    for (i = 0; i < names->n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateString(names->v[i]));
+    cJSON_AddStringToObject(x, "outcome", outcome_name(out->outcome));
+    cJSON_AddStringToObject(x, "summary", out->why);
+    num_or_null(x, "effect", out->ends.effect);
+    num_or_null(x, "ci_lo", out->ends_ci_lo);
+    num_or_null(x, "ci_hi", out->ends_ci_hi);
+    cJSON_AddNumberToObject(x, "runs", (double)out->runs);
+    cJSON_AddItemToArray(s->searches, x);
+    return out->outcome;
+}
+
+/* good + units[0..k-1] against good: the ends test of a two-revision
+ * search.  1 slower, 0 not, -1 failed; *fx the effect and its interval. */
+static int cfg_test(eng *e, cfgsrc *s, const mt_bisect_params *p, FILE *progress,
+                    const char *purpose, const int *units, size_t k, double fx[3], char *why,
+                    size_t why_len)
+{
+    mt_kv *cfgs[2] = {s->cfgs[0], NULL};
+    char *skip[2] = {NULL, NULL}, name[300], id[17];
+    revlist names = {0};
+    mt_bisect b;
+    int v = -1;
+    fx[0] = fx[1] = fx[2] = NAN;
+    cfgs[1] = mt_cfg_diff_apply(e->reg, e->c, s->good, &s->df, units, k, NULL, why, why_len, e->d);
+    if (!cfgs[1])
+        return -2; /* untestable: why says so */
+    rl_push(&names, "good", 4);
+    mt_config_id(cfgs[1], id);
+    snprintf(name, sizeof name, "test:%s", id);
+    rl_push(&names, name, strlen(name));
+    memset(&b, 0, sizeof b);
+    v = cfg_search(e, s, p, progress, purpose, cfgs, skip, &names, &b);
+    if (v >= 0) {
+        fx[0] = b.ends.effect, fx[1] = b.ends_ci_lo, fx[2] = b.ends_ci_hi;
+        v = v == MT_BISECT_FOUND;
+    }
+    mt_bisect_free(&b);
+    rl_free(&names);
+    mt_kv_destroy(&cfgs[1]);
+    return v;
+}
+
+static cJSON *unit_json(const cfgsrc *s, int u)
+{
+    cJSON *x = cJSON_CreateObject();
+    cJSON_AddStringToObject(x, "variable", s->df.u[u].name);
+    cJSON_AddStringToObject(x, "change", s->df.u[u].summary);
+    return x;
+}
+
+static void add_test(cJSON *o, const char *k, int v, const double fx[3], const char *why)
+{
+    cJSON *x = cJSON_AddObjectToObject(o, k);
+    cJSON_AddStringToObject(x, "verdict", v == 1 ? "slower" : v == 0 ? "not slower" : "untestable");
+    num_or_null(x, "effect", fx[0]);
+    num_or_null(x, "ci_lo", fx[1]);
+    num_or_null(x, "ci_hi", fx[2]);
+    if (v == -2 && why)
+        cJSON_AddStringToObject(x, "why", why);
+}
+
+/* The wall of a config culprit: the good config against it with units[0..k-1]. */
+static void cfg_diagnose(eng *e, cfgsrc *s, cJSON *x, const int *units, size_t k)
+{
+    char why[512];
+    mt_kv *after = mt_cfg_diff_apply(e->reg, e->c, s->good, &s->df, units, k, NULL, why,
+                                     sizeof why, e->d);
+    if (after)
+        cJSON_AddItemToObject(x, "diagnosis",
+                              diagnose(e, s->cfgs[0], NULL, after, NULL, NULL, NULL,
+                                       &s->diag_executed));
+    mt_kv_destroy(&after);
+}
+
+/* The follow-up of the prefix search (above).  0, or -1 when a search failed. */
+static int cfg_explain(eng *e, cfgsrc *s, const revlist *revs, const mt_bisect *b,
+                       const mt_bisect_params *p, FILE *progress, cJSON *root)
+{
+    int singles[64], ns = 0, k;
+    char purpose[600], why[512];
+    (void)revs;
+    for (k = 0; k < b->n_culprits; k++) {
+        const mt_bisect_culprit *cu = &b->culprits[k];
+        cJSON *x = cJSON_CreateObject(), *us;
+        double fx[3];
+        int u = cu->hi - 1, v, j;
+        cJSON_AddItemToArray(s->culprits, x);
+        if (cu->lo != cu->hi) {
+            cJSON_AddStringToObject(x, "kind", "range");
+            us = cJSON_AddArrayToObject(x, "units");
+            for (j = cu->lo; j <= cu->hi; j++)
+                cJSON_AddItemToArray(us, unit_json(s, j - 1));
+            cJSON_AddStringToObject(x, "why", "the prefixes between them have no legal repair: "
+                                              "one of these changes, which cannot be told apart");
+            continue;
+        }
+        snprintf(purpose, sizeof purpose, "is %s slower alone (the good config with only it)?",
+                 s->df.u[u].name);
+        v = cfg_test(e, s, p, progress, purpose, &u, 1, fx, why, sizeof why);
+        if (v == -1)
+            return -1;
+        if (v == 1) {
+            cJSON_AddStringToObject(x, "kind", "single");
+            us = cJSON_AddArrayToObject(x, "units");
+            cJSON_AddItemToArray(us, unit_json(s, u));
+            add_test(x, "alone", v, fx, why);
+            if (ns < 64)
+                singles[ns++] = u;
+            cfg_diagnose(e, s, x, &u, 1);
+            continue;
+        }
+        /* not slower alone (or untestable alone): which earlier unit completes it? */
+        {
+            int list[64], m = 0, units[130], nu, i;
+            mt_kv **cfgs;
+            char **skip;
+            revlist names = {0};
+            mt_bisect pb;
+            double ffx[3], tfx[3];
+            int pv, tv, partner = -1;
+            add_test(x, "alone", v, fx, why);
+            for (i = 0; i < u && m < 64; i++) {
+                int is_single = 0, q;
+                for (q = 0; q < ns; q++)
+                    is_single |= singles[q] == i;
+                if (!is_single)
+                    list[m++] = i;
+            }
+            if (!m) {
+                cJSON_AddStringToObject(x, "kind", "context");
+                us = cJSON_AddArrayToObject(x, "units");
+                cJSON_AddItemToArray(us, unit_json(s, u));
+                cJSON_AddStringToObject(x, "why", "slower after the culprits before it, not "
+                                                  "alone, and no other change precedes it");
+                continue;
+            }
+            cfgs = calloc((size_t)m + 1, sizeof *cfgs);
+            skip = calloc((size_t)m + 1, sizeof *skip);
+            if (!cfgs || !skip) {
+                free(cfgs);
+                free(skip);
+                return -1;
+            }
+            for (i = 0; i <= m; i++) {
+                char name[300], id[17];
+                nu = 0;
+                for (j = 0; j < ns; j++)
+                    units[nu++] = singles[j];
+                units[nu++] = u;
+                for (j = 0; j < i; j++)
+                    units[nu++] = list[j];
+                cfgs[i] = mt_cfg_diff_apply(e->reg, e->c, s->good, &s->df, units, (size_t)nu,
+                                            NULL, why, sizeof why, e->d);
+                if (!cfgs[i])
+                    skip[i] = strdup(why);
+                if (cfgs[i])
+                    mt_config_id(cfgs[i], id);
+                else
+                    snprintf(id, sizeof id, "untestable");
+                snprintf(name, sizeof name, "%s%.200s:%s", i ? "+" : "with:",
+                         i ? s->df.u[list[i - 1]].name : s->df.u[u].name, id);
+                rl_push(&names, name, strlen(name));
+            }
+            memset(&pb, 0, sizeof pb);
+            snprintf(purpose, sizeof purpose,
+                     "%s is not slower alone: which earlier change does it need?",
+                     s->df.u[u].name);
+            if (!cfgs[0] || !cfgs[m]) {
+                pv = MT_BISECT_END_FAILED;
+            } else {
+                pv = cfg_search(e, s, p, progress, purpose, cfgs, skip, &names, &pb);
+            }
+            if (pv == MT_BISECT_FOUND && pb.n_culprits >= 1 &&
+                pb.culprits[0].lo == pb.culprits[0].hi)
+                partner = list[pb.culprits[0].hi - 1];
+            mt_bisect_free(&pb);
+            for (i = 0; i <= m; i++) {
+                mt_kv_destroy(&cfgs[i]);
+                free(skip[i]);
+            }
+            free(cfgs);
+            free(skip);
+            rl_free(&names);
+            if (pv == -1)
+                return -1;
+            us = cJSON_AddArrayToObject(x, "units");
+            if (partner < 0) {
+                cJSON_AddStringToObject(x, "kind", "context");
+                cJSON_AddItemToArray(us, unit_json(s, u));
+                cJSON_AddStringToObject(x, "why", "slower after the changes before it, not "
+                                                  "alone; no single earlier change completes it");
+                continue;
+            }
+            snprintf(purpose, sizeof purpose, "is %s slower alone?", s->df.u[partner].name);
+            pv = cfg_test(e, s, p, progress, purpose, &partner, 1, ffx, why, sizeof why);
+            if (pv == -1)
+                return -1;
+            units[0] = partner, units[1] = u;
+            snprintf(purpose, sizeof purpose, "are %s and %s slower together?",
+                     s->df.u[partner].name, s->df.u[u].name);
+            tv = cfg_test(e, s, p, progress, purpose, units, 2, tfx, why, sizeof why);
+            if (tv == -1)
+                return -1;
+            cJSON_AddStringToObject(x, "kind", tv == 1 && pv != 1 && v != 1 ? "pair" : "context");
+            cJSON_AddItemToArray(us, unit_json(s, partner));
+            cJSON_AddItemToArray(us, unit_json(s, u));
+            add_test(x, "partner_alone", pv, ffx, why);
+            add_test(x, "together", tv, tfx, why);
+            if (tv == 1)
+                cfg_diagnose(e, s, x, units, 2);
+        }
+    }
+    {
+        cJSON *r = cJSON_GetObjectItem(root, "runs");
+        if (r)
+            cJSON_SetNumberValue(r, (double)b->runs + (double)s->runs);
+        if ((r = cJSON_GetObjectItem(root, "runs_executed")))
+            cJSON_SetNumberValue(r, e->executed - s->diag_executed);
+        if ((r = cJSON_GetObjectItem(root, "gpu_hours")))
+            cJSON_SetNumberValue(r, e->gpu_hours);
+    }
+    return 0;
+}
+
+/* bisect.json's `config` object: the two ends, the units, the prefixes
+ * (their repairs, or why untestable), the searches and the culprits. */
+static void cfg_json(cfgsrc *s, cJSON *root)
+{
+    cJSON *x = cJSON_AddObjectToObject(root, "config"), *a;
+    size_t i;
+    char id[17];
+    cJSON_AddStringToObject(x, "good_contract", s->ca->path ? s->ca->path : "");
+    cJSON_AddStringToObject(x, "bad_contract", s->cb->path ? s->cb->path : "");
+    mt_config_id(s->good, id);
+    cJSON_AddStringToObject(x, "good_config_id", id);
+    mt_config_id(s->bad, id);
+    cJSON_AddStringToObject(x, "bad_config_id", id);
+    a = cJSON_AddArrayToObject(x, "units");
+    for (i = 0; i < s->df.n; i++)
+        cJSON_AddItemToArray(a, unit_json(s, (int)i));
+    a = cJSON_AddArrayToObject(x, "prefixes");
+    for (i = 0; i < s->n; i++) {
+        cJSON *y = cJSON_CreateObject();
+        cJSON_AddNumberToObject(y, "index", (double)i);
+        cJSON_AddNumberToObject(y, "units", (double)i);
+        if (s->cfgs[i]) {
+            mt_config_id(s->cfgs[i], id);
+            cJSON_AddStringToObject(y, "config_id", id);
+        }
+        cJSON_AddStringToObject(y, "repairs", s->repairs[i] ? s->repairs[i] : "");
+        if (s->skip[i])
+            cJSON_AddStringToObject(y, "untestable", s->skip[i]);
+        cJSON_AddItemToArray(a, y);
+    }
+    cJSON_AddItemToObject(x, "searches", s->searches);
+    cJSON_AddItemToObject(x, "culprits", s->culprits);
+    s->searches = s->culprits = NULL;
+}
+
+static void print_test(const cJSON *t, const char *what)
+{
+    const cJSON *e = cJSON_GetObjectItem(t, "effect"), *lo = cJSON_GetObjectItem(t, "ci_lo"),
+                *hi = cJSON_GetObjectItem(t, "ci_hi");
+    if (!t)
+        return;
+    printf(" %s %s", what, cJSON_GetStringValue(cJSON_GetObjectItem(t, "verdict")));
+    if (cJSON_IsNumber(e))
+        printf(" (%+.2f%%", 100 * e->valuedouble);
+    if (cJSON_IsNumber(e) && cJSON_IsNumber(lo) && cJSON_IsNumber(hi))
+        printf(", 95%% CI %+.2f%% .. %+.2f%%", 100 * lo->valuedouble, 100 * hi->valuedouble);
+    if (cJSON_IsNumber(e))
+        printf(")");
+    printf(";");
+}
+
+static void cfg_print(const cJSON *root)
+{
+    const cJSON *x = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "config"), "culprits"), *c;
+    cJSON_ArrayForEach(c, x) {
+        const cJSON *u;
+        const char *kind = cJSON_GetStringValue(cJSON_GetObjectItem(c, "kind"));
+        int first = 1;
+        printf("config culprit (%s):", kind ? kind : "?");
+        cJSON_ArrayForEach(u, cJSON_GetObjectItem(c, "units")) {
+            printf("%s %s [%s]", first ? "" : " +",
+                   cJSON_GetStringValue(cJSON_GetObjectItem(u, "variable")),
+                   cJSON_GetStringValue(cJSON_GetObjectItem(u, "change")));
+            first = 0;
+        }
+        printf(";");
+        print_test(cJSON_GetObjectItem(c, "alone"), "alone");
+        print_test(cJSON_GetObjectItem(c, "partner_alone"), "partner alone");
+        print_test(cJSON_GetObjectItem(c, "together"), "together");
+        if (cJSON_GetObjectItem(c, "why"))
+            printf(" %s", cJSON_GetStringValue(cJSON_GetObjectItem(c, "why")));
+        printf("\n");
+        print_diagnosis(kind ? kind : "?", cJSON_GetObjectItem(c, "diagnosis"));
+    }
+}
+
 int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int *outcome,
                   mt_diag *d)
 {
     eng e;
+    cfgsrc cs;
     revlist revs = {0};
     mt_bisect b;
     mt_bisect_params p;
@@ -635,10 +1408,12 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     FILE *f;
     memset(&b, 0, sizeof b);
     memset(&e, 0, sizeof e);
+    memset(&cs, 0, sizeof cs);
     *outcome = MT_BISECT_ERROR;
     rc = -EINVAL; /* bad input until the revisions are known */
-    if (o->repo ? revs_from_git(o->repo, o->good, o->bad, &revs, d)
-                : revs_from_file(o->revs_file, o->good, o->bad, &revs, d))
+    if (o->good_config ? cfg_source_open(reg, c, o, &cs, &revs, d)
+        : o->repo      ? revs_from_git(o->repo, o->good, o->bad, &revs, d)
+                       : revs_from_file(o->revs_file, o->good, o->bad, &revs, d))
         goto out;
     if (mkdir(o->dir, 0755) && errno != EEXIST) {
         mt_diag_add(d, o->dir, 0, NULL, "cannot create the directory: %s", strerror(errno));
@@ -672,9 +1447,14 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
         goto out;
     if (!(e.baseline = mt_config_base(reg, c, d)))
         goto out;
+    memset(&ctx, 0, sizeof ctx);
     ctx.e = &e;
     ctx.revs = &revs;
     ctx.progress = o->progress;
+    if (o->good_config) {
+        ctx.cfgs = cs.cfgs;
+        ctx.skip = cs.skip;
+    }
     ctx.ids = calloc(revs.n, sizeof *ctx.ids);
     if (!ctx.ids)
         goto out;
@@ -707,6 +1487,37 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     }
     *outcome = b.outcome;
     json = bisect_json(&e, o, &revs, &b, &p);
+    if (o->good_config && b.outcome == MT_BISECT_FOUND && json &&
+        cfg_explain(&e, &cs, &revs, &b, &p, o->progress, json) < 0) {
+        mt_diag_add(d, o->dir, 0, NULL, "the config bisection's follow-up failed");
+        goto out;
+    }
+    if (o->good_config && json)
+        cfg_json(&cs, json);
+    if (!o->good_config && b.outcome == MT_BISECT_FOUND && json) {
+        /* each exact culprit's wall: its parent and it, profiled back to back */
+        cJSON *arr = cJSON_GetObjectItem(json, "culprits");
+        for (i = 0; i < (size_t)b.n_culprits; i++) {
+            const mt_bisect_culprit *cu = &b.culprits[i];
+            char ia[17], ib[17];
+            if (cu->lo != cu->hi)
+                continue;
+            mt_prepare_rev_id(revs.v[cu->parent], ia);
+            mt_prepare_rev_id(revs.v[cu->hi], ib);
+            if (o->progress)
+                fprintf(o->progress, "moetune bisect: the wall of #%d: a profiled pair\n", cu->hi);
+            cJSON_AddItemToObject(cJSON_GetArrayItem(arr, (int)i), "diagnosis",
+                                  diagnose(&e, e.baseline, revs.v[cu->parent], e.baseline,
+                                           revs.v[cu->hi], ia, ib, &cs.diag_executed));
+        }
+        cJSON_SetNumberValue(cJSON_GetObjectItem(json, "gpu_hours"), e.gpu_hours);
+    }
+    if (json) {
+        /* the searches' runs and the profiled pairs', apart */
+        cJSON_SetNumberValue(cJSON_GetObjectItem(json, "runs_executed"),
+                             e.executed - cs.diag_executed);
+        cJSON_AddNumberToObject(json, "diagnosis_runs_executed", cs.diag_executed);
+    }
     text = json ? cJSON_Print(json) : NULL;
     snprintf(path, sizeof path, "%s/bisect.json", o->dir);
     if (!text || !(f = fopen(path, "w"))) {
@@ -720,7 +1531,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
         goto out;
     }
     snprintf(path, sizeof path, "%s/bisect.html", o->dir);
-    if (write_html(path, &e, &revs, &b)) {
+    if (write_html(path, &e, &revs, &b, json)) {
         mt_diag_add(d, path, 0, NULL, "cannot write: %s", strerror(errno));
         goto out;
     }
@@ -733,12 +1544,16 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
                100 * b.ends_ci_lo, 100 * b.ends_ci_hi, b.revs[0].n, b.revs[b.n - 1].n);
     for (i = 0; i < (size_t)b.n_culprits; i++) {
         const mt_bisect_culprit *cu = &b.culprits[i];
-        if (cu->lo == cu->hi)
+        if (cu->lo == cu->hi) {
             printf("culprit: %s (#%d): %+.2f%% step time (95%% CI %+.2f%% .. %+.2f%%), %.1f -> "
                    "%.1f ms%s\n",
                    revs.v[cu->hi], cu->hi, 100 * cu->effect, 100 * cu->ci_lo, 100 * cu->ci_hi,
                    cu->ms_before, cu->ms_after, cu->partial ? " (a partial step)" : "");
-        else {
+            print_diagnosis(revs.v[cu->hi],
+                            cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(json, "culprits"),
+                                                                   (int)i),
+                                                "diagnosis"));
+        } else {
             int j;
             printf("culprit range: one of #%d..#%d (the others could not be tested): %+.2f%% "
                    "(95%% CI %+.2f%% .. %+.2f%%)\n",
@@ -749,15 +1564,19 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     }
     for (i = 0; i < (size_t)b.n_notes; i++)
         printf("note: %s\n", b.notes[i]);
+    if (o->good_config)
+        cfg_print(json);
     printf("spent: %ld runs (%d executed now), %.2f GPU-hours\nbisect.json: %s/bisect.json\n"
            "bisect.html: %s/bisect.html\n",
-           b.runs, e.executed, e.gpu_hours, o->dir, o->dir);
+           (long)cJSON_GetNumberValue(cJSON_GetObjectItem(json, "runs")), e.executed, e.gpu_hours,
+           o->dir, o->dir);
     rc = 0;
 out:
     free(text);
     cJSON_Delete(json);
     mt_bisect_free(&b);
     rl_free(&revs);
+    cfg_source_free(&cs);
     mt_kv_destroy(&e.baseline);
     cJSON_Delete(e.timeline);
     eng_zx_close(&e);

@@ -115,7 +115,9 @@ typedef struct mt_bisect_opts {
     const char *sim_path;     /* the {sim} placeholder; NULL: moetune-sim */
     const char *good, *bad;   /* the ends */
     const char *repo;         /* a git repository (first-parent order), or NULL ... */
-    const char *revs_file;    /* ... a file of revisions, one per line, oldest first */
+    const char *revs_file;    /* ... a file of revisions, one per line, oldest first, or NULL ... */
+    const char *good_config, *bad_config; /* ... two contracts whose base configs are the ends
+                                             (the config source; good/bad unused) */
     const char *const *prepare; /* argv templates (workers/prepare.h) */
     size_t n_prepare;
     double prepare_timeout_s; /* each prepare step; 0: 3600 */

@@ -46,6 +46,9 @@ mk_repo() {
       esac
     done
     printf 'commit = c%02d\nslowdown = %s\n' "$i" "$s" >"$dir/stack.cfg"
+    for k in $spec; do # "index+key": the stack sets key = 1 from that commit on
+      case $k in *+*) [ "$i" -ge "${k%%+*}" ] && echo "${k#*+} = 1" >>"$dir/stack.cfg" ;; esac
+    done
     rm -f "$dir/BROKEN" "$dir/FAILS"
     for k in $spec; do
       [ "$k" = "$i:skip" ] && touch "$dir/BROKEN"
@@ -80,6 +83,8 @@ check "one regression: named by its hash" \
   [ "$(json "$T/b1/bisect.json" "j['culprits'][0]['revision']")" = "$(rev "$T/r1" 37)" ]
 check "one regression: the step's interval holds 3%" \
   python3 -c "import json,sys; c=json.load(open(sys.argv[1]))['culprits'][0]; sys.exit(0 if c['ci_lo'] < 0.03 < c['ci_hi'] + 0.01 and c['effect'] > 0.015 else 1)" "$T/b1/bisect.json"
+check "one regression: the culprit carries its wall diagnosis (a profiled pair)" \
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['culprits'][0]['diagnosis']; sys.exit(0 if d['wall'] in ('memory','communication','host','compute') and d['before']['wall'] and d['after']['wall'] and 'change_points' in d else 1)" "$T/b1/bisect.json"
 runs1=$(json "$T/b1/bisect.json" "j['runs']")
 check "one regression: under 12 x log2(64) = 72 runs ($runs1)" [ "$runs1" -lt 72 ]
 check "one regression: every measured revision has samples and a verdict" \
@@ -200,6 +205,21 @@ check "workers: both ran jobs, each revision prepared on the worker" \
   bash -c "grep -q 'running job/bisect/' '$T/w1.log' && grep -q 'running job/bisect/' '$T/w2.log' && ls '$T'/wd-w1/work/*.prepared >/dev/null"
 
 fi
+
+# 8. a stack change that slows communication: from commit 29 on the stack is
+#    built without HybridEP, so the flex dispatcher falls back to alltoall;
+#    the culprit's wall diagnosis names communication with the kernel evidence
+mk_repo "$T/r8" "29+no_hybridep"
+"$MOETUNE" bisect "$SRC/tests/contracts/bisect-small-hybridep.cfg" --repo "$T/r8" \
+  --good "$(rev "$T/r8" 0)" --bad "$(rev "$T/r8" 63)" --dir "$T/b10" "${PREP[@]}" --quiet \
+  >"$T/out8" 2>"$T/err8"
+rc=$?
+cat "$T/out8"
+check "stack regression: exit 0, the culprit is commit 29" \
+  [ "$rc:$(json "$T/b10/bisect.json" "[c['index'] for c in j['culprits']]")" = "0:[29]" ]
+check "stack regression: the wall is communication, HybridEP's kernels replaced by NCCL all-to-all" \
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['culprits'][0]['diagnosis']; ev=' '.join(d['evidence']); sys.exit(0 if d['wall']=='communication' and 'trace.hybridep_kernels' in ev and '-> 0' in ev and 'trace.alltoall_kernels: 0 ->' in ev else 1)" "$T/b10/bisect.json"
+check "stack regression: stdout names the wall" grep -q "wall of .*: communication: .*exposed communication" "$T/out8"
 
 # 6. bad input: each refused with exit 2 and its own words
 # refused NAME PATTERN ARGS...: moetune bisect ARGS exits 2 and says PATTERN

@@ -73,7 +73,8 @@ enum {
     SIM_STACK_PDL = 1 << 0,              /* programmatic dependent launch + fused MXFP8 swizzle */
     SIM_STACK_GRAPH_SHARED_EXPERT = 1 << 1, /* graphs also capture the shared expert */
     SIM_STACK_CPU_WORK = 1 << 2,         /* further CPU-side work */
-    SIM_STACK_QUANT_IN_NORM = 1 << 3     /* quantization fused into the norm */
+    SIM_STACK_QUANT_IN_NORM = 1 << 3,    /* quantization fused into the norm */
+    SIM_STACK_NO_HYBRIDEP = 1 << 4       /* built without HybridEP: flex falls back to alltoall */
 };
 
 #define SIM_LAYOUT_MAX 512

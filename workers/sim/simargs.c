@@ -752,7 +752,8 @@ int sim_stack_load(sim_cfg *c, const char *path, char *msg, size_t n)
     } bits[] = {{"pdl", SIM_STACK_PDL},
                 {"graph_shared_expert", SIM_STACK_GRAPH_SHARED_EXPERT},
                 {"cpu_work", SIM_STACK_CPU_WORK},
-                {"quant_in_norm", SIM_STACK_QUANT_IN_NORM}};
+                {"quant_in_norm", SIM_STACK_QUANT_IN_NORM},
+                {"no_hybridep", SIM_STACK_NO_HYBRIDEP}};
     FILE *f = fopen(path, "r");
     char *line = NULL;
     size_t cap = 0;
@@ -814,7 +815,7 @@ int sim_stack_load(sim_cfg *c, const char *path, char *msg, size_t n)
         if (i == sizeof bits / sizeof bits[0]) {
             snprintf(msg, n,
                      "%.900s:%ld: unknown key '%.100s' (known: commit, slowdown, pdl, "
-                     "graph_shared_expert, cpu_work, quant_in_norm)",
+                     "graph_shared_expert, cpu_work, quant_in_norm, no_hybridep)",
                      path, lineno, key);
             rc = -1;
             break;

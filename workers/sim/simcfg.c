@@ -43,7 +43,7 @@ static const char *const bind_v[] = {"none", "numa", NULL};
 static const char *const inject_v[] = {"none", "nan", "skip", "hang", "nccl", "crash", "degrade", NULL};
 static const char *const routing_v[] = {"forced", "natural", NULL};
 static const char *const optdt_v[] = {"fp32", "fp16", "bf16", "fp8", NULL};
-static const char *const stack_v[] = {"pdl", "graph_shared_expert", "cpu_work", "quant_in_norm", NULL};
+static const char *const stack_v[] = {"pdl", "graph_shared_expert", "cpu_work", "quant_in_norm", "no_hybridep", NULL};
 
 #define F(name, type, id) {#name, type, offsetof(sim_cfg, name), 0, NULL, id}
 #define E(name, vals, id) {#name, T_ENUM, offsetof(sim_cfg, name), 0, vals, id}

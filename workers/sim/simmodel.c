@@ -242,6 +242,11 @@ static int effective_backend(const sim_cfg *c, const mt_gpu_spec *g, const char 
                "not supported on B200";
         return SIM_BACKEND_NONE;
     }
+    if (c->moe_flex_dispatcher_backend == SIM_BACKEND_HYBRIDEP && (c->stack & SIM_STACK_NO_HYBRIDEP)) {
+        /* a stack (container) built without the HybridEP extension */
+        *why = "HybridEP is not installed in this stack (ImportError: hybrid_ep)";
+        return SIM_BACKEND_NONE;
+    }
     if (c->moe_flex_dispatcher_backend == SIM_BACKEND_NCCLEP && sim_world(c) <= 1) {
         *why = "NCCL EP needs more than one GPU";
         return SIM_BACKEND_NONE;
