@@ -649,12 +649,67 @@ void mt_measure_config_id(const mt_contract *c, const mt_kv *cfg, const char *ki
     mt_kv_destroy(&run);
 }
 
+mt_kv *mt_measure_launch_settings(const mt_contract *c, const mt_kv *rendered)
+{
+    mt_kv *s = c->launch_srun ? mt_kv_dup(c->launch_srun) : mt_kv_new();
+    const char *k, *v;
+    size_t i;
+    for (i = 0; s && rendered && mt_kv_entry(rendered, i, &k, &v) == 0; i++)
+        if (mt_kv_set(s, k, v))
+            mt_kv_destroy(&s);
+    return s;
+}
+
+int mt_measure_command(const mt_contract *c, const mt_rendered *r, const char *sim_path,
+                       const char *run_dir, const char *job, const char *rev, const char *work,
+                       const mt_kv *env, mt_strlist *out, mt_launch **lp, mt_diag *d)
+{
+    mt_kv *ph = mt_kv_new(), *settings = mt_measure_launch_settings(c, r->launch);
+    mt_strlist argv = {0};
+    mt_launch *l = NULL;
+    int rc = -1;
+    if (!ph || !settings) {
+        mt_diag_add(d, NULL, 0, NULL, "out of memory");
+        goto out;
+    }
+    /* placeholders of the launch template */
+    mt_kv_set(ph, "sim", sim_path ? sim_path : "moetune-sim");
+    mt_kv_set(ph, "run_dir", run_dir);
+    mt_kv_set(ph, "nodes", mt_kv_get(c->hardware, "nodes"));
+    mt_kv_set(ph, "gpus_per_node", mt_kv_get(c->hardware, "gpus_per_node"));
+    mt_kv_set(ph, "world_size", mt_kv_get(c->hardware, "world_size"));
+    mt_kv_set(ph, "job_name", job);
+    if (rev) {
+        mt_kv_set(ph, "rev", rev);
+        mt_kv_set(ph, "work", work ? work : ".");
+    }
+    if (mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph, &r->argv,
+                         &argv, d))
+        goto out;
+    l = mt_launch_new(mt_launch_kind(c->launcher),
+                      (int)strtol(mt_kv_get(c->hardware, "nodes"), NULL, 10),
+                      (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10), settings,
+                      job, env, d);
+    if (!l || mt_launch_wrap(l, &argv, out))
+        goto out;
+    rc = 0;
+out:
+    if (lp && rc == 0)
+        *lp = l;
+    else
+        mt_launch_destroy(&l);
+    mt_strlist_free(&argv);
+    mt_kv_destroy(&ph);
+    mt_kv_destroy(&settings);
+    return rc;
+}
+
 int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_diag *d)
 {
     const mt_contract *c = spec->contract;
-    mt_kv *cfg = mt_kv_dup(spec->config), *ph = mt_kv_new(), *env = mt_kv_new();
+    mt_kv *cfg = mt_kv_dup(spec->config), *env = mt_kv_new();
     mt_rendered r;
-    mt_strlist argv = {0}, wrapped = {0};
+    mt_strlist wrapped = {0};
     mt_launch *launch = NULL;
     mt_nvml *nvml = NULL;
     mt_nvml_sampler *sampler = NULL;
@@ -694,18 +749,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     if (mt_render(spec->reg, c, cfg, (uint32_t)c->dialect, &r, d))
         goto out;
 
-    /* placeholders of the launch template */
     job = mt_launch_job_name(spec->kind);
-    mt_kv_set(ph, "sim", spec->sim_path ? spec->sim_path : "moetune-sim");
-    mt_kv_set(ph, "run_dir", spec->run_dir);
-    mt_kv_set(ph, "nodes", mt_kv_get(c->hardware, "nodes"));
-    mt_kv_set(ph, "gpus_per_node", mt_kv_get(c->hardware, "gpus_per_node"));
-    mt_kv_set(ph, "world_size", mt_kv_get(c->hardware, "world_size"));
-    mt_kv_set(ph, "job_name", job);
-    if (spec->rev) {
-        mt_kv_set(ph, "rev", spec->rev);
-        mt_kv_set(ph, "work", spec->work ? spec->work : ".");
-    }
     if (spec->profile) {
         /* the PyTorch profiler over the screen window, as Megatron takes it */
         char a[32], b[32], tbdir[4096];
@@ -732,9 +776,6 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
                 mt_strlist_push(&r.argv, fl[i]);
         }
     }
-    if (mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph, &r.argv,
-                         &argv, d))
-        goto out;
 
     /* the environment: the caller's pass-through list (launch.h; a
      * result-changing variable that is a knob is the config's alone), the
@@ -775,10 +816,8 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         if (kind == MT_LAUNCHER_SRUN)
             mt_kv_set(env, "MOETUNE_SIM_LAUNCHER", "srun");
     }
-    launch = mt_launch_new(kind, (int)strtol(mt_kv_get(c->hardware, "nodes"), NULL, 10),
-                           (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10),
-                           r.launch, job, env, d);
-    if (!launch || mt_launch_wrap(launch, &argv, &wrapped))
+    if (mt_measure_command(c, &r, spec->sim_path, spec->run_dir, job, spec->rev, spec->work, env,
+                           &wrapped, &launch, d))
         goto out;
     cargv = calloc(wrapped.n + 1, sizeof *cargv);
     for (i = 0; i < wrapped.n; i++)
@@ -840,11 +879,9 @@ out:
     mt_gpu_mems_free(&nvmems);
     mt_nvml_close(&nvml);
     mt_launch_destroy(&launch);
-    mt_strlist_free(&argv);
     mt_strlist_free(&wrapped);
     mt_rendered_free(&r);
     mt_kv_destroy(&cfg);
-    mt_kv_destroy(&ph);
     mt_kv_destroy(&env);
     mt_logparse_destroy(&g.log);
     /* the run's facts borrow strings from the run (and from d): copy them

@@ -16,6 +16,7 @@
 #include "contract.h"
 #include "logparse.h"
 #include "registry.h"
+#include "render.h"
 #include "runner.h"
 #include "sink.h"
 #include "store.h"
@@ -111,6 +112,21 @@ void mt_measure_config_id(const mt_contract *c, const mt_kv *cfg, const char *ki
 /* That config itself (caller owns it: mt_kv_destroy); NULL when out of
  * memory. */
 mt_kv *mt_measure_run_config(const mt_contract *c, const mt_kv *cfg, const char *kind);
+
+/* The launcher settings of a run: the contract's launch.srun group with
+ * the rendered `# launcher` section on top.  Caller owns it; NULL on OOM. */
+mt_kv *mt_measure_launch_settings(const mt_contract *c, const mt_kv *rendered);
+
+/* The exact argv a run executes: the contract's template with its
+ * placeholders ({sim}, {run_dir}, {nodes}, {gpus_per_node}, {world_size},
+ * {job_name}; {rev}, {work} when rev is set) and r's arguments, under the
+ * contract's launcher (srun and its options, the container, rank-exec)
+ * with mt_measure_launch_settings.  Appends to out; *lp (may be NULL) gets
+ * the launcher (caller destroys).  0, or -1 with the problem in d. */
+struct mt_launch;
+int mt_measure_command(const mt_contract *c, const mt_rendered *r, const char *sim_path,
+                       const char *run_dir, const char *job, const char *rev, const char *work,
+                       const mt_kv *env, mt_strlist *out, struct mt_launch **lp, mt_diag *d);
 
 /* Runs one measurement; stores it when st is not NULL.  0 when a result
  * exists (whatever its outcome), negative when it could not even be set up
