@@ -16,7 +16,8 @@
 #    --launchers local,srun, nodes and GPUs from the job).  The tune must end
 #    with a bundle; every run must be ok, done by the node's worker, and be a
 #    step of the workers' allocation with 8 tasks that each saw
-#    CUDA_VISIBLE_DEVICES=0,...,7; the run logs carry srun -l's task labels;
+#    CUDA_VISIBLE_DEVICES=0,...,7; the run logs carry srun -l's task labels,
+#    iteration lines from the last rank only and rank 0's memory line;
 #    after the tune the workers exit and the allocation completes.
 # 2. cancel: another tune with --job-grace 2 and slowed sim steps; while its
 #    first job's step runs, the worker is stopped (SIGSTOP) until the
@@ -265,12 +266,14 @@ bad=$(cut -d' ' -f1 "$T/tasks1.log" | sort | uniq -c | awk '$1 != 8' | head -n 3
 ncuda=$(grep -c ' cuda=0,1,2,3,4,5,6,7$' "$T/tasks1.log")
 [ "$ncuda" = $((8 * nruns)) ] ||
   fail "$ncuda of $((8 * nruns)) tasks saw CUDA_VISIBLE_DEVICES=0,...,7: $(grep -v ' cuda=0,1,2,3,4,5,6,7$' "$T/tasks1.log" | head -n 2)"
-# srun -l labels: task 0 speaks, the other seven are silent
+# srun -l labels: each task is one rank of the sim; the last (7) prints the
+# iteration lines, rank 0 the arguments and its memory line (DP rank 0)
 nlogs=0
 for log in "$T/workers1/$node"/runs/*/stdout.log; do
   nlogs=$((nlogs + 1))
-  grep -q '^0: .* iteration ' "$log" || fail "no task-0 iteration line in $log"
-  if grep -q '^[1-7]: ' "$log"; then fail "a silent task printed in $log"; fi
+  grep -q '^7: .* iteration ' "$log" || fail "no task-7 iteration line in $log"
+  if grep -q '^[0-6]: .* iteration ' "$log"; then fail "a rank other than the last printed iteration lines in $log"; fi
+  grep -q '^0: \[Rank 0\] (after 1 iterations) memory (MB)' "$log" || fail "no rank-0 memory line in $log"
 done
 [ "$nlogs" = "$nruns" ] || fail "$nlogs run logs for $nruns runs"
 # the coordinator's disconnect ends the workers, and so the allocation

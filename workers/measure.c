@@ -811,10 +811,15 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         }
         if (mt_kv_get(r.launch, "cpu_bind"))
             mt_kv_set(env, "MOETUNE_SIM_CPU_BIND", mt_kv_get(r.launch, "cpu_bind"));
+        /* under srun every task is one rank of the sim (srun's SLURM_PROCID
+         * and SLURM_NTASKS, or rank-exec's RANK and WORLD_SIZE); the local
+         * launcher's one process speaks for every rank, whatever rank the
+         * worker itself was given */
         mt_kv_unset(env, "WORLD_SIZE");
-        /* under srun every task runs the sim: task 0 prints, the others are silent */
-        if (kind == MT_LAUNCHER_SRUN)
-            mt_kv_set(env, "MOETUNE_SIM_LAUNCHER", "srun");
+        mt_kv_unset(env, "RANK");
+        mt_kv_unset(env, "LOCAL_RANK");
+        /* each rank appends its own peak: no line of an earlier attempt */
+        unlink(memfile);
     }
     if (mt_measure_command(c, &r, spec->sim_path, spec->run_dir, job, spec->rev, spec->work, env,
                            &wrapped, &launch, d))
