@@ -59,6 +59,10 @@ typedef struct glue {
     double last_iter_at;
     long iters;
     double sim_seconds;
+    /* under srun: the step's nodes, asked of Slurm at the first line */
+    mt_launch *launch;
+    int hosts_asked;
+    mt_strlist hosts;
 } glue;
 
 static void on_iteration(void *ctx, const mt_iteration *it)
@@ -84,6 +88,15 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
     size_t k = 0;
     if (g->spec && g->spec->on_line && memmem(line, n, " iteration ", 11))
         g->spec->on_line(g->spec->line_ctx, line, n);
+    if (g->launch && g->launch->kind == MT_LAUNCHER_SRUN && !g->hosts_asked) {
+        /* the nodes Slurm gave the step, while it is live: the run's node
+         * list (fingerprint) and where each rank ran (evidence) */
+        mt_diag *hd = mt_diag_new();
+        g->hosts_asked = 1;
+        if (mt_launch_hosts(g->launch, &g->hosts, hd) != 0)
+            mt_strlist_free(&g->hosts);
+        mt_diag_destroy(&hd);
+    }
     /* srun -l labels each line with its task: "0: " (the number padded) */
     while (k < n && k < 8 && line[k] == ' ')
         k++;
@@ -97,6 +110,36 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
         g->sim_seconds = strtod(s + sizeof marker - 1, NULL);
     mt_logparse_feed_channel(g->log, -1, stream, line, n);
     mt_logparse_feed_channel(g->log, -1, stream, "\n", 1);
+}
+
+/* The evidence names the rank and node of the line that decided the
+ * outcome: an OOM, a NaN, an NCCL or infrastructure error, a crash, from
+ * one rank's stream (srun -l's label, torchrun's [rankN], or the rank the
+ * line names).  Ranks are placed as srun's block distribution and torchrun
+ * place them: rank / gpus_per_node is the node's index in hosts. */
+static void attribute(mt_measure *m, const mt_strlist *hosts, int gpus_per_node)
+{
+    static const mt_logevent_kind kinds[] = {MT_LOGEV_OOM,   MT_LOGEV_NAN,       MT_LOGEV_NCCL_ERROR,
+                                             MT_LOGEV_INFRA, MT_LOGEV_CRASH,     MT_LOGEV_EXCEPTION};
+    size_t i;
+    if (m->outcome != MT_OUTCOME_OOM && m->outcome != MT_OUTCOME_NAN &&
+        m->outcome != MT_OUTCOME_INFRA && m->outcome != MT_OUTCOME_CRASH)
+        return;
+    for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const mt_logevent *e = mt_logparse_first(m->log, kinds[i]);
+        const char *at;
+        char who[200], out[sizeof m->evidence];
+        if (!e || e->rank < 0 || !e->text[0] || !(at = strstr(m->evidence, e->text)))
+            continue;
+        if (hosts && hosts->n && gpus_per_node > 0 && (size_t)(e->rank / gpus_per_node) < hosts->n)
+            snprintf(who, sizeof who, "rank %d on %s: ", e->rank,
+                     hosts->v[e->rank / gpus_per_node]);
+        else
+            snprintf(who, sizeof who, "rank %d: ", e->rank);
+        snprintf(out, sizeof out, "%.*s%s%s", (int)(at - m->evidence), m->evidence, who, at);
+        memcpy(m->evidence, out, sizeof out);
+        return;
+    }
 }
 
 static const char *first_event(const mt_logparse *log, mt_logevent_kind kind)
@@ -833,6 +876,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         sampler = mt_nvml_sampler_start(nvml, 0, d);
 
     g.spec = spec;
+    g.launch = launch;
     g.log = mt_logparse_new();
     mt_logparse_on_iteration(g.log, on_iteration, &g);
     memset(&rs, 0, sizeof rs);
@@ -865,11 +909,16 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     m->sim_seconds = g.sim_seconds;
     m->outcome = mt_measure_classify(&m->run, m->log, m->first, m->last, m->evidence,
                                      sizeof m->evidence);
+    attribute(m, &g.hosts, (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10));
     summarize(m);
     collect_memory(m, &nvmems, memfile, &rows, &nrows, d);
     verify(spec, m, cfg, &r, d);
     memset(&fin, 0, sizeof fin);
     fin.nvml = nvml;
+    if (g.hosts.n) {
+        fin.hosts = (const char *const *)g.hosts.v;
+        fin.n_hosts = g.hosts.n;
+    }
     fin.stack = c->stack;
     fin.env = env;
     fp = mt_fingerprint_json(&fin, d);
@@ -889,6 +938,7 @@ out:
     mt_kv_destroy(&cfg);
     mt_kv_destroy(&env);
     mt_logparse_destroy(&g.log);
+    mt_strlist_free(&g.hosts);
     /* the run's facts borrow strings from the run (and from d): copy them
      * before it goes */
     snprintf(m->run_evidence, sizeof m->run_evidence, "%s", m->run.evidence ? m->run.evidence : "");
