@@ -62,6 +62,7 @@ typedef struct glue {
     /* under srun: the step's nodes, asked of Slurm at the first line */
     mt_launch *launch;
     int hosts_asked;
+    double hosts_at;
     mt_strlist hosts;
 } glue;
 
@@ -88,11 +89,15 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
     size_t k = 0;
     if (g->spec && g->spec->on_line && memmem(line, n, " iteration ", 11))
         g->spec->on_line(g->spec->line_ctx, line, n);
-    if (g->launch && g->launch->kind == MT_LAUNCHER_SRUN && !g->hosts_asked) {
+    if (g->launch && g->launch->kind == MT_LAUNCHER_SRUN && !g->hosts.n && g->hosts_asked < 4 &&
+        now_s() - g->hosts_at > 0.3) {
         /* the nodes Slurm gave the step, while it is live: the run's node
-         * list (fingerprint) and where each rank ran (evidence) */
+         * list (fingerprint) and where each rank ran (evidence); asked at
+         * the first line, and again (at most 4 times) when squeue did not
+         * list the step yet */
         mt_diag *hd = mt_diag_new();
-        g->hosts_asked = 1;
+        g->hosts_asked++;
+        g->hosts_at = now_s();
         if (mt_launch_hosts(g->launch, &g->hosts, hd) != 0)
             mt_strlist_free(&g->hosts);
         mt_diag_destroy(&hd);
