@@ -122,27 +122,31 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
  * one rank's stream (srun -l's label, torchrun's [rankN], or the rank the
  * line names).  Ranks are placed as srun's block distribution and torchrun
  * place them: rank / gpus_per_node is the node's index in hosts. */
-static void attribute(mt_measure *m, const mt_strlist *hosts, int gpus_per_node)
+void mt_measure_attribute(int outcome, const mt_logparse *log, const mt_strlist *hosts,
+                          int gpus_per_node, char *evidence, size_t n)
 {
     static const mt_logevent_kind kinds[] = {MT_LOGEV_OOM,   MT_LOGEV_NAN,       MT_LOGEV_NCCL_ERROR,
                                              MT_LOGEV_INFRA, MT_LOGEV_CRASH,     MT_LOGEV_EXCEPTION};
     size_t i;
-    if (m->outcome != MT_OUTCOME_OOM && m->outcome != MT_OUTCOME_NAN &&
-        m->outcome != MT_OUTCOME_INFRA && m->outcome != MT_OUTCOME_CRASH)
+    if (outcome != MT_OUTCOME_OOM && outcome != MT_OUTCOME_NAN && outcome != MT_OUTCOME_INFRA &&
+        outcome != MT_OUTCOME_CRASH)
         return;
     for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        const mt_logevent *e = mt_logparse_first(m->log, kinds[i]);
+        const mt_logevent *e = mt_logparse_first(log, kinds[i]);
         const char *at;
-        char who[200], out[sizeof m->evidence];
-        if (!e || e->rank < 0 || !e->text[0] || !(at = strstr(m->evidence, e->text)))
+        char who[200], *out;
+        if (!e || e->rank < 0 || !e->text[0] || !(at = strstr(evidence, e->text)))
             continue;
         if (hosts && hosts->n && gpus_per_node > 0 && (size_t)(e->rank / gpus_per_node) < hosts->n)
             snprintf(who, sizeof who, "rank %d on %s: ", e->rank,
                      hosts->v[e->rank / gpus_per_node]);
         else
             snprintf(who, sizeof who, "rank %d: ", e->rank);
-        snprintf(out, sizeof out, "%.*s%s%s", (int)(at - m->evidence), m->evidence, who, at);
-        memcpy(m->evidence, out, sizeof out);
+        if (!(out = malloc(n)))
+            return;
+        snprintf(out, n, "%.*s%s%s", (int)(at - evidence), evidence, who, at);
+        memcpy(evidence, out, n);
+        free(out);
         return;
     }
 }
@@ -165,13 +169,23 @@ static unsigned char *last_pass(const mt_logparse *log, size_t *superseded, int6
     size_t n = mt_logparse_iterations(log), i;
     unsigned char *keep = calloc(n + 1, 1);
     int64_t min_after = INT64_MAX, prev = INT64_MIN;
+    int speaker = -1;
     *superseded = 0;
     *restart_at = *restart_after = -1;
     if (!keep)
         return NULL;
+    /* one iteration stream: Megatron logs on the last rank; when several
+     * ranks' streams hold iteration lines (a patched stack, a print on
+     * every rank), the highest rank's are the run's, the others are not
+     * samples (and no restart) */
+    for (i = 0; i < n; i++) {
+        mt_iteration it;
+        if (mt_logparse_iteration(log, i, &it) == 0 && it.rank > speaker)
+            speaker = it.rank;
+    }
     for (i = n; i-- > 0;) {
         mt_iteration it;
-        if (mt_logparse_iteration(log, i, &it))
+        if (mt_logparse_iteration(log, i, &it) || (speaker >= 0 && it.rank != speaker))
             continue;
         keep[i] = it.iteration < min_after;
         *superseded += !keep[i];
@@ -180,7 +194,7 @@ static unsigned char *last_pass(const mt_logparse *log, size_t *superseded, int6
     }
     for (i = 0; i < n; i++) {
         mt_iteration it;
-        if (mt_logparse_iteration(log, i, &it))
+        if (mt_logparse_iteration(log, i, &it) || (speaker >= 0 && speaker != it.rank))
             continue;
         if (prev != INT64_MIN && it.iteration <= prev)
             *restart_at = it.iteration, *restart_after = prev;
@@ -914,7 +928,9 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     m->sim_seconds = g.sim_seconds;
     m->outcome = mt_measure_classify(&m->run, m->log, m->first, m->last, m->evidence,
                                      sizeof m->evidence);
-    attribute(m, &g.hosts, (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10));
+    mt_measure_attribute(m->outcome, m->log, &g.hosts,
+                         (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10),
+                         m->evidence, sizeof m->evidence);
     summarize(m);
     collect_memory(m, &nvmems, memfile, &rows, &nrows, d);
     verify(spec, m, cfg, &r, d);

@@ -154,6 +154,16 @@ char *mt_measure_failed_memo(const char *outcome, const char *evidence);
  * before its window; else ok.  A restarted run (iteration numbers going
  * back) is judged by its last pass; the evidence says where it restarted
  * and how many earlier samples were set aside. */
+/* The line that decided outcome (an OOM, NaN, NCCL or infrastructure
+ * error, a crash) named by its rank and node in evidence (n bytes, the
+ * text classify wrote): "rank R on HOST: <line>" when the line came from
+ * one rank's stream (srun -l's label, torchrun's [rankN], or a rank the
+ * line names) and hosts (the step's nodes, in order) holds its node, ranks
+ * placed as srun's block distribution and torchrun place them (rank /
+ * gpus_per_node); "rank R: <line>" without hosts; unchanged otherwise. */
+void mt_measure_attribute(int outcome, const mt_logparse *log, const mt_strlist *hosts,
+                          int gpus_per_node, char *evidence, size_t n);
+
 int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int window_first,
                         int window_last, char *evidence, size_t n);
 
