@@ -767,12 +767,87 @@ static void template_placeholders(loader *L, const config_setting_t *e, const ch
     }
 }
 
+/* launch.srun: the srun launcher's static settings (workers/launch.h).
+ * Checked here for names and types, so `check` refuses what a worker
+ * would refuse at its first job. */
+static void parse_launch_srun(loader *L, const config_setting_t *e)
+{
+    static const char *const known[] = {"ntasks_per_node", "rank_env", "rank_exec",
+                                        "container_image", "container_mounts",
+                                        "container_workdir"};
+    int i;
+    if (config_setting_type(e) != CONFIG_TYPE_GROUP) {
+        err(L, e, "launch.srun",
+            "'launch.srun' must be a group, e.g. { ntasks_per_node = 1; rank_env = true; }");
+        return;
+    }
+    if (strcmp(L->c->launcher, "srun") != 0) {
+        err(L, e, "launch.srun",
+            "'launch.srun' settings apply to the srun launcher only; this contract's launcher "
+            "is \"%s\" (set launch.launcher = \"srun\", or drop the group)",
+            L->c->launcher);
+        return;
+    }
+    for (i = 0; i < config_setting_length(e); i++) {
+        const config_setting_t *x = config_setting_get_elem(e, (unsigned)i);
+        const char *nm = config_setting_name(x);
+        char path[256], buf[1024];
+        size_t k;
+        for (k = 0; k < sizeof known / sizeof known[0]; k++)
+            if (!strcmp(known[k], nm))
+                break;
+        if (k == sizeof known / sizeof known[0]) {
+            unknown_name(L, x, "launch.srun", known, sizeof known / sizeof known[0]);
+            continue;
+        }
+        snprintf(path, sizeof path, "launch.srun.%s", nm);
+        if (!strcmp(nm, "ntasks_per_node")) {
+            if (config_setting_type(x) != CONFIG_TYPE_INT || config_setting_get_int(x) < 1 ||
+                config_setting_get_int(x) > 4096) {
+                err(L, x, path, "'%s' must be a whole number from 1 to 4096 (tasks per node; 1 "
+                                "for a torchrun template)",
+                    path);
+                continue;
+            }
+            snprintf(buf, sizeof buf, "%d", config_setting_get_int(x));
+        } else if (!strcmp(nm, "rank_env")) {
+            if (config_setting_type(x) != CONFIG_TYPE_BOOL) {
+                err(L, x, path, "'%s' must be true or false", path);
+                continue;
+            }
+            snprintf(buf, sizeof buf, "%s", config_setting_get_bool(x) ? "true" : "false");
+        } else {
+            const char *c;
+            if (config_setting_type(x) != CONFIG_TYPE_STRING || scalar_string(x, buf, sizeof buf)) {
+                err(L, x, path, "'%s' must be a string", path);
+                continue;
+            }
+            for (c = buf; *c && *c != ' ' && !iscntrl((unsigned char)*c); c++)
+                ;
+            if (!buf[0] || *c) {
+                err(L, x, path, "'%s' must be one word, without blanks (srun takes it as one "
+                                "option value)",
+                    path);
+                continue;
+            }
+        }
+        mt_kv_set(L->c->launch_srun, nm, buf);
+        mt_kv_set(L->canon, path, buf);
+    }
+    if ((mt_kv_get(L->c->launch_srun, "container_mounts") ||
+         mt_kv_get(L->c->launch_srun, "container_workdir")) &&
+        !mt_kv_get(L->c->launch_srun, "container_image"))
+        err(L, e, "launch.srun.container_image",
+            "'launch.srun' has container_mounts or container_workdir but no container_image "
+            "(the image pyxis starts the tasks in)");
+}
+
 static void parse_launch(loader *L, const config_setting_t *g)
 {
     mt_kv *kv = mt_kv_new();
     const config_setting_t *e;
     static const char *const known[] = {"backend", "launcher", "dialect", "template", "env",
-                                        "plugin_path", "plugins"};
+                                        "plugin_path", "plugins", "srun"};
     int i, n;
     if (!g || config_setting_type(g) != CONFIG_TYPE_GROUP) {
         err(L, g, "launch", "missing group 'launch' (backend, launcher, dialect, template)");
@@ -881,6 +956,9 @@ static void parse_launch(loader *L, const config_setting_t *g)
                 mt_kv_set(L->canon, path, buf);
             }
     }
+    e = config_setting_get_member(g, "srun");
+    if (e)
+        parse_launch_srun(L, e);
     mt_kv_destroy(&kv);
 }
 
@@ -1074,6 +1152,7 @@ static mt_contract *load(config_t *cfg, int rc, const char *path, mt_diag *d)
     c->data = mt_kv_new(), c->batch = mt_kv_new(), c->base = mt_kv_new();
     c->space = mt_kv_new(), c->view = mt_kv_new(), c->lines = mt_kv_new();
     c->launch_env = mt_kv_new();
+    c->launch_srun = mt_kv_new();
     L.c = c, L.d = d, L.canon = mt_kv_new();
 
     if (rc != CONFIG_TRUE) {
@@ -1276,6 +1355,7 @@ void mt_contract_destroy(mt_contract **cp)
     mt_kv_destroy(&c->data), mt_kv_destroy(&c->batch), mt_kv_destroy(&c->base);
     mt_kv_destroy(&c->space), mt_kv_destroy(&c->view), mt_kv_destroy(&c->lines);
     mt_kv_destroy(&c->launch_env);
+    mt_kv_destroy(&c->launch_srun);
     free(c->backend);
     free(c->launcher);
     for (i = 0; c->launch_template && i < c->n_template; i++)

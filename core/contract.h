@@ -68,6 +68,10 @@ typedef struct mt_contract {
     size_t n_template;
     int template_bisect; /* the template names {rev} or {work}: `moetune bisect` only */
     mt_kv *launch_env;   /* static environment of every run */
+    /* launch.srun: static settings of the srun launcher (ntasks_per_node,
+     * rank_env, rank_exec, container_image, container_mounts,
+     * container_workdir), as strings; empty under other launchers */
+    mt_kv *launch_srun;
     /* launch.plugin_path: files or directories, loaded only when the
      * operator passes --trust-plugin-path (a contract is input, not code) */
     char **plugin_path;

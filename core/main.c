@@ -24,6 +24,7 @@
 #include "engine.h"
 #include "prepare.h"
 #include "keys.h"
+#include "rankexec.h"
 #include "worker.h"
 #include "profile.h"
 #include "trace.h"
@@ -80,7 +81,7 @@ static void usage(FILE *out)
             "       [--name NAME] [-o FILE] (-- ARGV... | --argv FILE)\n"
             "                                a contract from an existing Megatron-LM command line\n"
             "  render CONTRACT [--set knob=value]... [--dialect mlm|bridge]\n"
-            "       [--argv-only | --format env|sh]\n"
+            "       [--argv-only | --format env|sh|launch]\n"
             "                                the launch command for the base config (+ sets):\n"
             "                                argv one word a line, then the environment and\n"
             "                                launcher settings; --argv-only the argv alone;\n"
@@ -122,6 +123,8 @@ static void usage(FILE *out)
             "  worker --connect tcp://HOST:PORT [--allow PROGRAM]... [--key DIR/NAME --server-key F]\n"
             "                                a ZeroMQ worker that runs a tune's jobs on this node\n"
             "  keygen DIR NAME [--force]     a CURVE keypair for the coordinator or a worker\n"
+            "  rank-exec -- PROGRAM [ARGS]   (an srun task) RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR,\n"
+            "                                MASTER_PORT from Slurm's variables, then PROGRAM\n"
             "\n"
             "Plugins: built-ins, then MOETUNE_PLUGIN_PATH (colon-separated); a contract names\n"
             "the plugins it needs in launch.plugins, and the files of its launch.plugin_path\n"
@@ -731,8 +734,10 @@ static void sim_path(char *buf, size_t n);
 /* --format and --argv-only: 0, or EXIT_USAGE with the problem said. */
 static int check_render_opts(const render_opts *ro)
 {
-    if (ro->format && strcmp(ro->format, "env") && strcmp(ro->format, "sh")) {
-        fprintf(stderr, "moetune render: --format takes env or sh, not '%s'\n", ro->format);
+    if (ro->format && strcmp(ro->format, "env") && strcmp(ro->format, "sh") &&
+        strcmp(ro->format, "launch")) {
+        fprintf(stderr, "moetune render: --format takes env, sh or launch, not '%s'\n",
+                ro->format);
         return EXIT_USAGE;
     }
     if (ro->format && ro->argv_only) {
@@ -773,6 +778,22 @@ static int print_formatted(session *s, uint32_t dial, const char *format, mt_dia
     char *text = NULL, simbin[PATH_MAX], title[PATH_MAX + 64];
     int rc;
     mt_rendered_init(&out);
+    if (!strcmp(format, "launch")) {
+        /* the exact argv a worker runs (srun, its options, the container,
+         * rank-exec, the template), one word a line; the job is named
+         * mt-render here (each run's own name is unique) and {run_dir} is . */
+        size_t i;
+        sim_path(simbin, sizeof simbin);
+        rc = mt_render(s->reg, s->contract, s->cfg, dial, &out, d) ? 1 : 0;
+        if (!rc && mt_measure_command(s->contract, &out, simbin, ".", "mt-render", NULL, NULL,
+                                      NULL, &cmd, NULL, d))
+            rc = EXIT_BAD_INPUT;
+        for (i = 0; !rc && i < cmd.n; i++)
+            printf("%s\n", cmd.v[i]);
+        mt_strlist_free(&cmd);
+        mt_rendered_free(&out);
+        return rc;
+    }
     if (!strcmp(format, "env")) {
         rc = mt_render(s->reg, s->contract, s->cfg, dial, &out, d) ? 1 : 0;
         if (!rc && !strcmp(s->contract->backend, "sim"))
@@ -2683,6 +2704,8 @@ int main(int argc, char **argv)
         return cmd_worker(argc, argv);
     if (!strcmp(argv[1], "keygen"))
         return cmd_keygen(argc, argv);
+    if (!strcmp(argv[1], "rank-exec"))
+        return mt_rank_exec_main(argc, argv);
     if (!strcmp(argv[1], "measure")) {
         if (argc < 3) {
             fprintf(stderr, "moetune measure: missing CONTRACT\n");

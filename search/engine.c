@@ -901,7 +901,14 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             }
         for (i = 0; i < 2 * k; i += 2) {
             const cJSON *c = got[i], *x = got[i + 1];
-            if (!failed && !eng_job_ok(x)) {
+            if (!failed && !eng_job_ok(x) && !strcmp(eng_str(x, "outcome"), "infra")) {
+                /* the coordinator retried it (PROTOCOL.md 5): still lost */
+                snprintf(out->reason, sizeof out->reason,
+                         "not judged: the candidate's run was lost to infrastructure on every "
+                         "retry (%s); this says nothing against the candidate",
+                         eng_str(x, "evidence"));
+                failed = 1;
+            } else if (!failed && !eng_job_ok(x)) {
                 snprintf(out->reason, sizeof out->reason, "the candidate's run failed: %s (%s)",
                          eng_str(x, "outcome"), eng_str(x, "evidence"));
                 failed = 1;

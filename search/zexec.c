@@ -270,6 +270,62 @@ static void failed_memo(eng *e, const char *key, const char *outcome, const char
 
 void (*eng_zx_probe)(const char *key, int retry, int event);
 
+/* A result whose outcome is infra (a node lost, an NCCL or InfiniBand
+ * error, an Xid: PROTOCOL.md 5) says nothing about the config: its run is
+ * stored as evidence, under its retry number, but it is not the job's
+ * result.  The job is re-queued as retry + 1, up to ZX_INFRA_RETRIES times;
+ * after that the infra result stands (the engine never counts it against
+ * the candidate as a failure of the config: it is typed infra). */
+#define ZX_INFRA_RETRIES 3
+
+/* 1 when r was an infra result that re-queued its job (stored, acked). */
+static int infra_retry(eng *e, zworker *w, const mt_proto_result *r)
+{
+    zx *z = e->zx;
+    const cJSON *oc = r->memo ? cJSON_GetObjectItemCaseSensitive(r->memo, "outcome") : NULL;
+    const cJSON *ev = r->memo ? cJSON_GetObjectItemCaseSensitive(r->memo, "evidence") : NULL;
+    mt_proto_result_ack a;
+    mt_store_result sr;
+    int64_t run_id = -1;
+    char err[512], line[1024];
+    int j;
+    if (!cJSON_IsString(oc) || strcmp(oc->valuestring, "infra") || r->retry >= ZX_INFRA_RETRIES ||
+        (j = job_index(z, r->job_id, r->retry)) < 0 || z->jobs[j].state == ZJ_DONE)
+        return 0;
+    if (r->run) {
+        if (mt_proto_result_to_store(r->run, r->samples, r->gpus, &sr, err, sizeof err)) {
+            zlog(e, "result of %s unusable: %s", r->job_id, err);
+            return 0;
+        }
+        if (mt_store_put_result(e->st, &sr, &run_id, e->d) < 0) {
+            mt_proto_result_release(&sr);
+            return 1; /* not acknowledged: the worker sends it again */
+        }
+        mt_proto_result_release(&sr);
+    }
+    snprintf(line, sizeof line,
+             "job %s (retry %d) on worker %s: infra (%.700s); re-queued as retry %d, not "
+             "counted against the config",
+             r->job_id, r->retry, w ? w->name : "?", cJSON_IsString(ev) ? ev->valuestring : "",
+             r->retry + 1);
+    mt_store_add_event(e->st, NAN, "job-requeued", line, NULL);
+    zlog(e, "%s", line);
+    if (z->jobs[j].worker >= 0 && (size_t)z->jobs[j].worker < z->nw &&
+        z->w[z->jobs[j].worker].job == j)
+        z->w[z->jobs[j].worker].job = -1;
+    z->jobs[j].state = ZJ_QUEUED;
+    z->jobs[j].retry = r->retry + 1;
+    z->jobs[j].worker = -1;
+    memset(&a, 0, sizeof a);
+    a.job_id = r->job_id;
+    a.retry = r->retry;
+    a.run_id = run_id;
+    a.status = "stored";
+    if (w)
+        send_to(e, w, MT_PROTO_RESULT_ACK, mt_proto_result_ack_body(&a));
+    return 1;
+}
+
 static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
 {
     zx *z = e->zx;
@@ -336,6 +392,9 @@ static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
         }
     } else if (strncmp(r.job_id, "job/", 4)) {
         status = "discarded";
+    } else if (infra_retry(e, w, &r)) {
+        free(have);
+        return;
     } else {
         mt_store_result sr;
         int ok = 0;

@@ -1,14 +1,12 @@
 #!/bin/bash
 # slurm_tune.sh - a tune whose jobs run through a real Slurm.
 #
-# Starts a single-node Slurm on loopback from Debian's packages: munged with
-# its own key and socket, slurmctld and slurmd with ProctrackType=
-# proctrack/linuxproc, TaskPlugin=task/none and a fake GPU GRES (GresTypes=
-# gpu, the node with Gres=gpu:8, gres.conf naming 8 character devices made
-# with mknod ... c 1 3), so that the production `srun --gpus-per-node=8`
-# argv runs unchanged and Slurm sets CUDA_VISIBLE_DEVICES.  A task prolog
-# records every task's step and CUDA_VISIBLE_DEVICES; a scancel shim first
-# in the workers' PATH records each scancel before running the real one.
+# Starts a single-node Slurm on loopback (tests/slurm_lib.sh: munged,
+# slurmctld, one slurmd, a fake GPU GRES of 8 devices, so that the
+# production `srun --gpus-per-node=8` argv runs unchanged and Slurm sets
+# CUDA_VISIBLE_DEVICES; a task prolog records every task's step and
+# CUDA_VISIBLE_DEVICES); a scancel shim first in the workers' PATH records
+# each scancel before running the real one.
 #
 # 1. tune: `moetune tune tests/contracts/tune-small-srun.cfg --workers ...
 #    --keys` (CURVE), with the workers started by the example batch script
@@ -16,7 +14,8 @@
 #    --launchers local,srun, nodes and GPUs from the job).  The tune must end
 #    with a bundle; every run must be ok, done by the node's worker, and be a
 #    step of the workers' allocation with 8 tasks that each saw
-#    CUDA_VISIBLE_DEVICES=0,...,7; the run logs carry srun -l's task labels;
+#    CUDA_VISIBLE_DEVICES=0,...,7; the run logs carry srun -l's task labels,
+#    iteration lines from the last rank only and rank 0's memory line;
 #    after the tune the workers exit and the allocation completes.
 # 2. cancel: another tune with --job-grace 2 and slowed sim steps; while its
 #    first job's step runs, the worker is stopped (SIGSTOP) until the
@@ -35,166 +34,14 @@ mt=$1
 src=$2
 contract=$src/tests/contracts/tune-small-srun.cfg
 batch=$src/examples/slurm/moetune-workers.sbatch
-t0=$(date +%s)
-
-say() { echo "slurm_tune: [$(($(date +%s) - t0))s] $*"; }
-skip() {
-  if [ -n "${CI:-}" ]; then
-    echo "slurm_tune: FAILED: cannot run under CI: $*" >&2
-    exit 1
-  fi
-  echo "slurm_tune: SKIPPED: $*"
-  exit 77
-}
-
-if [ "${MOETUNE_TEST_SLURM:-1}" = 0 ]; then skip "MOETUNE_TEST_SLURM=0"; fi
-if [ "$(id -u)" != 0 ]; then skip "not root (the test starts slurmctld, slurmd and munged)"; fi
-for p in /usr/sbin/slurmctld /usr/sbin/slurmd /usr/sbin/munged; do
-  [ -x "$p" ] || skip "$p missing (apt-get install slurmctld slurmd slurm-client munge)"
-done
-for p in srun sbatch squeue scancel sinfo munge unmunge mknod; do
-  command -v "$p" >/dev/null || skip "$p missing (apt-get install slurm-client munge)"
-done
-
-T=$(mktemp -d /tmp/mt-slurm-tune.XXXXXX)
-chmod 755 "$T"
-node=$(hostname -s)
-export SLURM_CONF=$T/slurm.conf
-unset SLURM_JOB_ID SLURM_JOBID
-daemons=()
-tunes=()
-jobs=()
-
-dump() {
-  local f
-  for f in "$T"/ctld.log "$T"/slurmd.log "$T"/tune*.err "$T"/workers*.out "$T"/scancel.log; do
-    [ -f "$f" ] || continue
-    echo "---- $f (tail)"
-    tail -n 25 "$f"
-  done
-}
-
-cleanup() {
-  local p j
-  for p in "${tunes[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  for j in "${jobs[@]}"; do scancel "$j" 2>/dev/null; done
-  for p in "${daemons[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  for p in "${tunes[@]}" "${daemons[@]}"; do wait "$p" 2>/dev/null; done
-  # whatever Slurm started for this cluster (slurmstepd, its tasks, the
-  # workers): every process whose environment names this slurm.conf
-  for p in /proc/[0-9]*; do
-    if tr '\0' '\n' 2>/dev/null <"$p/environ" | grep -qx "SLURM_CONF=$SLURM_CONF"; then
-      kill -KILL "${p#/proc/}" 2>/dev/null
-    fi
-  done
-  if [ "${MOETUNE_TEST_KEEP:-0}" = 1 ]; then
-    echo "slurm_tune: kept $T"
-  else
-    rm -rf "$T"
-  fi
-}
-trap cleanup EXIT
-
-fail() {
-  echo "slurm_tune: FAILED: $*" >&2
-  dump >&2
-  exit 1
-}
-
-# A TCP port nobody listens on.
-free_port() {
-  local p i
-  for i in $(seq 50); do
-    p=$((20000 + RANDOM % 40000))
-    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
-      echo "$p"
-      return
-    fi
-  done
-  fail "no free port"
-}
-
-# wait_for SECONDS COMMAND...: until COMMAND succeeds; 1 on time out.
-wait_for() {
-  local limit=$1 end
-  shift
-  end=$(($(date +%s) + limit))
-  until "$@"; do
-    [ "$(date +%s)" -lt "$end" ] || return 1
-    sleep 0.2
-  done
-}
+SL_TAG=slurm_tune
+. "$src/tests/slurm_lib.sh"
+sl_require
 
 # ---- the cluster ---------------------------------------------------------------------------
 
-mkdir -m 0711 "$T/munge"
-head -c 1024 /dev/urandom >"$T/munge/munge.key"
-chmod 0400 "$T/munge/munge.key"
-munged --foreground --force --socket="$T/munge/socket" --key-file="$T/munge/munge.key" \
-  --pid-file="$T/munge/munged.pid" --seed-file="$T/munge/seed" --num-threads=2 \
-  >"$T/munge.log" 2>&1 &
-daemons+=($!)
-munge_ok() { munge -S "$T/munge/socket" -n 2>/dev/null | unmunge -S "$T/munge/socket" >/dev/null 2>&1; }
-wait_for 10 munge_ok || fail "munged did not come up ($(tail -n 3 "$T/munge.log"))"
-
-# eight fake GPUs: character devices like /dev/null
-mkdir "$T/dev"
-for i in 0 1 2 3 4 5 6 7; do
-  mknod "$T/dev/nvidia$i" c 1 3 || skip "mknod not permitted here"
-done
-mkdir "$T/state" "$T/spool"
-ctld_port=$(free_port)
-d_port=$(free_port)
-while [ "$d_port" = "$ctld_port" ]; do d_port=$(free_port); done
-cat >"$T/task-prolog" <<EOF
-#!/bin/sh
-echo "step=\$SLURM_JOB_ID.\$SLURM_STEP_ID task=\$SLURM_PROCID cuda=\${CUDA_VISIBLE_DEVICES:-unset}" >>"$T/tasks.log"
-EOF
-chmod 755 "$T/task-prolog"
-cat >"$T/slurm.conf" <<EOF
-ClusterName=mtslurmtune
-SlurmctldHost=$node(127.0.0.1)
-SlurmctldPort=$ctld_port
-SlurmdPort=$d_port
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$T/munge/socket
-SlurmUser=root
-SlurmdUser=root
-StateSaveLocation=$T/state
-SlurmdSpoolDir=$T/spool
-SlurmctldPidFile=$T/ctld.pid
-SlurmdPidFile=$T/slurmd.pid
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-TaskProlog=$T/task-prolog
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SwitchType=switch/none
-MpiDefault=none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/filetxt
-JobCompLoc=$T/jobcomp.txt
-ReturnToService=2
-KillWait=2
-MessageTimeout=5
-SlurmdParameters=config_overrides
-GresTypes=gpu
-NodeName=$node NodeAddr=127.0.0.1 CPUs=16 Gres=gpu:8 State=UNKNOWN
-PartitionName=debug Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-EOF
-cat >"$T/gres.conf" <<EOF
-AutoDetect=off
-Name=gpu File=$T/dev/nvidia[0-7]
-EOF
-/usr/sbin/slurmctld -D -i -f "$SLURM_CONF" >"$T/ctld.log" 2>&1 &
-daemons+=($!)
-sleep 0.3
-/usr/sbin/slurmd -D -f "$SLURM_CONF" -N "$node" >"$T/slurmd.log" 2>&1 &
-daemons+=($!)
-node_idle() { sinfo --noheader --format=%T 2>/dev/null | grep -q '^idle'; }
-wait_for 30 node_idle || fail "the node never became idle"
+sl_start host 8
+node=$SL_NODES
 say "Slurm up: $node, gpu:8 (GRES on $T/dev/nvidia[0-7]), munge on $T/munge/socket"
 
 # the workers' scancel: recorded, then the real one
@@ -222,8 +69,6 @@ submit_workers() {
     MOETUNE_KEYS="$T/wkeys" MOETUNE_BIN="$mt" MOETUNE_WORKER_DIR="$dir" MOETUNE_IDLE_EXIT=60 "$@" \
     sbatch --parsable --output="$dir.out" "$batch"
 }
-
-job_gone() { ! squeue --noheader --jobs="$1" --format=%i 2>/dev/null | grep -q "$1"; }
 
 # ---- 1. a tune through srun ---------------------------------------------------------------
 
@@ -265,12 +110,14 @@ bad=$(cut -d' ' -f1 "$T/tasks1.log" | sort | uniq -c | awk '$1 != 8' | head -n 3
 ncuda=$(grep -c ' cuda=0,1,2,3,4,5,6,7$' "$T/tasks1.log")
 [ "$ncuda" = $((8 * nruns)) ] ||
   fail "$ncuda of $((8 * nruns)) tasks saw CUDA_VISIBLE_DEVICES=0,...,7: $(grep -v ' cuda=0,1,2,3,4,5,6,7$' "$T/tasks1.log" | head -n 2)"
-# srun -l labels: task 0 speaks, the other seven are silent
+# srun -l labels: each task is one rank of the sim; the last (7) prints the
+# iteration lines, rank 0 the arguments and its memory line (DP rank 0)
 nlogs=0
 for log in "$T/workers1/$node"/runs/*/stdout.log; do
   nlogs=$((nlogs + 1))
-  grep -q '^0: .* iteration ' "$log" || fail "no task-0 iteration line in $log"
-  if grep -q '^[1-7]: ' "$log"; then fail "a silent task printed in $log"; fi
+  grep -q '^7: .* iteration ' "$log" || fail "no task-7 iteration line in $log"
+  if grep -q '^[0-6]: .* iteration ' "$log"; then fail "a rank other than the last printed iteration lines in $log"; fi
+  grep -q '^0: \[Rank 0\] (after 1 iterations) memory (MB)' "$log" || fail "no rank-0 memory line in $log"
 done
 [ "$nlogs" = "$nruns" ] || fail "$nlogs run logs for $nruns runs"
 # the coordinator's disconnect ends the workers, and so the allocation

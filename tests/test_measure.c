@@ -298,6 +298,154 @@ START_TEST(memory_line_cut_before_its_last_field_keeps_its_fields)
 }
 END_TEST
 
+
+/* ---- several ranks' streams, merged as srun -l and torchrun print them ----------- */
+
+/* The example's rendered command with PP 2 and EP 8 (the sim's flags
+ * added), for one process per rank; extra flags appended. */
+static mt_strlist pp2_argv(const char *const *extra)
+{
+    tk *t = tk_open("qwen3-30b-a3b-h100x16.cfg");
+    mt_rendered r;
+    mt_strlist a = {0};
+    size_t i;
+    static const char *const sim[] = {"--sim-nodes", "2", "--sim-gpus-per-node", "8", NULL};
+    tk_set(t, "pipeline_model_parallel_size=2");
+    tk_set(t, "expert_model_parallel_size=8");
+    mt_rendered_init(&r);
+    ck_assert_int_eq(mt_render(t->reg, t->contract, t->cfg, MT_DIALECT_MLM, &r, t->diag), 0);
+    for (i = 0; i < r.argv.n; i++)
+        mt_strlist_push(&a, r.argv.v[i]);
+    for (i = 0; sim[i]; i++)
+        mt_strlist_push(&a, sim[i]);
+    for (i = 0; extra && extra[i]; i++)
+        mt_strlist_push(&a, extra[i]);
+    mt_rendered_free(&r);
+    tk_close(&t);
+    return a;
+}
+
+/* Runs rank `rank` of 16 and feeds its stdout and stderr to p, every line
+ * behind prefix (srun -l's "R: ", or "N: [defaultR]:" under torchrun). */
+static int feed_rank(mt_logparse *p, const mt_strlist *argv, int rank, const char *prefix)
+{
+    const char **args = calloc(argv->n + 1, sizeof *args);
+    char rv[32];
+    tk_proc r;
+    int k;
+    size_t i;
+    for (i = 0; i < argv->n; i++)
+        args[i] = argv->v[i];
+    snprintf(rv, sizeof rv, "%d", rank);
+    setenv("RANK", rv, 1);
+    setenv("WORLD_SIZE", "16", 1);
+    setenv("MOETUNE_SIM_GPU", "H200", 1);
+    r = tk_spawn(MT_SIM_BIN, args);
+    unsetenv("RANK"), unsetenv("WORLD_SIZE"), unsetenv("MOETUNE_SIM_GPU");
+    for (k = 0; k < 2; k++) {
+        const char *s = k ? r.err : r.out;
+        while (*s) {
+            size_t n = strcspn(s, "\n");
+            mt_logparse_feed(p, prefix, strlen(prefix));
+            mt_logparse_feed(p, s, n);
+            mt_logparse_feed(p, "\n", 1);
+            s += n + (s[n] == '\n');
+        }
+    }
+    k = r.status;
+    tk_proc_free(&r);
+    free(args);
+    return k;
+}
+
+START_TEST(ranks_streams_give_one_iteration_stream)
+{
+    static const char *const ranks[] = {"0", "3", "8", "15"};
+    mt_strlist a = pp2_argv(NULL);
+    mt_logparse *p = mt_logparse_new();
+    mt_run_result run;
+    char ev[600], pre[16];
+    size_t i, n;
+    for (i = 0; i < sizeof ranks / sizeof ranks[0]; i++) {
+        snprintf(pre, sizeof pre, "%2s: ", ranks[i]);
+        ck_assert_int_eq(feed_rank(p, &a, atoi(ranks[i]), pre), 0);
+    }
+    /* a stray iteration line from another rank (a print on every rank) */
+    mt_logparse_feed(p, " 3:  [2026-01-01 00:03:00.000001] iteration        1/      20 | "
+                        "elapsed time per iteration (ms): 1.0 | lm loss: 1.0E+01 | number of "
+                        "skipped iterations:   0 | number of nan iterations:   0 |\n", 160);
+    mt_logparse_finish(p);
+    n = mt_logparse_iterations(p);
+    ck_assert_uint_eq(n, 21);
+    memset(&run, 0, sizeof run);
+    run.outcome = MT_OUTCOME_OK;
+    run.exited = 1;
+    ck_assert_int_eq(mt_measure_classify(&run, p, 11, 20, ev, sizeof ev), MT_OUTCOME_OK);
+    /* the last rank's stream alone: no restart, no stray sample */
+    ck_assert_msg(!strstr(ev, "restarted"), "%s", ev);
+    ck_assert_str_eq(ev, "exit status 0; iterations 1-20");
+    /* each data-parallel rank 0's own memory line: the two stages */
+    ck_assert_uint_eq(mt_logparse_ranks(p), 2);
+    ck_assert_int_eq(mt_logparse_rank_memory(p, 0)->rank, 0);
+    ck_assert_int_eq(mt_logparse_rank_memory(p, 1)->rank, 8);
+    ck_assert(mt_logparse_rank_memory(p, 0)->max_reserved !=
+              mt_logparse_rank_memory(p, 1)->max_reserved);
+    mt_logparse_destroy(&p);
+    mt_strlist_free(&a);
+}
+END_TEST
+
+START_TEST(failures_name_their_rank_and_node)
+{
+    static const char *const mbs8[] = {"--micro-batch-size", "8", NULL};
+    static const char *const nccl[] = {"--sim-inject", "nccl", "--sim-inject-step", "3",
+                                       "--sim-inject-rank", "13", NULL};
+    mt_strlist hosts = {0}, a = pp2_argv(NULL), big;
+    mt_logparse *p = mt_logparse_new();
+    mt_run_result run;
+    char ev[600];
+    size_t i;
+    mt_strlist_push(&hosts, "gpu07");
+    mt_strlist_push(&hosts, "gpu08");
+    memset(&run, 0, sizeof run);
+    run.exited = 1;
+    run.exit_code = 1;
+    run.outcome = MT_OUTCOME_CRASH;
+    /* the first stage runs out of an H200's memory; srun -l labels rank 5 */
+    mt_strlist_free(&a);
+    big = pp2_argv(NULL);
+    for (i = 0; i + 1 < big.n; i++)
+        if (!strcmp(big.v[i], "--micro-batch-size")) {
+            free(big.v[i + 1]);
+            big.v[i + 1] = strdup(mbs8[1]);
+        }
+    ck_assert_int_ne(feed_rank(p, &big, 5, " 5: "), 0);
+    mt_logparse_finish(p);
+    ck_assert_int_eq(mt_measure_classify(&run, p, 11, 20, ev, sizeof ev), MT_OUTCOME_OOM);
+    mt_measure_attribute(MT_OUTCOME_OOM, p, &hosts, 8, ev, sizeof ev);
+    ck_assert_msg(strstr(ev, "rank 5 on gpu07: torch.OutOfMemoryError: CUDA out of memory.") == ev,
+                  "%s", ev);
+    mt_logparse_destroy(&p);
+    mt_strlist_free(&big);
+    /* under torchrun: srun's label is the node's task (1), torchrun's the rank */
+    p = mt_logparse_new();
+    a = pp2_argv(nccl);
+    ck_assert_int_ne(feed_rank(p, &a, 13, "1: [default13]:"), 0);
+    mt_logparse_finish(p);
+    ck_assert_int_eq(mt_measure_classify(&run, p, 11, 20, ev, sizeof ev), MT_OUTCOME_INFRA);
+    mt_measure_attribute(MT_OUTCOME_INFRA, p, &hosts, 8, ev, sizeof ev);
+    ck_assert_msg(strstr(ev, "rank 13 on gpu08: ") == ev, "%s", ev);
+    ck_assert_msg(strstr(ev, "NCCL error") != NULL, "%s", ev);
+    /* without the node list, the rank alone */
+    ck_assert_int_eq(mt_measure_classify(&run, p, 11, 20, ev, sizeof ev), MT_OUTCOME_INFRA);
+    mt_measure_attribute(MT_OUTCOME_INFRA, p, NULL, 8, ev, sizeof ev);
+    ck_assert_msg(strstr(ev, "rank 13: ") == ev, "%s", ev);
+    mt_logparse_destroy(&p);
+    mt_strlist_free(&a);
+    mt_strlist_free(&hosts);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("measure");
@@ -313,6 +461,8 @@ int main(void)
     tcase_add_loop_test(tc, impossible_step_time_is_crash_with_its_line, 0, 6);
     tcase_add_loop_test(tc, restarted_run_keeps_its_last_pass, 0, 2);
     tcase_add_loop_test(tc, memory_line_cut_before_its_last_field_keeps_its_fields, 0, 2);
+    tcase_add_test(tc, ranks_streams_give_one_iteration_stream);
+    tcase_add_test(tc, failures_name_their_rank_and_node);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

@@ -128,6 +128,7 @@ typedef struct run {
 static int keep_env(const char *e)
 {
     return strncmp(e, "MOETUNE_SIM_", 12) && strncmp(e, "WORLD_SIZE=", 11) &&
+           strncmp(e, "RANK=", 5) && strncmp(e, "SLURM_", 6) && strncmp(e, "LOCAL_RANK=", 11) &&
            strncmp(e, "CUDA_DEVICE_MAX_CONNECTIONS=", 28);
 }
 
@@ -1075,6 +1076,202 @@ START_TEST(every_space_value_parses)
 }
 END_TEST
 
+
+/* ---- one process per rank -------------------------------------------------------- */
+
+static const char *const pp2[] = {"pipeline_model_parallel_size=2", "expert_model_parallel_size=8",
+                                  NULL};
+
+/* c run as rank `rank` of world (RANK / WORLD_SIZE, or the Slurm pair). */
+static run rank_run(const cmd *base, int rank, int world, int slurm, const char *memfile,
+                    int kill_after_ms)
+{
+    cmd c;
+    char v[3][128];
+    size_t i;
+    run r;
+    memset(&c, 0, sizeof c);
+    for (i = 0; i < base->argv.n; i++)
+        mt_strlist_push(&c.argv, base->argv.v[i]);
+    for (i = 0; i < base->env.n; i++)
+        mt_strlist_push(&c.env, base->env.v[i]);
+    snprintf(v[0], sizeof v[0], "%s=%d", slurm ? "SLURM_PROCID" : "RANK", rank);
+    snprintf(v[1], sizeof v[1], "%s=%d", slurm ? "SLURM_NTASKS" : "WORLD_SIZE", world);
+    snprintf(v[2], sizeof v[2], "MOETUNE_SIM_MEMORY_FILE=%s", memfile ? memfile : "");
+    mt_strlist_push(&c.env, v[0]);
+    mt_strlist_push(&c.env, v[1]);
+    if (memfile)
+        mt_strlist_push(&c.env, v[2]);
+    r = sim_run(&c, kill_after_ms);
+    cmd_free(&c);
+    return r;
+}
+
+/* The lines of text that contain needle, in order, joined. */
+static char *lines_with(const char *text, const char *needle)
+{
+    size_t cap = strlen(text) + 1, n = 0;
+    char *out = calloc(1, cap);
+    const char *p = text;
+    while (*p) {
+        const char *e = strchr(p, '\n');
+        size_t len = e ? (size_t)(e - p + 1) : strlen(p);
+        if (memmem(p, len, needle, strlen(needle))) {
+            memcpy(out + n, p, len);
+            n += len;
+        }
+        p += len;
+    }
+    out[n] = '\0';
+    return out;
+}
+
+START_TEST(per_rank_roles_keep_the_one_process_figures)
+{
+    cmd c = rendered("qwen3-30b-a3b-h100x16.cfg", pp2);
+    char *dir = temp_dir("ranks"), one_mem[160], rank_mem[160];
+    char *one_iters, *one_memlines, *all_memlines = calloc(1, 1), *ft1, *ftr;
+    run one;
+    int r;
+    snprintf(one_mem, sizeof one_mem, "%s/one.txt", dir);
+    snprintf(rank_mem, sizeof rank_mem, "%s/ranks.txt", dir);
+    {
+        cmd o;
+        char e[200];
+        memset(&o, 0, sizeof o);
+        for (size_t i = 0; i < c.argv.n; i++)
+            mt_strlist_push(&o.argv, c.argv.v[i]);
+        for (size_t i = 0; i < c.env.n; i++)
+            mt_strlist_push(&o.env, c.env.v[i]);
+        snprintf(e, sizeof e, "MOETUNE_SIM_MEMORY_FILE=%s", one_mem);
+        mt_strlist_push(&o.env, e);
+        one = sim_run(&o, 0);
+        cmd_free(&o);
+    }
+    ck_assert_int_eq(one.code, 0);
+    one_iters = lines_with(one.out, "] iteration ");
+    one_memlines = lines_with(one.out, "[Rank ");
+    ck_assert_int_eq(count(one_memlines, "\n"), 2); /* DP rank 0 of each of the two stages */
+    for (r = 0; r < 16; r++) {
+        run x = rank_run(&c, r, 16, r % 2, rank_mem, 0);
+        char *it = lines_with(x.out, "] iteration "), *mem = lines_with(x.out, "[Rank ");
+        ck_assert_msg(x.code == 0, "rank %d: exit %d: %s", r, x.code, x.err);
+        if (r == 15)
+            ck_assert_str_eq(it, one_iters); /* the last rank logs, the same figures */
+        else
+            ck_assert_msg(!*it, "rank %d printed iteration lines", r);
+        /* memory lines: data-parallel rank 0 of each stage (0 and 8), its own */
+        ck_assert_int_eq(count(mem, "\n"), r % 8 == 0 ? 1 : 0);
+        if (r % 8 == 0) {
+            char want[32];
+            snprintf(want, sizeof want, "[Rank %d] ", r);
+            ck_assert_ptr_nonnull(strstr(mem, want));
+        }
+        all_memlines = realloc(all_memlines, strlen(all_memlines) + strlen(mem) + 1);
+        strcat(all_memlines, mem);
+        ck_assert_int_eq(count(x.out, "-------------------- end of arguments"), r == 0);
+        ck_assert_int_eq(count(x.out, "using world size: 16"), r == 0);
+        ck_assert_int_eq(count(x.out, "[sim] simulated wall time: "), r == 0);
+        ck_assert_int_eq(count(x.out, "[sim] GPU peak memory (MiB): "), 1);
+        free(it), free(mem);
+        done(&x);
+    }
+    ck_assert_str_eq(all_memlines, one_memlines);
+    /* every rank reported its own peak: the one-process file's figures */
+    ft1 = tk_slurp(one_mem);
+    ftr = tk_slurp(rank_mem);
+    ck_assert_int_eq(count(ftr, "\n"), 16);
+    for (r = 0; r < 16; r++) {
+        char key[64];
+        const char *a, *b;
+        snprintf(key, sizeof key, "rank=%d host=", r);
+        a = strstr(ft1, key), b = strstr(ftr, key);
+        ck_assert_msg(a && b, "rank %d missing from a memory file", r);
+        ck_assert_msg(strtod(strstr(a, "peak_mib=") + 9, NULL) ==
+                          strtod(strstr(b, "peak_mib=") + 9, NULL),
+                      "rank %d: peaks differ", r);
+    }
+    free(ft1), free(ftr), free(one_iters), free(one_memlines), free(all_memlines);
+    done(&one);
+    unlink(one_mem);
+    rm_tree(dir, "ranks.txt");
+    free(dir);
+    cmd_free(&c);
+}
+END_TEST
+
+START_TEST(per_rank_oom_only_where_memory_runs_out)
+{
+    /* first stage past an H200's memory, second stage within it */
+    cmd c = rendered("qwen3-30b-a3b-h100x16.cfg", pp2);
+    run one, hot, cold, lastr;
+    set_flag(&c, "--micro-batch-size", "8");
+    set_flag(&c, "--sim-gpu", "H200");
+    one = sim_run(&c, 0);
+    ck_assert_int_eq(one.code, 1);
+    ck_assert_ptr_nonnull(strstr(one.err, "torch.OutOfMemoryError"));
+    hot = rank_run(&c, 3, 16, 0, NULL, 0);
+    ck_assert_int_eq(hot.code, 1);
+    ck_assert_ptr_nonnull(strstr(hot.err, "torch.OutOfMemoryError: CUDA out of memory."));
+    ck_assert_ptr_nonnull(strstr(hot.err, "GPU 3 has a total capacity"));
+    ck_assert_ptr_nonnull(strstr(hot.out, "[sim] GPU peak memory (MiB): "));
+    /* the second stage does not run out: it waits in a collective */
+    cold = rank_run(&c, 8, 16, 0, NULL, 400);
+    ck_assert_msg(cold.killed, "rank 8 did not hang: exit %d", cold.code);
+    ck_assert_ptr_null(strstr(cold.err, "OutOfMemoryError"));
+    lastr = rank_run(&c, 15, 16, 1, NULL, 400);
+    ck_assert(lastr.killed);
+    ck_assert_ptr_null(strstr(lastr.out, "] iteration "));
+    done(&one), done(&hot), done(&cold), done(&lastr);
+    cmd_free(&c);
+}
+END_TEST
+
+START_TEST(per_rank_nccl_error_from_one_rank)
+{
+    cmd c = rendered("qwen3-30b-a3b-h100x16.cfg", NULL);
+    static const char *const inj[] = {"--sim-inject", "nccl", "--sim-inject-step", "3",
+                                      "--sim-inject-rank", "5", NULL};
+    run bad, peer, lastr;
+    add_args(&c, inj);
+    bad = rank_run(&c, 5, 16, 0, NULL, 0);
+    ck_assert_int_eq(bad.code, 1);
+    ck_assert_ptr_nonnull(strstr(bad.err, "torch.distributed.DistBackendError: NCCL error in: "));
+    ck_assert_ptr_nonnull(strstr(bad.err, "[rank5]"));
+    peer = rank_run(&c, 0, 16, 0, NULL, 400);
+    ck_assert(peer.killed);
+    ck_assert_ptr_null(strstr(peer.err, "NCCL error"));
+    lastr = rank_run(&c, 15, 16, 0, NULL, 400);
+    ck_assert(lastr.killed);
+    /* the last rank logged the iterations before the failure, then waited */
+    ck_assert_int_eq(count(lastr.out, "] iteration "), 2);
+    done(&bad), done(&peer), done(&lastr);
+    cmd_free(&c);
+}
+END_TEST
+
+START_TEST(per_rank_environment_errors_are_named)
+{
+    cmd c = rendered("qwen3-30b-a3b-h100x16.cfg", NULL);
+    run r = rank_run(&c, 3, 8, 0, NULL, 0);
+    ck_assert_int_eq(r.code, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "started as rank 3 of 8 (RANK, WORLD_SIZE), but the "
+                                        "simulated cluster has 16 GPUs (2 nodes x 8)"));
+    done(&r);
+    r = rank_run(&c, 16, 16, 1, NULL, 0);
+    ck_assert_int_eq(r.code, 2);
+    ck_assert_ptr_nonnull(strstr(r.err, "SLURM_PROCID=16 is not below SLURM_NTASKS=16"));
+    done(&r);
+    /* a world of one is the one-process mode */
+    r = rank_run(&c, 0, 1, 0, NULL, 0);
+    ck_assert_int_eq(r.code, 0);
+    ck_assert_int_eq(count(r.out, "[Rank "), 1);
+    ck_assert_ptr_nonnull(strstr(r.out, "[sim] per-GPU peak memory (MiB): max "));
+    done(&r);
+    cmd_free(&c);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sim_run");
@@ -1099,6 +1296,10 @@ static Suite *suite(void)
     tcase_add_test(t, cluster_from_environment);
     tcase_add_test(t, stack_file);
     tcase_add_test(t, every_space_value_parses);
+    tcase_add_test(t, per_rank_roles_keep_the_one_process_figures);
+    tcase_add_test(t, per_rank_oom_only_where_memory_runs_out);
+    tcase_add_test(t, per_rank_nccl_error_from_one_rank);
+    tcase_add_test(t, per_rank_environment_errors_are_named);
     suite_add_tcase(s, t);
     return s;
 }

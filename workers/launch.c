@@ -370,6 +370,32 @@ mt_launch *mt_launch_new(int kind, int nodes, int gpus_per_node, const mt_kv *se
                 mt_diag_add(d, NULL, 0, field, "cpu_bind takes none or numa, not '%s'", v);
                 bad = 1;
             }
+        } else if (kind == MT_LAUNCHER_SRUN && !strcmp(k, "rank_env")) {
+            if (!strcmp(v, "true") || !strcmp(v, "1"))
+                l->rank_env = 1;
+            else if (strcmp(v, "false") && strcmp(v, "0")) {
+                mt_diag_add(d, NULL, 0, field, "rank_env takes true or false, not '%s'", v);
+                bad = 1;
+            }
+        } else if (kind == MT_LAUNCHER_SRUN &&
+                   (!strcmp(k, "rank_exec") || !strcmp(k, "container_image") ||
+                    !strcmp(k, "container_mounts") || !strcmp(k, "container_workdir"))) {
+            char **dst = !strcmp(k, "rank_exec")         ? &l->rank_exec
+                         : !strcmp(k, "container_image") ? &l->container_image
+                         : !strcmp(k, "container_mounts") ? &l->container_mounts
+                                                          : &l->container_workdir;
+            const char *c;
+            for (c = v; *c && !iscntrl((unsigned char)*c) && *c != ' '; c++)
+                ;
+            if (!*v || *c) {
+                mt_diag_add(d, NULL, 0, field,
+                            "%s must be one word (no blank or control byte), not '%s'", k, v);
+                bad = 1;
+            } else {
+                free(*dst);
+                if (!(*dst = strdup(v)))
+                    goto oom;
+            }
         } else if (!strcmp(k, "ntasks_per_node")) {
             if ((ntasks = parse_count(v)) < 0) {
                 mt_diag_add(d, NULL, 0, field, "ntasks_per_node takes a count >= 1, not '%s'", v);
@@ -377,16 +403,43 @@ mt_launch *mt_launch_new(int kind, int nodes, int gpus_per_node, const mt_kv *se
             }
         } else {
             mt_diag_add(d, NULL, 0, field,
-                        "the %s launcher has no setting '%s' (it knows cpu_bind and "
-                        "ntasks_per_node); a setting it cannot apply is refused rather than "
-                        "ignored",
-                        kind == MT_LAUNCHER_SRUN ? "srun" : "local", k);
+                        "the %s launcher has no setting '%s' (it knows %s); a setting it cannot "
+                        "apply is refused rather than ignored",
+                        kind == MT_LAUNCHER_SRUN ? "srun" : "local", k,
+                        kind == MT_LAUNCHER_SRUN
+                            ? "cpu_bind, ntasks_per_node, rank_env, rank_exec, container_image, "
+                              "container_mounts and container_workdir"
+                            : "cpu_bind and ntasks_per_node");
             bad = 1;
         }
     }
     if (bad) {
         mt_launch_destroy(&l);
         return NULL;
+    }
+    if (!bad && (l->container_mounts || l->container_workdir) && !l->container_image) {
+        mt_diag_add(d, NULL, 0, "launcher.container_image",
+                    "container_mounts and container_workdir need container_image (the image "
+                    "pyxis starts the tasks in)");
+        bad = 1;
+    }
+    if (bad) {
+        mt_launch_destroy(&l);
+        return NULL;
+    }
+    if (l->rank_env && !l->rank_exec) {
+        char self[4096];
+        ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (k <= 0) {
+            mt_diag_add(d, NULL, 0, "launcher.rank_exec",
+                        "rank_env needs the moetune program for `rank-exec`, and /proc/self/exe "
+                        "cannot be read: set launch.srun.rank_exec to its path");
+            mt_launch_destroy(&l);
+            return NULL;
+        }
+        self[k] = '\0';
+        if (!(l->rank_exec = strdup(self)))
+            goto oom;
     }
     l->ntasks_per_node = ntasks > 0 ? ntasks : gpus_per_node > 0 ? gpus_per_node : 1;
     l->env = env ? mt_kv_dup(env) : mt_kv_new();
@@ -409,6 +462,10 @@ void mt_launch_destroy(mt_launch **lp)
     l = *lp;
     free(l->job_name);
     free(l->slurm_job_id);
+    free(l->rank_exec);
+    free(l->container_image);
+    free(l->container_mounts);
+    free(l->container_workdir);
     mt_kv_destroy(&l->env);
     free(l);
     *lp = NULL;
@@ -442,6 +499,20 @@ int mt_launch_wrap(const mt_launch *l, const mt_strlist *argv, mt_strlist *out)
             rc = mt_strlist_push(out, "--kill-on-bad-exit=1");
         if (!rc && l->cpu_bind_numa)
             rc = mt_strlist_push(out, "--cpu-bind=ldoms"); /* each task to its NUMA domain */
+        /* the container is Slurm's business (pyxis), never a shell wrapper */
+        if (!rc && l->container_image)
+            rc = push_fmt(out, "--container-image=%s", l->container_image);
+        if (!rc && l->container_mounts)
+            rc = push_fmt(out, "--container-mounts=%s", l->container_mounts);
+        if (!rc && l->container_workdir)
+            rc = push_fmt(out, "--container-workdir=%s", l->container_workdir);
+        if (!rc && l->rank_env) {
+            rc = mt_strlist_push(out, l->rank_exec);
+            if (!rc)
+                rc = mt_strlist_push(out, "rank-exec");
+            if (!rc)
+                rc = mt_strlist_push(out, "--");
+        }
     }
     for (i = 0; argv && i < argv->n && rc == 0; i++)
         rc = mt_strlist_push(out, argv->v[i]);

@@ -11,7 +11,8 @@
  *   run   <- mt_runner_start({argv', env, on_stop = mt_launch_stop, stop_ctx = l})
  *
  * srun: `srun -l --nodes=N --ntasks-per-node=T --ntasks=N*T [--gpus-per-node=G]
- * --job-name=NAME --kill-on-bad-exit=1 [--cpu-bind=ldoms] ARGV...`.  T is
+ * --job-name=NAME --kill-on-bad-exit=1 [--cpu-bind=ldoms] [--container-image=I
+ * [--container-mounts=M] [--container-workdir=W]] [MOETUNE rank-exec --] ARGV...`.  T is
  * one task per GPU unless the launcher setting ntasks_per_node says
  * otherwise (1 for a torchrun template, which starts the ranks itself).  A
  * run is stopped with scancel: inside an allocation (SLURM_JOB_ID in the
@@ -85,15 +86,27 @@ typedef struct mt_launch {
     int gpus_per_node;   /* 0: no --gpus-per-node (no GRES on the cluster) */
     int ntasks_per_node; /* srun tasks per node */
     int cpu_bind_numa;   /* launcher setting cpu_bind=numa */
+    int rank_env;        /* setting rank_env=true: `MOETUNE rank-exec --` before argv */
+    char *rank_exec;     /* that MOETUNE: setting rank_exec, else this program's own file */
+    /* pyxis: --container-image, --container-mounts, --container-workdir */
+    char *container_image, *container_mounts, *container_workdir;
     char *job_name;
     mt_kv *env;              /* the job's environment (copy) */
     char *slurm_job_id;      /* SLURM_JOB_ID in env, or NULL */
     double cancel_timeout_s; /* per squeue / scancel call (default 15 s) */
 } mt_launch;
 
-/* Checks the launcher settings (rendered `# launcher` section: cpu_bind =
- * none|numa, ntasks_per_node = N; any other name is an error, never
- * silently ignored) and keeps copies.  env may be NULL (empty).  NULL with
+/* Checks the launcher settings (the contract's launch.srun group with the
+ * rendered `# launcher` section on top: cpu_bind = none|numa,
+ * ntasks_per_node = N, and under srun rank_env = true|false, rank_exec =
+ * PATH, container_image, container_mounts, container_workdir; any other
+ * name is an error, never silently ignored) and keeps copies.  rank_env
+ * puts `RANK_EXEC rank-exec --` in front of argv (workers/rankexec.h), so
+ * each task gets RANK, WORLD_SIZE, MASTER_ADDR, ... without a shell;
+ * RANK_EXEC defaults to this program's own file (/proc/self/exe), which
+ * a container must mount at the same path (or set rank_exec).  The
+ * container settings become pyxis's srun options --container-image=,
+ * --container-mounts=, --container-workdir=.  env may be NULL (empty).  NULL with
  * the problem in d (field "launch.launcher" or "launcher.<name>").  Under
  * srun, cpu_bind=numa becomes --cpu-bind=ldoms.  Under local there is one
  * process tree on one node and nothing for the launcher to bind: the run

@@ -59,6 +59,11 @@ typedef struct glue {
     double last_iter_at;
     long iters;
     double sim_seconds;
+    /* under srun: the step's nodes, asked of Slurm at the first line */
+    mt_launch *launch;
+    int hosts_asked;
+    double hosts_at;
+    mt_strlist hosts;
 } glue;
 
 static void on_iteration(void *ctx, const mt_iteration *it)
@@ -84,6 +89,19 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
     size_t k = 0;
     if (g->spec && g->spec->on_line && memmem(line, n, " iteration ", 11))
         g->spec->on_line(g->spec->line_ctx, line, n);
+    if (g->launch && g->launch->kind == MT_LAUNCHER_SRUN && !g->hosts.n && g->hosts_asked < 4 &&
+        now_s() - g->hosts_at > 0.3) {
+        /* the nodes Slurm gave the step, while it is live: the run's node
+         * list (fingerprint) and where each rank ran (evidence); asked at
+         * the first line, and again (at most 4 times) when squeue did not
+         * list the step yet */
+        mt_diag *hd = mt_diag_new();
+        g->hosts_asked++;
+        g->hosts_at = now_s();
+        if (mt_launch_hosts(g->launch, &g->hosts, hd) != 0)
+            mt_strlist_free(&g->hosts);
+        mt_diag_destroy(&hd);
+    }
     /* srun -l labels each line with its task: "0: " (the number padded) */
     while (k < n && k < 8 && line[k] == ' ')
         k++;
@@ -97,6 +115,40 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
         g->sim_seconds = strtod(s + sizeof marker - 1, NULL);
     mt_logparse_feed_channel(g->log, -1, stream, line, n);
     mt_logparse_feed_channel(g->log, -1, stream, "\n", 1);
+}
+
+/* The evidence names the rank and node of the line that decided the
+ * outcome: an OOM, a NaN, an NCCL or infrastructure error, a crash, from
+ * one rank's stream (srun -l's label, torchrun's [rankN], or the rank the
+ * line names).  Ranks are placed as srun's block distribution and torchrun
+ * place them: rank / gpus_per_node is the node's index in hosts. */
+void mt_measure_attribute(int outcome, const mt_logparse *log, const mt_strlist *hosts,
+                          int gpus_per_node, char *evidence, size_t n)
+{
+    static const mt_logevent_kind kinds[] = {MT_LOGEV_OOM,   MT_LOGEV_NAN,       MT_LOGEV_NCCL_ERROR,
+                                             MT_LOGEV_INFRA, MT_LOGEV_CRASH,     MT_LOGEV_EXCEPTION};
+    size_t i;
+    if (outcome != MT_OUTCOME_OOM && outcome != MT_OUTCOME_NAN && outcome != MT_OUTCOME_INFRA &&
+        outcome != MT_OUTCOME_CRASH)
+        return;
+    for (i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        const mt_logevent *e = mt_logparse_first(log, kinds[i]);
+        const char *at;
+        char who[200], *out;
+        if (!e || e->rank < 0 || !e->text[0] || !(at = strstr(evidence, e->text)))
+            continue;
+        if (hosts && hosts->n && gpus_per_node > 0 && (size_t)(e->rank / gpus_per_node) < hosts->n)
+            snprintf(who, sizeof who, "rank %d on %s: ", e->rank,
+                     hosts->v[e->rank / gpus_per_node]);
+        else
+            snprintf(who, sizeof who, "rank %d: ", e->rank);
+        if (!(out = malloc(n)))
+            return;
+        snprintf(out, n, "%.*s%s%s", (int)(at - evidence), evidence, who, at);
+        memcpy(evidence, out, n);
+        free(out);
+        return;
+    }
 }
 
 static const char *first_event(const mt_logparse *log, mt_logevent_kind kind)
@@ -117,13 +169,23 @@ static unsigned char *last_pass(const mt_logparse *log, size_t *superseded, int6
     size_t n = mt_logparse_iterations(log), i;
     unsigned char *keep = calloc(n + 1, 1);
     int64_t min_after = INT64_MAX, prev = INT64_MIN;
+    int speaker = -1;
     *superseded = 0;
     *restart_at = *restart_after = -1;
     if (!keep)
         return NULL;
+    /* one iteration stream: Megatron logs on the last rank; when several
+     * ranks' streams hold iteration lines (a patched stack, a print on
+     * every rank), the highest rank's are the run's, the others are not
+     * samples (and no restart) */
+    for (i = 0; i < n; i++) {
+        mt_iteration it;
+        if (mt_logparse_iteration(log, i, &it) == 0 && it.rank > speaker)
+            speaker = it.rank;
+    }
     for (i = n; i-- > 0;) {
         mt_iteration it;
-        if (mt_logparse_iteration(log, i, &it))
+        if (mt_logparse_iteration(log, i, &it) || (speaker >= 0 && it.rank != speaker))
             continue;
         keep[i] = it.iteration < min_after;
         *superseded += !keep[i];
@@ -132,7 +194,7 @@ static unsigned char *last_pass(const mt_logparse *log, size_t *superseded, int6
     }
     for (i = 0; i < n; i++) {
         mt_iteration it;
-        if (mt_logparse_iteration(log, i, &it))
+        if (mt_logparse_iteration(log, i, &it) || (speaker >= 0 && speaker != it.rank))
             continue;
         if (prev != INT64_MIN && it.iteration <= prev)
             *restart_at = it.iteration, *restart_after = prev;
@@ -649,12 +711,67 @@ void mt_measure_config_id(const mt_contract *c, const mt_kv *cfg, const char *ki
     mt_kv_destroy(&run);
 }
 
+mt_kv *mt_measure_launch_settings(const mt_contract *c, const mt_kv *rendered)
+{
+    mt_kv *s = c->launch_srun ? mt_kv_dup(c->launch_srun) : mt_kv_new();
+    const char *k, *v;
+    size_t i;
+    for (i = 0; s && rendered && mt_kv_entry(rendered, i, &k, &v) == 0; i++)
+        if (mt_kv_set(s, k, v))
+            mt_kv_destroy(&s);
+    return s;
+}
+
+int mt_measure_command(const mt_contract *c, const mt_rendered *r, const char *sim_path,
+                       const char *run_dir, const char *job, const char *rev, const char *work,
+                       const mt_kv *env, mt_strlist *out, mt_launch **lp, mt_diag *d)
+{
+    mt_kv *ph = mt_kv_new(), *settings = mt_measure_launch_settings(c, r->launch);
+    mt_strlist argv = {0};
+    mt_launch *l = NULL;
+    int rc = -1;
+    if (!ph || !settings) {
+        mt_diag_add(d, NULL, 0, NULL, "out of memory");
+        goto out;
+    }
+    /* placeholders of the launch template */
+    mt_kv_set(ph, "sim", sim_path ? sim_path : "moetune-sim");
+    mt_kv_set(ph, "run_dir", run_dir);
+    mt_kv_set(ph, "nodes", mt_kv_get(c->hardware, "nodes"));
+    mt_kv_set(ph, "gpus_per_node", mt_kv_get(c->hardware, "gpus_per_node"));
+    mt_kv_set(ph, "world_size", mt_kv_get(c->hardware, "world_size"));
+    mt_kv_set(ph, "job_name", job);
+    if (rev) {
+        mt_kv_set(ph, "rev", rev);
+        mt_kv_set(ph, "work", work ? work : ".");
+    }
+    if (mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph, &r->argv,
+                         &argv, d))
+        goto out;
+    l = mt_launch_new(mt_launch_kind(c->launcher),
+                      (int)strtol(mt_kv_get(c->hardware, "nodes"), NULL, 10),
+                      (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10), settings,
+                      job, env, d);
+    if (!l || mt_launch_wrap(l, &argv, out))
+        goto out;
+    rc = 0;
+out:
+    if (lp && rc == 0)
+        *lp = l;
+    else
+        mt_launch_destroy(&l);
+    mt_strlist_free(&argv);
+    mt_kv_destroy(&ph);
+    mt_kv_destroy(&settings);
+    return rc;
+}
+
 int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_diag *d)
 {
     const mt_contract *c = spec->contract;
-    mt_kv *cfg = mt_kv_dup(spec->config), *ph = mt_kv_new(), *env = mt_kv_new();
+    mt_kv *cfg = mt_kv_dup(spec->config), *env = mt_kv_new();
     mt_rendered r;
-    mt_strlist argv = {0}, wrapped = {0};
+    mt_strlist wrapped = {0};
     mt_launch *launch = NULL;
     mt_nvml *nvml = NULL;
     mt_nvml_sampler *sampler = NULL;
@@ -694,18 +811,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     if (mt_render(spec->reg, c, cfg, (uint32_t)c->dialect, &r, d))
         goto out;
 
-    /* placeholders of the launch template */
     job = mt_launch_job_name(spec->kind);
-    mt_kv_set(ph, "sim", spec->sim_path ? spec->sim_path : "moetune-sim");
-    mt_kv_set(ph, "run_dir", spec->run_dir);
-    mt_kv_set(ph, "nodes", mt_kv_get(c->hardware, "nodes"));
-    mt_kv_set(ph, "gpus_per_node", mt_kv_get(c->hardware, "gpus_per_node"));
-    mt_kv_set(ph, "world_size", mt_kv_get(c->hardware, "world_size"));
-    mt_kv_set(ph, "job_name", job);
-    if (spec->rev) {
-        mt_kv_set(ph, "rev", spec->rev);
-        mt_kv_set(ph, "work", spec->work ? spec->work : ".");
-    }
     if (spec->profile) {
         /* the PyTorch profiler over the screen window, as Megatron takes it */
         char a[32], b[32], tbdir[4096];
@@ -732,9 +838,6 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
                 mt_strlist_push(&r.argv, fl[i]);
         }
     }
-    if (mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph, &r.argv,
-                         &argv, d))
-        goto out;
 
     /* the environment: the caller's pass-through list (launch.h; a
      * result-changing variable that is a knob is the config's alone), the
@@ -770,15 +873,18 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         }
         if (mt_kv_get(r.launch, "cpu_bind"))
             mt_kv_set(env, "MOETUNE_SIM_CPU_BIND", mt_kv_get(r.launch, "cpu_bind"));
+        /* under srun every task is one rank of the sim (srun's SLURM_PROCID
+         * and SLURM_NTASKS, or rank-exec's RANK and WORLD_SIZE); the local
+         * launcher's one process speaks for every rank, whatever rank the
+         * worker itself was given */
         mt_kv_unset(env, "WORLD_SIZE");
-        /* under srun every task runs the sim: task 0 prints, the others are silent */
-        if (kind == MT_LAUNCHER_SRUN)
-            mt_kv_set(env, "MOETUNE_SIM_LAUNCHER", "srun");
+        mt_kv_unset(env, "RANK");
+        mt_kv_unset(env, "LOCAL_RANK");
+        /* each rank appends its own peak: no line of an earlier attempt */
+        unlink(memfile);
     }
-    launch = mt_launch_new(kind, (int)strtol(mt_kv_get(c->hardware, "nodes"), NULL, 10),
-                           (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10),
-                           r.launch, job, env, d);
-    if (!launch || mt_launch_wrap(launch, &argv, &wrapped))
+    if (mt_measure_command(c, &r, spec->sim_path, spec->run_dir, job, spec->rev, spec->work, env,
+                           &wrapped, &launch, d))
         goto out;
     cargv = calloc(wrapped.n + 1, sizeof *cargv);
     for (i = 0; i < wrapped.n; i++)
@@ -789,6 +895,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         sampler = mt_nvml_sampler_start(nvml, 0, d);
 
     g.spec = spec;
+    g.launch = launch;
     g.log = mt_logparse_new();
     mt_logparse_on_iteration(g.log, on_iteration, &g);
     memset(&rs, 0, sizeof rs);
@@ -821,11 +928,18 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     m->sim_seconds = g.sim_seconds;
     m->outcome = mt_measure_classify(&m->run, m->log, m->first, m->last, m->evidence,
                                      sizeof m->evidence);
+    mt_measure_attribute(m->outcome, m->log, &g.hosts,
+                         (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10),
+                         m->evidence, sizeof m->evidence);
     summarize(m);
     collect_memory(m, &nvmems, memfile, &rows, &nrows, d);
     verify(spec, m, cfg, &r, d);
     memset(&fin, 0, sizeof fin);
     fin.nvml = nvml;
+    if (g.hosts.n) {
+        fin.hosts = (const char *const *)g.hosts.v;
+        fin.n_hosts = g.hosts.n;
+    }
     fin.stack = c->stack;
     fin.env = env;
     fp = mt_fingerprint_json(&fin, d);
@@ -840,13 +954,12 @@ out:
     mt_gpu_mems_free(&nvmems);
     mt_nvml_close(&nvml);
     mt_launch_destroy(&launch);
-    mt_strlist_free(&argv);
     mt_strlist_free(&wrapped);
     mt_rendered_free(&r);
     mt_kv_destroy(&cfg);
-    mt_kv_destroy(&ph);
     mt_kv_destroy(&env);
     mt_logparse_destroy(&g.log);
+    mt_strlist_free(&g.hosts);
     /* the run's facts borrow strings from the run (and from d): copy them
      * before it goes */
     snprintf(m->run_evidence, sizeof m->run_evidence, "%s", m->run.evidence ? m->run.evidence : "");

@@ -16,6 +16,7 @@
 #include "contract.h"
 #include "logparse.h"
 #include "registry.h"
+#include "render.h"
 #include "runner.h"
 #include "sink.h"
 #include "store.h"
@@ -112,6 +113,21 @@ void mt_measure_config_id(const mt_contract *c, const mt_kv *cfg, const char *ki
  * memory. */
 mt_kv *mt_measure_run_config(const mt_contract *c, const mt_kv *cfg, const char *kind);
 
+/* The launcher settings of a run: the contract's launch.srun group with
+ * the rendered `# launcher` section on top.  Caller owns it; NULL on OOM. */
+mt_kv *mt_measure_launch_settings(const mt_contract *c, const mt_kv *rendered);
+
+/* The exact argv a run executes: the contract's template with its
+ * placeholders ({sim}, {run_dir}, {nodes}, {gpus_per_node}, {world_size},
+ * {job_name}; {rev}, {work} when rev is set) and r's arguments, under the
+ * contract's launcher (srun and its options, the container, rank-exec)
+ * with mt_measure_launch_settings.  Appends to out; *lp (may be NULL) gets
+ * the launcher (caller destroys).  0, or -1 with the problem in d. */
+struct mt_launch;
+int mt_measure_command(const mt_contract *c, const mt_rendered *r, const char *sim_path,
+                       const char *run_dir, const char *job, const char *rev, const char *work,
+                       const mt_kv *env, mt_strlist *out, struct mt_launch **lp, mt_diag *d);
+
 /* Runs one measurement; stores it when st is not NULL.  0 when a result
  * exists (whatever its outcome), negative when it could not even be set up
  * (the reason in d).  Free with mt_measure_clear. */
@@ -138,6 +154,16 @@ char *mt_measure_failed_memo(const char *outcome, const char *evidence);
  * before its window; else ok.  A restarted run (iteration numbers going
  * back) is judged by its last pass; the evidence says where it restarted
  * and how many earlier samples were set aside. */
+/* The line that decided outcome (an OOM, NaN, NCCL or infrastructure
+ * error, a crash) named by its rank and node in evidence (n bytes, the
+ * text classify wrote): "rank R on HOST: <line>" when the line came from
+ * one rank's stream (srun -l's label, torchrun's [rankN], or a rank the
+ * line names) and hosts (the step's nodes, in order) holds its node, ranks
+ * placed as srun's block distribution and torchrun place them (rank /
+ * gpus_per_node); "rank R: <line>" without hosts; unchanged otherwise. */
+void mt_measure_attribute(int outcome, const mt_logparse *log, const mt_strlist *hosts,
+                          int gpus_per_node, char *evidence, size_t n);
+
 int mt_measure_classify(const mt_run_result *run, const mt_logparse *log, int window_first,
                         int window_last, char *evidence, size_t n);
 

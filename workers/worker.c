@@ -634,6 +634,18 @@ static int job_argv(wk *w, mt_registry *reg, const mt_contract *c, const mt_kv *
     return rc;
 }
 
+/* The key of a job's memo in the worker's store: the job id for its
+ * first run, "JOB_ID@retry N" for a retry, so that a retry after an
+ * infrastructure failure (PROTOCOL.md 5, "Infra results") runs again
+ * instead of finding the failed attempt's memo. */
+static void wk_memo_key(char *out, size_t n, const char *job_id, int retry)
+{
+    if (retry > 0)
+        snprintf(out, n, "%s@retry %d", job_id, retry);
+    else
+        snprintf(out, n, "%s", job_id);
+}
+
 /* The finished job's result from the worker's store: its memo, run,
  * samples and GPU rows; NULL when the memo is missing. */
 static cJSON *result_body(wk *w, const char *store_dir, const mt_contract *c, const char *job_id,
@@ -641,9 +653,10 @@ static cJSON *result_body(wk *w, const char *store_dir, const mt_contract *c, co
 {
     mt_diag *d = mt_diag_new();
     mt_store *st = mt_store_open(store_dir, c, d);
-    char *memo = NULL;
+    char *memo = NULL, key[MT_PROTO_ID_MAX + 32];
     cJSON *body = NULL, *m;
-    if (st && mt_store_memo_get(st, job_id, &memo, d) == 1 && (m = cJSON_Parse(memo))) {
+    wk_memo_key(key, sizeof key, job_id, retry);
+    if (st && mt_store_memo_get(st, key, &memo, d) == 1 && (m = cJSON_Parse(memo))) {
         double run_id = cJSON_IsNumber(cJSON_GetObjectItem(m, "run_id"))
                             ? cJSON_GetObjectItem(m, "run_id")->valuedouble
                             : -1;
@@ -860,7 +873,10 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         {
             mt_store *st = mt_store_open(w->store_dir, c, d);
             char *memo = NULL;
-            int have = st && mt_store_memo_get(st, j.job_id, &memo, d) == 1;
+            char key[MT_PROTO_ID_MAX + 32];
+            int have;
+            wk_memo_key(key, sizeof key, j.job_id, j.retry);
+            have = st && mt_store_memo_get(st, key, &memo, d) == 1;
             free(memo);
             mt_store_close(&st);
             if (have)
@@ -884,6 +900,7 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         struct sigaction sa;
         mt_store *st;
         mt_measure_spec spec;
+        char memo_key[MT_PROTO_ID_MAX + 32];
         mt_measure m;
         char rundir[PATH_MAX];
         int rc;
@@ -921,7 +938,8 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         spec.routing = j.routing;
         spec.on_line = child_line;
         spec.line_ctx = &fds[1];
-        spec.memo_key = j.job_id;
+        wk_memo_key(memo_key, sizeof memo_key, j.job_id, j.retry);
+        spec.memo_key = memo_key;
         spec.memo = memo_cb;
         spec.cancel = &job_cancel;
         if (tv) {

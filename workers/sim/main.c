@@ -51,16 +51,88 @@ static void scaled_sleep(const sim_cfg *c, double sim_s)
         ;
 }
 
-/* Under the srun launcher every task of the step (one per GPU) runs this
- * program.  Task 0 speaks for the job, as one Megatron rank prints the
- * iteration lines; the others run the same steps silently and exit alike,
- * writing no memory file and no trace.  Only when the launch says so
- * (MOETUNE_SIM_LAUNCHER=srun): a worker that is itself a Slurm task passes
- * its own SLURM_PROCID to the runs it starts locally. */
-static int silent_task(void)
+/* The rank this process plays.  Under a launcher that starts one task per
+ * GPU (srun, or torchrun, or moetune rank-exec in front) each task is one
+ * rank: RANK and WORLD_SIZE, else SLURM_PROCID and SLURM_NTASKS; the GPU
+ * from LOCAL_RANK, else SLURM_LOCALID.  Without a rank variable (WORLD_SIZE
+ * alone only sizes the cluster), or with a world of one, the process
+ * speaks for every rank at once: rank = -1. */
+typedef struct sim_rank {
+    int rank, world, local;
+    char host[128];
+} sim_rank;
+
+/* A whole number >= lo in variable name, or -1 (unset); -2 malformed. */
+static long env_count(const char *name, long lo)
 {
-    const char *l = getenv("MOETUNE_SIM_LAUNCHER"), *id = getenv("SLURM_PROCID");
-    return l && !strcmp(l, "srun") && id && *id && strcmp(id, "0") != 0;
+    const char *v = getenv(name);
+    char *end;
+    long x;
+    if (!v || !*v)
+        return -1;
+    x = strtol(v, &end, 10);
+    return *end || x < lo || x > 1000000 ? -2 : x;
+}
+
+/* 0 (me filled), or an exit status after printing why on stderr. */
+static int sim_rank_of_env(const sim_cfg *c, sim_rank *me)
+{
+    const char *rn = "RANK", *wn = "WORLD_SIZE", *ln = "LOCAL_RANK";
+    long r, w, l;
+    memset(me, 0, sizeof *me);
+    me->rank = -1;
+    /* WORLD_SIZE alone is the cluster's size (simargs.c), not a rank */
+    if (getenv("RANK") == NULL)
+        rn = "SLURM_PROCID", wn = "SLURM_NTASKS";
+    if (getenv("LOCAL_RANK") == NULL)
+        ln = "SLURM_LOCALID";
+    r = env_count(rn, 0), w = env_count(wn, 1), l = env_count(ln, 0);
+    if (r == -1)
+        return 0;
+    if (r < 0 || w < 0) {
+        fprintf(stderr,
+                "moetune-sim: %s=%s and %s=%s: give both, whole numbers with %s < %s (one process "
+                "per rank), or neither (one process for all ranks)\n",
+                rn, getenv(rn) ? getenv(rn) : "(unset)", wn, getenv(wn) ? getenv(wn) : "(unset)",
+                rn, wn);
+        return 2;
+    }
+    if (w == 1)
+        return 0;
+    if (r >= w) {
+        fprintf(stderr, "moetune-sim: %s=%ld is not below %s=%ld\n", rn, r, wn, w);
+        return 2;
+    }
+    if (w != sim_world(c)) {
+        fprintf(stderr,
+                "moetune-sim: started as rank %ld of %ld (%s, %s), but the simulated cluster "
+                "has %d GPUs (%d nodes x %d): start one task per GPU, or none of these "
+                "variables for one process that speaks for every rank\n",
+                r, w, rn, wn, sim_world(c), c->nodes, c->gpus_per_node);
+        return 2;
+    }
+    if (l == -2) {
+        fprintf(stderr, "moetune-sim: %s=%s is not a whole number\n", ln, getenv(ln));
+        return 2;
+    }
+    me->rank = (int)r;
+    me->world = (int)w;
+    me->local = l >= 0 ? (int)l : (int)(r % (c->gpus_per_node > 0 ? c->gpus_per_node : 1));
+    if (getenv("SLURMD_NODENAME") && *getenv("SLURMD_NODENAME"))
+        snprintf(me->host, sizeof me->host, "%s", getenv("SLURMD_NODENAME"));
+    else if (gethostname(me->host, sizeof me->host - 1) != 0)
+        snprintf(me->host, sizeof me->host, "localhost");
+    return 0;
+}
+
+/* Waits for the end, as a rank whose peer failed does: blocked in a
+ * collective until the launcher (or a watchdog) stops it. */
+static void hang_in_collective(void)
+{
+    fflush(stdout);
+    fflush(stderr);
+    for (;;)
+        pause();
 }
 
 static int calibrate(int argc, char **argv)
@@ -173,7 +245,9 @@ int main(int argc, char **argv)
     int rc, it, hottest, oom, capture_step, first_log = 1;
     int int_count = 0, int_adv = 0, int_skipped = 0, int_nan = 0, steps_done = 0;
     double loss_scale = 1.0;
-    int inject_rank, silent;
+    int inject_rank, per, r0, last;
+    sim_rank me;
+    FILE *devnull = NULL;
 
     if (argc > 1 && !strcmp(argv[1], "calibrate"))
         return calibrate(argc, argv);
@@ -189,12 +263,17 @@ int main(int argc, char **argv)
         return 0;
     if (rc)
         return rc;
-    silent = silent_task();
-    if (silent) {
-        if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr))
-            return 1;
-        c.memory_file[0] = '\0';
-    }
+    if ((rc = sim_rank_of_env(&c, &me)) != 0)
+        return rc;
+    /* one process per rank: each prints what Megatron's rank of its role
+     * prints (the arguments and start-up lines on rank 0, the iteration
+     * lines on the last rank, memory lines on data-parallel rank 0 of each
+     * position); every rank runs the same seeded model, so all agree */
+    per = me.rank >= 0;
+    r0 = !per || me.rank == 0;
+    last = !per || me.rank == me.world - 1;
+    if (per && !(devnull = fopen("/dev/null", "w")))
+        return 1;
 
     /* 2. legality: Bridge's overrides are judged as the Megatron-LM command
      *    line they stand for (the version's start-up rules); a Megatron-LM
@@ -217,24 +296,35 @@ int main(int argc, char **argv)
     /* 3. start-up */
     startup = c.startup_s;
     clock = startup;
-    simlog_world(stdout, &c);
-    simlog_args(stdout, &c, &o);
-    simlog_sim_info(stdout, &c, &o);
-    simlog_fallback(stdout, &c, &b);
-    simlog_datetime(stdout, "before the start of training step", clock);
+    if (r0) {
+        simlog_world(stdout, &c);
+        simlog_args(stdout, &c, &o);
+        simlog_sim_info(stdout, &c, &o);
+        simlog_fallback(stdout, &c, &b);
+        simlog_datetime(stdout, "before the start of training step", clock);
+    }
+    if (per) {
+        /* what the launcher gave this rank (MASTER_ADDR from rank-exec or torchrun) */
+        printf("[sim] rank %d of %d on %s, GPU %d; MASTER_ADDR=%s MASTER_PORT=%s\n", me.rank,
+               me.world, me.host, me.local, getenv("MASTER_ADDR") ? getenv("MASTER_ADDR") : "-",
+               getenv("MASTER_PORT") ? getenv("MASTER_PORT") : "-");
+        fflush(stdout);
+    }
 
     sim_noise_init(&noise, o.noise_seed, sim_cfg_id(&c), c.replicate, c.noise_offset_sd,
                    c.noise_jitter_cv, c.noise_rho);
     hottest = sim_hottest_rank(&c, &hottest_bytes);
     oom = hbm > 0 && hottest_bytes > hbm;
     capture_step = c.cuda_graph_impl != SIM_CG_NONE ? c.cuda_graph_warmup_steps + 1 : -1;
-    trace = silent ? NULL : sim_trace_open(&c, &b);
+    trace = r0 ? sim_trace_open(&c, &b) : NULL;
 
     /* what only the GPU finds (a TE recipe the hardware lacks) fails here,
      * after start-up, at the first forward pass */
     {
         sim_verdict rv;
         if (sim_runtime_check(&c, &rv)) {
+            if (!r0)
+                return 1; /* every rank fails alike; rank 0 says it */
             simlog_datetime(stdout, "after the start of training step", clock);
             /* raised in the first forward pass, not in validate_args */
             fprintf(stderr,
@@ -259,10 +349,26 @@ int main(int argc, char **argv)
         int skipped = 0, is_nan = 0;
 
         if (it == capture_step) {
-            simlog_capture(stdout, &c, b.capture_s);
+            simlog_capture(r0 ? stdout : devnull, &c, b.capture_s);
             t += b.capture_s;
         }
         /* 5. the hottest GPU runs out of memory in the first iteration */
+        if (it == 1 && oom && per) {
+            /* only the rank that runs out says so; its peers wait in the
+             * next collective until they are stopped */
+            sim_mem mine;
+            sim_rank_memory(&c, me.rank, &mine);
+            if (!(mine.max_reserved > hbm)) {
+                sim_trace_discard(trace);
+                hang_in_collective();
+            }
+            clock += 0.5 * t;
+            sim_trace_discard(trace);
+            simlog_oom(stderr, &c, me.rank, mine.max_reserved);
+            simlog_rank_peak(stdout, stderr, &c, me.rank, me.host, me.local, hbm);
+            simlog_wall(stdout, &c, startup, 0, clock - startup);
+            return 1;
+        }
         if (it == 1 && oom) {
             clock += 0.5 * t;
             sim_trace_discard(trace);
@@ -282,14 +388,18 @@ int main(int argc, char **argv)
                     pause();
             case SIM_INJECT_NCCL:
                 sim_trace_discard(trace);
+                if (per && me.rank != inject_rank)
+                    hang_in_collective(); /* the peer's NCCL error: wait for the stop */
                 clock += 0.5 * t;
-                simlog_nccl(stderr, stdout, &c, inject_rank, clock + 600.0);
+                simlog_nccl(stderr, per ? devnull : stdout, &c, inject_rank, clock + 600.0);
                 clock += 600.0; /* the others' watchdog timeout */
                 simlog_wall(stdout, &c, startup, steps_done, clock - startup);
                 return 1;
             case SIM_INJECT_CRASH: {
                 struct rlimit nocore = {0, 0};
                 sim_trace_discard(trace);
+                if (per && me.rank != inject_rank)
+                    hang_in_collective();
                 clock += 0.5 * t;
                 simlog_wall(stdout, &c, startup, steps_done, clock - startup);
                 simlog_crash(stderr, &c, inject_rank);
@@ -352,10 +462,12 @@ int main(int argc, char **argv)
             l.grad_norm = int_adv ? (is_nan ? NAN : simlog_grad_norm(&c, it)) : -1;
             l.skipped = int_skipped;
             l.nan = int_nan;
-            simlog_iteration(stdout, &c, &l);
+            if (last)
+                simlog_iteration(stdout, &c, &l);
             if (first_log) {
-                simlog_theoretical(stdout, &c);
-                simlog_memory(stdout, &c, it);
+                if (r0)
+                    simlog_theoretical(stdout, &c);
+                simlog_memory(stdout, &c, it, per ? me.rank : -1);
                 first_log = 0;
             }
             int_elapsed = int_lm = int_lb = 0;
@@ -363,8 +475,17 @@ int main(int argc, char **argv)
         }
         if (is_nan) {
             /* --check-for-nan-in-loss-and-grad (Megatron's default) stops the run */
-            simlog_nan(stderr, &c, inject_rank, it);
             sim_trace_discard(trace);
+            if (per) {
+                /* every rank stops; the last, which logs, says why */
+                if (last)
+                    simlog_nan(stderr, &c, inject_rank, it);
+                simlog_rank_peak(stdout, stderr, &c, me.rank, me.host, me.local, 0);
+                if (last)
+                    simlog_wall(stdout, &c, startup, steps_done, clock - startup);
+                return 1;
+            }
+            simlog_nan(stderr, &c, inject_rank, it);
             simlog_peak_memory(stdout, stderr, &c, 0);
             simlog_wall(stdout, &c, startup, steps_done, clock - startup);
             return 1;
@@ -373,15 +494,18 @@ int main(int argc, char **argv)
             char where[64];
             clock += c.eval_iters * b.step_s * mult / 3.0; /* forward only */
             snprintf(where, sizeof where, "iteration %d", it);
-            simlog_validation(stdout, where, simlog_lm_loss(&c, it) * 1.01);
+            if (last)
+                simlog_validation(stdout, where, simlog_lm_loss(&c, it) * 1.01);
         }
     }
-    simlog_datetime(stdout, "after training is done", clock);
+    if (r0)
+        simlog_datetime(stdout, "after training is done", clock);
     if (c.eval_iters > 0 && c.train_iters > 0) {
         char where[64];
         clock += c.eval_iters * b.step_s / 3.0;
         snprintf(where, sizeof where, "iteration %d on validation set", c.train_iters);
-        simlog_validation(stdout, where, simlog_lm_loss(&c, c.train_iters) * 1.01);
+        if (last)
+            simlog_validation(stdout, where, simlog_lm_loss(&c, c.train_iters) * 1.01);
     }
 
     /* the sim's own report */
@@ -398,8 +522,14 @@ int main(int argc, char **argv)
         fflush(stdout);
         fflush(stderr);
     }
-    simlog_peak_memory(stdout, stderr, &c, 0);
+    if (per)
+        simlog_rank_peak(stdout, stderr, &c, me.rank, me.host, me.local, 0);
+    else
+        simlog_peak_memory(stdout, stderr, &c, 0);
     rc = 0;
-    simlog_wall(stdout, &c, startup, steps_done, clock - startup);
+    if (r0)
+        simlog_wall(stdout, &c, startup, steps_done, clock - startup);
+    if (devnull)
+        fclose(devnull);
     return rc;
 }

@@ -10,11 +10,13 @@
 #include "hardware.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MiB (1024.0 * 1024.0)
 #define GiB (1024.0 * 1024.0 * 1024.0)
@@ -265,7 +267,15 @@ void simlog_theoretical(FILE *f, const sim_cfg *c)
          w, a, w + a);
 }
 
-void simlog_memory(FILE *f, const sim_cfg *c, int iteration)
+int simlog_is_dp0(const sim_cfg *c, int rank)
+{
+    int tp = c->tensor_model_parallel_size, cp = c->context_parallel_size, dp = sim_dp(c);
+    if (tp < 1 || cp < 1 || dp < 1)
+        return 0;
+    return (rank / (tp * cp)) % dp == 0;
+}
+
+void simlog_memory(FILE *f, const sim_cfg *c, int iteration, int only_rank)
 {
     int tp = c->tensor_model_parallel_size, cp = c->context_parallel_size;
     int pp = c->pipeline_model_parallel_size, dp = sim_dp(c), world = sim_world(c);
@@ -278,7 +288,7 @@ void simlog_memory(FILE *f, const sim_cfg *c, int iteration)
             for (t = 0; t < tp; t++) {
                 long r = t + (long)tp * q + (long)tp * cp * dp * p;
                 sim_mem m;
-                if (r >= world)
+                if (r >= world || (only_rank >= 0 && r != only_rank))
                     continue;
                 sim_rank_memory(c, (int)r, &m);
                 if (c->bridge)
@@ -480,6 +490,33 @@ int simlog_peak_memory(FILE *f, FILE *err, const sim_cfg *c, double oom_cap)
             top = oom_cap;
     }
     line(f, "[sim] per-GPU peak memory (MiB): max %.1f on rank %d", top / MiB, top_rank);
+    return rc;
+}
+
+int simlog_rank_peak(FILE *f, FILE *err, const sim_cfg *c, int rank, const char *host, int gpu,
+                     double oom_cap)
+{
+    sim_mem m;
+    double peak;
+    int rc = 0;
+    sim_rank_memory(c, rank, &m);
+    peak = m.max_reserved;
+    if (oom_cap > 0 && peak > oom_cap)
+        peak = oom_cap;
+    if (c->memory_file[0]) {
+        char rec[512];
+        int n = snprintf(rec, sizeof rec, "rank=%d host=%s gpu=%d peak_mib=%.1f\n", rank, host,
+                         gpu, peak / MiB);
+        int fd = open(c->memory_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0 || n <= 0 || (size_t)n >= sizeof rec || write(fd, rec, (size_t)n) != n) {
+            line(err, "[sim] cannot write memory file %s: %s", c->memory_file, strerror(errno));
+            rc = -1;
+        }
+        if (fd >= 0)
+            close(fd);
+    }
+    line(f, "[sim] GPU peak memory (MiB): %.1f on rank %d (host %s, GPU %d)", peak / MiB, rank,
+         host, gpu);
     return rc;
 }
 

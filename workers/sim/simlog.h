@@ -63,8 +63,11 @@ typedef struct sim_iter_log {
 void simlog_iteration(FILE *f, const sim_cfg *c, const sim_iter_log *l);
 /* Theoretical memory footprint line (rank 0, first logged iteration). */
 void simlog_theoretical(FILE *f, const sim_cfg *c);
-/* Memory lines of data-parallel rank 0 of every (PP, CP, TP) group. */
-void simlog_memory(FILE *f, const sim_cfg *c, int iteration);
+/* Memory lines of data-parallel rank 0 of every (PP, CP, TP) group; with
+ * only_rank >= 0, that rank's line alone (when it is such a rank). */
+void simlog_memory(FILE *f, const sim_cfg *c, int iteration, int only_rank);
+/* 1 when rank is data-parallel rank 0 of its (PP, CP, TP) position. */
+int simlog_is_dp0(const sim_cfg *c, int rank);
 /* CUDA graph capture lines at the capture step. */
 void simlog_capture(FILE *f, const sim_cfg *c, double capture_s);
 void simlog_validation(FILE *f, const char *where, double loss);
@@ -84,6 +87,12 @@ void simlog_crash(FILE *f, const sim_cfg *c, int rank);
  * GPU at that many bytes (the run died at the limit).  0, or -1 when the
  * side file could not be written (reported on err). */
 int simlog_peak_memory(FILE *f, FILE *err, const sim_cfg *c, double oom_cap);
+/* One rank's own peak (one process per rank): "[sim] GPU peak memory
+ * (MiB): <x> on rank <r> (host <h>, GPU <g>)", and its line appended to
+ * c->memory_file with one write (O_APPEND: the ranks of a node share the
+ * file).  oom_cap as above.  0, or -1 (reported on err). */
+int simlog_rank_peak(FILE *f, FILE *err, const sim_cfg *c, int rank, const char *host, int gpu,
+                     double oom_cap);
 void simlog_wall(FILE *f, const sim_cfg *c, double startup_s, int steps, double steps_s);
 
 #endif
