@@ -317,7 +317,7 @@ START_TEST(render_argv_only_and_formats)
 
     x = moetune(bad);
     ck_assert_int_eq(x.status, 64);
-    ck_assert_ptr_nonnull(strstr(x.err, "--format takes env or sh, not 'json'"));
+    ck_assert_ptr_nonnull(strstr(x.err, "--format takes env, sh or launch, not 'json'"));
     done(&x);
     x = moetune(both);
     ck_assert_int_eq(x.status, 64);
