@@ -65,6 +65,52 @@
  * sysexits' EX_TEMPFAIL: try again once it has ended */
 #define EXIT_BUSY 75
 
+/* A command's numeric option value, whole and in range, or a usage error
+ * naming the command, the option and the value (0, or -1 after printing). */
+static int opt_double(const char *cmd, const char *opt, const char *v, double min, int min_open,
+                      double *out)
+{
+    char *end;
+    double x;
+    errno = 0;
+    x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x) || x < min || (min_open && x == min)) {
+        fprintf(stderr, "moetune %s: %s %s: write a number %s %g\n", cmd, opt, v,
+                min_open ? ">" : ">=", min);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int opt_int(const char *cmd, const char *opt, const char *v, long min, int *out)
+{
+    char *end;
+    long x;
+    errno = 0;
+    x = strtol(v, &end, 10);
+    if (end == v || *end || errno || x < min || x > INT_MAX) {
+        fprintf(stderr, "moetune %s: %s %s: write a whole number >= %ld\n", cmd, opt, v, min);
+        return -1;
+    }
+    *out = (int)x;
+    return 0;
+}
+
+static int opt_u64(const char *cmd, const char *opt, const char *v, unsigned long long *out)
+{
+    char *end;
+    unsigned long long x;
+    errno = 0;
+    x = strtoull(v, &end, 10);
+    if (end == v || *end || errno || v[0] == '-') {
+        fprintf(stderr, "moetune %s: %s %s: write a whole number >= 0\n", cmd, opt, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
 static void usage(FILE *out)
 {
     fprintf(out,
@@ -1746,27 +1792,42 @@ static int cmd_tune(int argc, char **argv)
                 return EXIT_USAGE;
             }
             given.until = v;
-        } else if (!strcmp(a, "--jobs"))
-            o.slots = atoi(v);
-        else if (!strcmp(a, "--executor"))
+        } else if (!strcmp(a, "--jobs")) {
+            if (opt_int("tune", a, v, 1, &o.slots))
+                return EXIT_USAGE;
+        } else if (!strcmp(a, "--executor")) {
+            if (strcmp(v, "model") && strcmp(v, "local")) {
+                fprintf(stderr, "moetune tune: --executor %s: write local or model\n", v);
+                return EXIT_USAGE;
+            }
             o.executor = !strcmp(v, "model") ? MT_EXEC_MODEL : MT_EXEC_LOCAL, given.executor = 1;
-        else if (!strcmp(a, "--gpu-hours"))
-            o.gpu_hours = strtod(v, NULL), given.gpu_hours = 1;
-        else if (!strcmp(a, "--runs"))
-            o.runs = atoi(v), given.runs = 1;
-        else if (!strcmp(a, "--seed"))
-            o.seed = strtoull(v, NULL, 10), given.seed = 1;
+        } else if (!strcmp(a, "--gpu-hours")) {
+            if (opt_double("tune", a, v, 0, 1, &o.gpu_hours))
+                return EXIT_USAGE;
+            given.gpu_hours = 1;
+        } else if (!strcmp(a, "--runs")) {
+            if (opt_int("tune", a, v, 1, &o.runs))
+                return EXIT_USAGE;
+            given.runs = 1;
+        } else if (!strcmp(a, "--seed")) {
+            unsigned long long seed;
+            if (opt_u64("tune", a, v, &seed))
+                return EXIT_USAGE;
+            o.seed = seed, given.seed = 1;
+        }
         else if (!strcmp(a, "--notify"))
             notify_cmd = v;
         else if (!strcmp(a, "--workers"))
             o.workers = v, o.executor = MT_EXEC_ZMQ;
         else if (!strcmp(a, "--keys"))
             o.key_dir = v;
-        else if (!strcmp(a, "--job-grace"))
-            o.job_grace_s = strtod(v, NULL);
-        else if (!strcmp(a, "--worker-wait"))
-            o.worker_wait_s = strtod(v, NULL);
-        else
+        else if (!strcmp(a, "--job-grace")) {
+            if (opt_double("tune", a, v, 0, 0, &o.job_grace_s))
+                return EXIT_USAGE;
+        } else if (!strcmp(a, "--worker-wait")) {
+            if (opt_double("tune", a, v, 0, 0, &o.worker_wait_s))
+                return EXIT_USAGE;
+        } else
             goto usage;
     }
     if (!dir || (!contract && !o.resume) || (contract && o.resume) || o.slots < 1)
@@ -2020,19 +2081,23 @@ static int cmd_bisect(int argc, char **argv)
             o.dir = v;
         else if (!strcmp(a, "--prepare"))
             prep[o.n_prepare++] = v;
-        else if (!strcmp(a, "--prepare-timeout"))
-            o.prepare_timeout_s = strtod(v, NULL);
-        else if (!strcmp(a, "--jobs"))
-            o.slots = atoi(v);
-        else if (!strcmp(a, "--workers"))
+        else if (!strcmp(a, "--prepare-timeout")) {
+            if (opt_double("bisect", a, v, 0, 1, &o.prepare_timeout_s))
+                return EXIT_USAGE;
+        } else if (!strcmp(a, "--jobs")) {
+            if (opt_int("bisect", a, v, 1, &o.slots))
+                return EXIT_USAGE;
+        } else if (!strcmp(a, "--workers"))
             o.workers = v, o.executor = MT_EXEC_ZMQ;
         else if (!strcmp(a, "--keys"))
             o.key_dir = v;
-        else if (!strcmp(a, "--job-grace"))
-            o.job_grace_s = strtod(v, NULL);
-        else if (!strcmp(a, "--worker-wait"))
-            o.worker_wait_s = strtod(v, NULL);
-        else
+        else if (!strcmp(a, "--job-grace")) {
+            if (opt_double("bisect", a, v, 0, 0, &o.job_grace_s))
+                return EXIT_USAGE;
+        } else if (!strcmp(a, "--worker-wait")) {
+            if (opt_double("bisect", a, v, 0, 0, &o.worker_wait_s))
+                return EXIT_USAGE;
+        } else
             goto usage;
     }
     if (o.good_config || o.bad_config) {

@@ -480,6 +480,7 @@ typedef struct model {
     const char *label;
     changes change;
     strs megatron_args, bridge_overrides, command_diff;
+    strs notes; /* recipe.notes (optional): what to know before training with it */
     map env;
     const char *mesh_attention, *mesh_moe;
     decision *dec;
@@ -1157,6 +1158,8 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
     m->bridge_overrides = get_strs(r, o, path, "bridge_overrides");
     m->env = get_map(r, o, path, "env", 0);
     m->command_diff = get_strs(r, o, path, "command_diff");
+    if (cJSON_GetObjectItemCaseSensitive(o, "notes"))
+        m->notes = get_strs(r, o, path, "notes");
     o = get(r, o, path, "meshes", J_OBJ, ep);
     m->mesh_attention = get_str(r, o, ep, "attention", 0);
     m->mesh_moe = get_str(r, o, ep, "moe", 0);
@@ -2166,6 +2169,15 @@ static void h_recipe(sb *b, const model *m)
         }
         sb_puts(b, "</table>\n");
     }
+    if (m->notes.n) {
+        sb_puts(b, "<h3>Before you train with it</h3>\n<ul>\n");
+        for (i = 0; i < m->notes.n; i++) {
+            sb_puts(b, "<li>");
+            sb_html(b, m->notes.v[i]);
+            sb_puts(b, "</li>\n");
+        }
+        sb_puts(b, "</ul>\n");
+    }
     {
         sb cmd = {0};
         sb_flags(&cmd, m);
@@ -2998,6 +3010,15 @@ static void render_md(sb *b, const model *m)
             sb_puts(b, " | ");
             sb_mdcode(b, m->change.v[i].to);
             sb_puts(b, " |\n");
+        }
+        sb_puts(b, "\n");
+    }
+    if (m->notes.n) {
+        sb_puts(b, "### Before you train with it\n\n");
+        for (i = 0; i < m->notes.n; i++) {
+            sb_puts(b, "- ");
+            sb_md(b, m->notes.v[i]);
+            sb_puts(b, "\n");
         }
         sb_puts(b, "\n");
     }

@@ -5,6 +5,7 @@
 #include "engine_int.h"
 
 #include "config.h"
+#include "evaluate.h"
 #include "hardware.h"
 #include "label.h"
 #include "recipe.h"
@@ -215,6 +216,53 @@ static void label_json(eng *e, cJSON *o, const mt_kv *cfg, int with_changes)
     mt_strlist_free(&why);
 }
 
+/* What a user must know before training with the recipe, one line each
+ * (recipe.notes, and comment lines of the recipe's scripts): the routing
+ * the recipe leaves to the router, what validation with natural routing
+ * showed, the synthetic data, a rule the production config breaks. */
+static void recipe_notes(eng *e, const mt_kv *recipe, const mt_kv *prod, mt_strlist *notes)
+{
+    const char *fb = mt_kv_get(recipe, "moe_router_force_load_balancing");
+    const char *ds = e->c->data ? mt_kv_get(e->c->data, "dataset") : NULL;
+    const cJSON *v = e->validation, *nat = cJSON_GetObjectItemCaseSensitive(v, "natural");
+    const char *rec = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(v, "recommendation"));
+    mt_violations vs = {0};
+    char line[1200];
+    if (fb && strcmp(fb, "false")) {
+        mt_strlist_push(notes, "Routing: the router's own choice of experts. The tune measured "
+                               "with --moe-router-force-load-balancing (forced balance: its "
+                               "figures are benchmark-only); this recipe leaves it out.");
+        mt_legality(e->reg, e->c, prod, &vs, NULL);
+        if (vs.n) {
+            snprintf(line, sizeof line,
+                     "Warning: without forced balance this config breaks %s: %.900s", vs.v[0].rule,
+                     vs.v[0].message);
+            mt_strlist_push(notes, line);
+        }
+        mt_violations_free(&vs);
+    }
+    if (cJSON_IsObject(nat)) {
+        const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(nat, "status"));
+        const char *why = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(nat, "reason"));
+        snprintf(line, sizeof line, "%s: %.1000s",
+                 st && !strcmp(st, "measured") ? "Natural-routing validation"
+                                               : "Not validated with natural routing",
+                 why ? why : "no reason recorded");
+        mt_strlist_push(notes, line);
+    } else if (fb && strcmp(fb, "false")) {
+        mt_strlist_push(notes, "Not validated with natural routing: the tune measured forced "
+                               "balance only.");
+    }
+    if (rec && !strncmp(rec, "benchmark only: ", 16)) {
+        snprintf(line, sizeof line, "Recommendation: %.1100s", rec);
+        mt_strlist_push(notes, line);
+    }
+    if (ds && !strcmp(ds, "mock"))
+        mt_strlist_push(notes, "Data: measured on synthetic tokens (data.dataset = \"mock\": "
+                               "--mock-data, Bridge dataset.mock=True); for training, replace "
+                               "it with your --data-path and tokenizer flags.");
+}
+
 /* The recipe files (search/recipe.h) written beside bundle.json, and their
  * names (recipe.files) and the reasons of the formats without one
  * (recipe.file_errors) into o.  No usable recipe (status 3, failed): files
@@ -224,8 +272,10 @@ static int recipe_files(eng *e, const mt_kv *recipe, int status, const char *lab
 {
     mt_recipe rc;
     mt_kv *prod;
-    cJSON *files, *errors;
-    char title[512], id[17];
+    cJSON *files, *errors, *x;
+    mt_strlist notes = {0};
+    char title[4096], id[17];
+    size_t i, n;
     int f;
     if (status == 3) {
         cJSON_AddNullToObject(o, "files");
@@ -236,9 +286,17 @@ static int recipe_files(eng *e, const mt_kv *recipe, int status, const char *lab
         return -1;
     }
     mt_config_id(recipe, id);
-    snprintf(title, sizeof title, "moetune recipe of %s: config %s (%s), tune status %s",
-             e->c->name ? e->c->name : "the contract", id, label,
-             status == 0 ? "validated" : status == 1 ? "not_confirmed" : "baseline_only");
+    n = (size_t)snprintf(title, sizeof title, "moetune recipe of %s: config %s (%s), tune status %s",
+                         e->c->name ? e->c->name : "the contract", id, label,
+                         status == 0 ? "validated" : status == 1 ? "not_confirmed" : "baseline_only");
+    recipe_notes(e, recipe, prod, &notes);
+    x = cJSON_AddArrayToObject(o, "notes");
+    for (i = 0; i < notes.n; i++) {
+        cJSON_AddItemToArray(x, cJSON_CreateString(notes.v[i]));
+        if (n < sizeof title)
+            n += (size_t)snprintf(title + n, sizeof title - n, "\n%s", notes.v[i]);
+    }
+    mt_strlist_free(&notes);
     if (mt_recipe_build(e->reg, e->c, prod, e->sim, title, &rc, d)) {
         mt_kv_destroy(&prod);
         return -1;

@@ -829,14 +829,18 @@ static void ab_commit(eng *e, const ab_in *in, ab_out *out)
     out->stats = NULL;
 }
 
-/* Whether an ablation drops the change: removing it is faster, or the same
- * within the same band, slower by less than half the minimum effect and not
- * shown slower at all (the interval of the slowdown reaches zero).  A change
- * whose removal measurably hurts stays, however small the point estimate.
- * The decision record and the ablation row both say what this says. */
+/* Whether an ablation drops the change: removing it is faster (better, or
+ * shown faster by its interval, which lies wholly below zero, though the
+ * replicates ran out before it could be said faster by the minimum effect:
+ * the smaller change is at least as fast), or the same within the same band,
+ * slower by less than half the minimum effect and not shown slower at all
+ * (the interval of the slowdown reaches zero).  A change whose removal
+ * measurably hurts stays, however small the point estimate.  The decision
+ * record and the ablation row both say what this says. */
 static int ablation_drops(const eng *e, const mt_stats_decision *d)
 {
     return d->verdict == MT_STATS_BETTER ||
+           (d->verdict == MT_STATS_UNKNOWN && d->ci_hi < 0) ||
            (d->verdict == MT_STATS_SAME && d->effect < e->c->min_effect / 2 && d->ci_lo <= 0);
 }
 

@@ -138,6 +138,17 @@ static void put_command(text *t, const char *lead, const mt_strlist *w, size_t b
     fputc('\n', t->f);
 }
 
+/* The title as comment lines: each of its lines after "# ". */
+static void put_title(text *t, const char *title)
+{
+    const char *p = title;
+    do {
+        size_t n = strcspn(p, "\n");
+        fprintf(t->f, "# %.*s\n", (int)n, p);
+        p += n;
+    } while (*p && *++p);
+}
+
 static int is_name(const char *s)
 {
     size_t n = strlen(s);
@@ -206,7 +217,9 @@ int mt_recipe_sh_script(const mt_strlist *cmd, const mt_kv *env, const mt_kv *la
     *out = NULL;
     if (text_open(&t))
         return oom(d);
-    fprintf(t.f, "#!/bin/sh\n# %s\nset -e\n", title);
+    fputs("#!/bin/sh\n", t.f);
+    put_title(&t, title);
+    fputs("set -e\n", t.f);
     if (put_env(&t, "export ", env, d)) {
         free(text_close(&t));
         return -1;
@@ -227,9 +240,12 @@ int mt_recipe_command(mt_registry *reg, const mt_contract *c, const mt_kv *cfg, 
     if (mt_render(reg, c, cfg, dialect, r, d))
         return -1;
     /* a sim contract's program needs the cluster it stands for, which
-     * moetune otherwise adds per run */
-    if (!strcmp(c->backend, "sim"))
-        mt_measure_sim_env(c, NULL, r->env);
+     * moetune otherwise adds per run; without forced balance (a production
+     * config: mt_recipe_production) it routes as the router chooses */
+    if (!strcmp(c->backend, "sim")) {
+        const char *fb = mt_kv_get(cfg, "moe_router_force_load_balancing");
+        mt_measure_sim_env(c, fb && strcmp(fb, "false") ? NULL : "natural", r->env);
+    }
     if (dialect == (uint32_t)c->dialect) {
         if (!(ph = mt_kv_new()))
             return oom(d);
@@ -260,20 +276,27 @@ int mt_recipe_command(mt_registry *reg, const mt_contract *c, const mt_kv *cfg, 
 
 /* ---- the production config ------------------------------------------------------------ */
 
-/* Knobs moetune sets only to measure, and why the recipe leaves them out. */
-static const char *const screen_only[] = {
+/* Knobs moetune sets only to measure, the value that leaves each out of a
+ * rendering (core knobs render only when nonzero, switches only when true:
+ * core/render.c), and why the recipe leaves them out. */
+static const struct {
+    const char *knob, *off;
+} screen_only[] = {
     /* the screen's or validation's length; the contract declares no
      * production length, so the flag is left to the user */
-    "train_iters",
+    {"train_iters", "0"},
+    /* balanced routing (data.routing = "forced"): a benchmark setting; a
+     * training run routes with the router's own choice of experts */
+    {"moe_router_force_load_balancing", "false"},
 };
 
 mt_kv *mt_recipe_production(const mt_kv *cfg)
 {
     mt_kv *p = mt_kv_dup(cfg);
     size_t i;
-    /* core knobs render only when nonzero (core/render.c): 0 leaves them out */
     for (i = 0; p && i < sizeof screen_only / sizeof screen_only[0]; i++)
-        if (mt_kv_get(p, screen_only[i]) && mt_kv_set(p, screen_only[i], "0"))
+        if (mt_kv_get(p, screen_only[i].knob) &&
+            mt_kv_set(p, screen_only[i].knob, screen_only[i].off))
             mt_kv_destroy(&p);
     return p;
 }
@@ -301,15 +324,16 @@ static char *mlm_text(const mt_contract *c, const mt_strlist *cmd, const char *t
     text t;
     if (text_open(&t))
         return NULL;
+    fputs("#!/bin/sh\n", t.f);
+    put_title(&t, title);
     fprintf(t.f,
-            "#!/bin/sh\n# %s\n"
             "# The recipe's Megatron-LM command line.  Its environment is recipe.env beside\n"
             "# this file (set -a; . ./recipe.env; set +a); recipe.sbatch runs both on the\n"
             "# contract's nodes.  Left out, because moetune sets it only to measure:\n"
             "# --train-iters (its screens ran %d steps and its validations %d; the contract\n"
             "# declares no production length).  Arguments given to this script come last,\n"
             "# e.g. sh recipe.mlm.sh --train-iters 500000\n",
-            title, c->screen.steps, c->validate.steps);
+            c->screen.steps, c->validate.steps);
     if (c->dialect != MT_DIALECT_MLM)
         fputs("# The contract launches Megatron-Bridge; these are the same settings as\n"
               "# Megatron-LM's pretrain_gpt.py takes them: launch it as you launch Megatron-LM.\n",
@@ -345,12 +369,16 @@ static char *sbatch_text(const mt_contract *c, const mt_launch *l, const mt_strl
     text t;
     if (text_open(&t))
         return NULL;
+    fputs("#!/bin/bash\n", t.f);
+    put_title(&t, title);
     fprintf(t.f,
-            "#!/bin/bash\n# %s\n"
             "# The recipe as a Slurm batch job on the contract's %d node(s) x %d GPUs\n"
             "# (hardware.nodes, hardware.gpus_per_node), with its launcher settings;\n"
-            "# it needs no moetune.  Submit: sbatch recipe.sbatch\n",
-            title, l->nodes, l->gpus_per_node);
+            "# it needs no moetune coordinator or worker%s.  Submit: sbatch recipe.sbatch\n",
+            l->nodes, l->gpus_per_node,
+            strcmp(c->backend, "sim") ? ""
+                                      : " (this contract's program is the simulator, "
+                                        "moetune-sim: it stands in for Megatron)");
     fprintf(t.f, "#SBATCH --job-name=%s\n#SBATCH --nodes=%d\n#SBATCH --ntasks-per-node=%d\n",
             RECIPE_JOB_NAME, l->nodes, l->ntasks_per_node);
     if (l->gpus_per_node > 0)

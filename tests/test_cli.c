@@ -689,6 +689,50 @@ END_TEST
  * (permission, read-only file system), not the "No such file or directory"
  * of a file inside it.  As root every mode bit is ignored, so root tries
  * /proc/sys, which no one may write into. */
+/* A numeric or named option value that is not whole and in range is a
+ * usage error naming the option and the value, before anything is
+ * written: never a silent fallback (local for a misspelt executor, the
+ * contract's budget for a negative one, seed 0 for a word). */
+START_TEST(tune_option_values_are_checked)
+{
+    static const char *const bad[][3] = {
+        {"--executor", "modle", "--executor modle: write local or model"},
+        {"--gpu-hours", "-5", "--gpu-hours -5: write a number > 0"},
+        {"--gpu-hours", "1e9x", "--gpu-hours 1e9x: write a number > 0"},
+        {"--runs", "0", "--runs 0: write a whole number >= 1"},
+        {"--runs", "12abc", "--runs 12abc: write a whole number >= 1"},
+        {"--seed", "abc", "--seed abc: write a whole number >= 0"},
+        {"--seed", "-3", "--seed -3: write a whole number >= 0"},
+        {"--jobs", "two", "--jobs two: write a whole number >= 1"},
+        {"--worker-wait", "nan", "--worker-wait nan: write a number >= 0"},
+    };
+    char dir[] = "/tmp/moetune-opts-XXXXXX", sub[64];
+    char *contract = tk_example("qwen3-30b-a3b-gb300x8.cfg");
+    size_t i;
+    struct stat sb;
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(sub, sizeof sub, "%s/T", dir);
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const char *args[] = {"tune", contract, "--dir", sub, bad[i][0], bad[i][1], "--quiet", NULL};
+        run r = moetune(args);
+        ck_assert_msg(r.status == 64, "%s %s: exit %d", bad[i][0], bad[i][1], r.status);
+        ck_assert_msg(strstr(r.err, bad[i][2]), "%s %s: %s", bad[i][0], bad[i][1], r.err);
+        ck_assert_msg(stat(sub, &sb) != 0, "%s %s created the tune directory", bad[i][0], bad[i][1]);
+        done(&r);
+    }
+    {
+        const char *args[] = {"bisect", contract, "--good-config", contract, "--bad-config",
+                              contract, "--dir", sub, "--prepare-timeout", "-1", NULL};
+        run r = moetune(args);
+        ck_assert_int_eq(r.status, 64);
+        ck_assert_ptr_nonnull(strstr(r.err, "moetune bisect: --prepare-timeout -1: write a number > 0"));
+        done(&r);
+    }
+    rmdir(dir);
+    free(contract);
+}
+END_TEST
+
 START_TEST(unwritable_tune_dir_says_why)
 {
     char base[64] = "/tmp/moetune-ro-XXXXXX", dir[128];
@@ -847,6 +891,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, check_every_example);
     tcase_add_test(tc, unwritable_tune_dir_says_why);
+    tcase_add_test(tc, tune_option_values_are_checked);
     tcase_add_test(tc, measure_store_failure_is_reported_and_leaks_nothing);
     tcase_add_test(tc, template_placeholders_check_and_measure_agree);
     tcase_add_test(tc, check_bad_contract_exits_2);

@@ -260,6 +260,39 @@ START_TEST(recipe_from_a_real_tune)
                       i + 1 < args.n ? args.v[i + 1] : "");
     for (i = 0; i < over.n; i++)
         ck_assert_msg(strncmp(over.v[i], "train.train_iters=", 18), "overrides hold %s", over.v[i]);
+    /* the contract forces balanced routing to measure; the recipe is for
+     * training, so the router routes, and the recipe says so and why */
+    ck_assert_str_eq(cJSON_GetStringValue(get(get(rec, "config"), "moe_router_force_load_balancing")),
+                     "true");
+    for (i = 0; i < args.n; i++)
+        ck_assert_msg(strcmp(args.v[i], "--moe-router-force-load-balancing"),
+                      "megatron_args force balanced routing");
+    for (i = 0; i < over.n; i++)
+        ck_assert_msg(!strstr(over.v[i], "force_load_balancing=True"), "overrides hold %s",
+                      over.v[i]);
+    {
+        const cJSON *notes = get(rec, "notes"), *nat = get(get(b, "validation"), "natural");
+        const char *why = cJSON_GetStringValue(get(nat, "reason"));
+        int routing = 0, measured = 0, data = 0;
+        ck_assert(cJSON_IsArray(notes));
+        ck_assert_ptr_nonnull(why);
+        cJSON_ArrayForEach(x, notes)
+        {
+            routing |= !strncmp(x->valuestring, "Routing: the router's own", 25);
+            measured |= !strncmp(x->valuestring, "Natural-routing validation: ", 28) && strstr(x->valuestring, why);
+            data |= !strncmp(x->valuestring, "Data: measured on synthetic tokens", 34);
+        }
+        ck_assert_msg(routing && measured && data, "recipe.notes: %s", cJSON_Print(notes));
+        /* and the report shows them where the recipe is */
+        for (f = 0; f < 2; f++) {
+            char *p = path_in(dir, f ? "report.html" : "REPORT.md"), *r = tk_slurp(p);
+            ck_assert_ptr_nonnull(r);
+            ck_assert_msg(strstr(r, "Before you train with it") &&
+                              (strstr(r, f ? "Routing: the router&#39;s own" : "Routing: the router's own")),
+                          "%s lacks the recipe's notes", p);
+            free(p), free(r);
+        }
+    }
 
     /* mlm: the default format, the sim's path, then exactly megatron_args */
     {
@@ -271,6 +304,8 @@ START_TEST(recipe_from_a_real_tune)
         done(&r);
     }
     ck_assert_ptr_null(strstr(text, "\n  --train-iters "));
+    ck_assert_ptr_null(strstr(text, "--moe-router-force-load-balancing \\\n"));
+    ck_assert_ptr_nonnull(strstr(text, "\n# Routing: the router's own choice of experts."));
     ck_assert_ptr_nonnull(strstr(text, "--moe-token-dispatcher-type"));
     syntax_ok(dir, files[0]);
     got = words_of(dir, files[0]);
@@ -297,6 +332,7 @@ START_TEST(recipe_from_a_real_tune)
     text = recipe(dir, 2);
     ck_assert_ptr_nonnull(strstr(text, "MOETUNE_SIM_GPU=GB300\n"));
     ck_assert_ptr_nonnull(strstr(text, "MOETUNE_SIM_NODES=2\n"));
+    ck_assert_ptr_nonnull(strstr(text, "MOETUNE_SIM_ROUTING=natural\n"));
     ck_assert_ptr_nonnull(strstr(text, "MOETUNE_SIM_GPUS_PER_NODE=4\n"));
     ck_assert_str_eq(own_env(text), "");
     free(text);

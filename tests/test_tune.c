@@ -1444,6 +1444,17 @@ START_TEST(natural_routing_out_of_memory_is_benchmark_only)
         ck_assert_ptr_nonnull(strstr(text, "| Gain with natural routing | none measured: with "
                                            "natural routing the winner's run failed: oom"));
         free(text);
+        /* the recipe to paste says it too, before its command */
+        snprintf(md, sizeof md, "%s/T/recipe.mlm.sh", base);
+        text = tk_slurp(md);
+        ck_assert_ptr_nonnull(text);
+        ck_assert_msg(strstr(text, "\n# Recommendation: benchmark only: ") &&
+                          strstr(text, "keep the baseline for training") &&
+                          strstr(text, "\n# Natural-routing validation: with natural routing "
+                                       "the winner's run failed: oom") &&
+                          strstr(text, "keep the baseline for training") < strstr(text, "\nexec "),
+                      "%.1500s", text);
+        free(text);
     }
     cJSON_Delete(b);
     rm_rf(base);
