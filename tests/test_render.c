@@ -81,7 +81,9 @@ START_TEST(golden_mlm)
         /* the recipe fuses permute into the HybridEP dispatch (0.18+) */
         "--moe-permute-fusion", "--moe-permute-fusion-into-hybridep",
         /* the contract's fixed_args (the published recipe's architecture) */
-        "--position-embedding-type", "--attention-dropout", "--hidden-dropout",
+        "--position-embedding-type", "--attention-dropout", "--hidden-dropout", "--swiglu",
+        "--disable-bias-linear", "--normalization", "--norm-epsilon", "--qk-layernorm",
+        "--untie-embeddings-and-output-weights", "--rotary-base",
         /* the contract's base: distributed optimizer with overlapped DP traffic */
         "--use-distributed-optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
         /* core base flags */
@@ -112,6 +114,12 @@ START_TEST(golden_mlm)
     expect_flag(a, "--moe-permute-fusion-into-hybridep", NULL, NULL);
     expect_flag(a, "--moe-router-force-load-balancing", NULL, NULL);
     expect_flag(a, "--position-embedding-type", "rope", NULL);
+    /* the architecture moetune's FLOPs and memory assume, as the model has it */
+    expect_flag(a, "--swiglu", NULL, NULL);
+    expect_flag(a, "--disable-bias-linear", NULL, NULL);
+    expect_flag(a, "--normalization", "RMSNorm", NULL);
+    expect_flag(a, "--qk-layernorm", NULL, NULL);
+    expect_flag(a, "--rotary-base", "1000000", NULL);
     expect_flag(a, "--log-interval", "1", NULL);
     expect_flag(a, "--log-throughput", NULL, NULL);
     ck_assert_int_eq(find(a, "--delay-wgrad-compute"), -1);
