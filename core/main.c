@@ -2321,6 +2321,21 @@ static void status_liveness(const char *dir, const char *text)
 }
 
 /* moetune status DIR: the live state a tune writes, and its store. */
+/* Whether DIR's tune runs the model executor (tune.opts' second field). */
+static int model_executor(const char *dir)
+{
+    char path[PATH_MAX];
+    int strategy, executor = -1;
+    FILE *f;
+    snprintf(path, sizeof path, "%s/tune.opts", dir);
+    if (!(f = fopen(path, "r")))
+        return 0;
+    if (fscanf(f, "%d %d", &strategy, &executor) != 2)
+        executor = -1;
+    fclose(f);
+    return executor == MT_EXEC_MODEL;
+}
+
 static int cmd_status(int argc, char **argv)
 {
     char path[PATH_MAX], buf[8192];
@@ -2356,6 +2371,9 @@ static int cmd_status(int argc, char **argv)
             gh += isfinite(runs[i].gpu_hours) ? runs[i].gpu_hours : 0;
         }
         printf("store: %zu runs (%zu ok), %.2f GPU-hours\n", nr, ok, gh);
+        if (model_executor(argv[2]))
+            printf("  (the model executor's runs are predictions of the sim's model, not "
+                   "stored as runs: status.json's runs and gpu_hours count them)\n");
         for (i = nr > 5 ? nr - 5 : 0; i < nr; i++)
             printf("  run %lld %s %s r%d: %s\n", (long long)runs[i].id, runs[i].kind,
                    runs[i].config_id, runs[i].replicate, runs[i].outcome);

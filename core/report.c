@@ -1558,9 +1558,10 @@ static void svg_throughput(sb *b, const model *m)
     legend_x = L + 8;
     sb_printf(b,
               "<line x1=\"%d\" y1=\"14\" x2=\"%d\" y2=\"14\" stroke=\"#1e7b34\" "
-              "stroke-width=\"2\"/><text x=\"%d\" y=\"18\">accepted best so far</text>",
+              "stroke-width=\"2\"/><text x=\"%d\" y=\"18\">incumbent, median of its runs so "
+              "far</text>",
               legend_x, legend_x + 18, legend_x + 22);
-    legend_x += 150;
+    legend_x += 250;
     for (i = 0; i < nseen && legend_x < W - 120; i++) {
         sb_printf(b, "<circle cx=\"%d\" cy=\"14\" r=\"3.5\" fill=\"%s\"/><text x=\"%d\" y=\"18\">",
                   legend_x, phase_color(seen[i]), legend_x + 8);
@@ -3133,7 +3134,8 @@ static void render_md(sb *b, const model *m)
     if (!m->ntl)
         sb_puts(b, "No runs were recorded.\n\n");
     else {
-        sb_puts(b, "| run | phase | GPU hours | TFLOP/s per GPU | accepted best so far |\n"
+        sb_puts(b, "| run | phase | GPU hours | TFLOP/s per GPU | "
+                   "incumbent, median of its runs so far |\n"
                    "|---:|---|---:|---:|---:|\n");
         for (i = 0; i < m->ntl; i++) {
             const tpoint *t = &m->tl[i];

@@ -175,7 +175,8 @@ static void write_status(eng *e, const char *line)
         cJSON_AddNumberToObject(o, "baseline_ms", e->baseline_ms);
         cJSON_AddNumberToObject(o, "screened_gain", 1 - e->best_ms / e->baseline_ms);
     }
-    if (used > 0 && e->budget_gh > used)
+    /* an estimate of the time left, while there is a phase to run */
+    if (used > 0 && e->budget_gh > used && !(e->phase && !strcmp(e->phase, "done")))
         cJSON_AddNumberToObject(o, "eta_s", el / used * (e->budget_gh - used));
     status_arm(o, "baseline", e->baseline_arm);
     status_arm(o, "best", e->best_arm);

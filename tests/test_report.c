@@ -716,8 +716,9 @@ START_TEST(throughput_line_is_the_accepted_best)
     ck_page(o.html);
     ck_has(o.html, "the accepted best config at the last run: 340.5 TFLOP/s per GPU");
     ck_lacks(o.html, "at the last run: 352.8");
-    ck_has(o.html, ">accepted best so far</text>");
-    ck_has(o.md, "| run | phase | GPU hours | TFLOP/s per GPU | accepted best so far |");
+    ck_has(o.html, ">incumbent, median of its runs so far</text>");
+    ck_has(o.md, "| run | phase | GPU hours | TFLOP/s per GPU | incumbent, median of its runs so "
+                 "far |");
     ck_has(o.md, "| 14 | validate | 9.6 | 351.4 | 340.5 |");
     cJSON_Delete(j);
     out_free(&o);

@@ -165,6 +165,20 @@ START_TEST(tune_reaches_the_optimum)
     mt_kv_destroy(&recipe);
     mt_kv_destroy(&o.best);
     done(&r);
+    {
+        /* status of the finished tune: no time left to estimate, and the
+         * store's empty run list is explained, not a contradiction of the
+         * runs counted */
+        const char *st[] = {"status", dir, NULL};
+        r = moetune(st);
+        ck_assert_msg(r.status == 0, "%s", r.err);
+        ck_assert_msg(strstr(r.out, "\"phase\":\t\"done\"") && !strstr(r.out, "eta_s"), "%s",
+                      r.out);
+        ck_assert_msg(strstr(r.out, "store: 0 runs") &&
+                          strstr(r.out, "the model executor's runs are predictions"),
+                      "%s", r.out);
+        done(&r);
+    }
     tk_close(&t);
     free(path);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", base);
