@@ -2533,8 +2533,16 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
                          : "kept: without it the steps are %.2f%% longer, within the same band "
                            "but shown longer (interval %.2f%% to %.2f%%)",
                      100 * out.dec.effect, 100 * out.dec.ci_lo, 100 * out.dec.ci_hi);
+        if (drop && out.dec.verdict == MT_STATS_UNKNOWN)
+            snprintf(kept_same, sizeof kept_same,
+                     "removing it is faster: without it the steps are %.2f%% shorter (interval "
+                     "%.2f%% to %.2f%%), undecided against the minimum effect at the replicate "
+                     "cap: dropped",
+                     -100 * out.dec.effect, -100 * out.dec.ci_hi, -100 * out.dec.ci_lo);
         snprintf(why, sizeof why, "%s%s%s%s",
-                 drop ? "removing it does not hurt: dropped" : kept_same[0] ? kept_same : out.reason,
+                 drop ? (kept_same[0] ? kept_same : "removing it does not hurt: dropped")
+                 : kept_same[0] ? kept_same
+                                : out.reason,
                  live < all ? " (partly superseded: the winner holds only " : "",
                  live < all ? part : "", live < all ? " of it)" : "");
         cJSON_AddStringToObject(row, "reason", why);
