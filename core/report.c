@@ -2546,6 +2546,15 @@ static void h_wall_row(sb *b, const char *what, const wall *w)
     sb_puts(b, "</td></tr>\n");
 }
 
+/* What the two profiles are (search/engine.c: the first profile of the
+ * retune phase, and the winner's). */
+#define WALLS_NOTE_MD                                                                              \
+    "\"Before\" is the profile the retune phase began with, of the config after fit and "          \
+    "scale (the baseline only when those kept it); \"after\" is the winner's."
+#define WALLS_NOTE_HTML                                                                            \
+    "&quot;Before&quot; is the profile the retune phase began with, of the config after fit "     \
+    "and scale (the baseline only when those kept it); &quot;after&quot; is the winner&#39;s."
+
 static void h_walls(sb *b, const model *m)
 {
     int j;
@@ -2554,6 +2563,7 @@ static void h_walls(sb *b, const model *m)
         sb_puts(b, "<p class=\"note\">No profile was taken.</p>\n</section>\n");
         return;
     }
+    sb_puts(b, "<p class=\"note\">" WALLS_NOTE_HTML "</p>\n");
     svg_walls(b, &m->before, &m->after);
     sb_puts(b, "\n<table><tr><th></th><th>dominant wall</th><th>window</th></tr>\n");
     h_wall_row(b, "before", &m->before);
@@ -3228,6 +3238,7 @@ static void render_md(sb *b, const model *m)
         sb_puts(b, "No profile was taken.\n\n");
     else {
         const wall *w[2] = {&m->before, &m->after};
+        sb_puts(b, WALLS_NOTE_MD "\n\n");
         sb_puts(b, "| | before | after |\n|---|---:|---:|\n| dominant wall |");
         for (i = 0; i < 2; i++) {
             sb_puts(b, " ");

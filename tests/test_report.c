@@ -756,6 +756,9 @@ START_TEST(walls_are_shares_of_the_window)
     ck_assert_msg(fabs(cell_sum(o.html, "share-after") - 100) < 0.05, "after sums to %g",
                   cell_sum(o.html, "share-after"));
     ck_assert_int_eq(count(o.html, "class=\"n share-after\">"), 6);
+    /* what "before" profiled: not the baseline, the config retune began with */
+    ck_has(o.html, "the profile the retune phase began with, of the config after fit and scale");
+    ck_has(o.md, "the profile the retune phase began with, of the config after fit and scale");
     ck_has(o.html, "<tr><td>compute, comm hidden under it</td><td class=\"n share-before\">8.0%"
                    "</td><td class=\"n share-after\">12.0%</td></tr>");
     ck_has(o.html, "<td class=\"n\">steps 3-5 (6.21 s)</td>");
