@@ -1750,6 +1750,34 @@ static int resume_conflicts(const char *dir, const mt_contract *c, const mt_tune
     return n;
 }
 
+/* The bundle's recommendation when it is "benchmark only" (validated with
+ * the contract's forced routing, not backed with natural routing): the
+ * line that says not to train with the winner, beside "validated". */
+static void print_benchmark_only(const char *bundle)
+{
+    FILE *f = fopen(bundle, "r");
+    char *text = NULL;
+    long size;
+    cJSON *b, *rec;
+    if (!f)
+        return;
+    if (fseek(f, 0, SEEK_END) || (size = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) ||
+        !(text = malloc((size_t)size + 1)) || fread(text, 1, (size_t)size, f) != (size_t)size) {
+        free(text);
+        fclose(f);
+        return;
+    }
+    fclose(f);
+    text[size] = '\0';
+    b = cJSON_Parse(text);
+    free(text);
+    rec = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(b, "validation"),
+                                           "recommendation");
+    if (cJSON_IsString(rec) && !strncmp(rec->valuestring, "benchmark only: ", 16))
+        printf("recommendation: %s\n", rec->valuestring);
+    cJSON_Delete(b);
+}
+
 static int cmd_tune(int argc, char **argv)
 {
     session s;
@@ -1987,6 +2015,7 @@ static int cmd_tune(int argc, char **argv)
         if (isfinite(res.gain))
             printf("validated gain: %.2f%% shorter steps (%s)\n", 100 * res.gain,
                    words[res.status]);
+        print_benchmark_only(res.bundle);
         if (res.not_ablated)
             printf("winner not ablated: the budget left %d of %d accepted changes without their "
                    "leave-one-out A/B\n",

@@ -1375,6 +1375,9 @@ START_TEST(multi_arm_follow_up_on_the_example)
 END_TEST
 
 /* The model executor's tune of one example at one seed, its bundle. */
+/* What the last seed_tune printed (its stdout; caller of seed_tune reads). */
+static char seed_out[16384];
+
 static cJSON *seed_tune(const char *contract, const char *seed, char *base, size_t n)
 {
     static const char *args[16];
@@ -1391,6 +1394,7 @@ static cJSON *seed_tune(const char *contract, const char *seed, char *base, size
     r = moetune(args);
     ck_assert_msg(r.status == 0, "exit %d\n%s%s", r.status, r.out, r.err);
     b = tk_bundle(dir);
+    snprintf(seed_out, sizeof seed_out, "%s", r.out ? r.out : "");
     out_free(&r);
     return b;
 }
@@ -1433,6 +1437,10 @@ START_TEST(natural_routing_out_of_memory_is_benchmark_only)
     ck_assert_msg(strstr(rec, "the winner's run failed: oom") &&
                       strstr(rec, "keep the baseline for training") && !strstr(rec, "nan"),
                   "%s", rec);
+    /* and tune's own summary says it beside "validated" */
+    ck_assert_msg(strstr(seed_out, "validated gain: ") &&
+                      strstr(seed_out, "\nrecommendation: benchmark only: "),
+                  "%s", seed_out);
     {
         /* the report's headline carries the recommendation, and its summary
          * names the failure instead of a gain */
