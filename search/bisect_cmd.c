@@ -205,8 +205,18 @@ static int revs_from_file(const char *path, const char *good, const char *bad, r
             continue;
         if (strpbrk(s, " \t") || strlen(s) > 200) {
             mt_diag_add(d, path, (int)lineno, NULL,
-                        "a revision is one word of at most 200 characters, not \"%.100s\"", s);
+                        "a revision is one word of at most 200 characters (a commit, tag, stack "
+                        "version or container image), not \"%.100s\"",
+                        s);
             goto bad;
+        }
+        {
+            /* it goes into prepare words and container images as it is */
+            char why[400];
+            if (mt_prepare_rev_ok(s, why, sizeof why)) {
+                mt_diag_add(d, path, (int)lineno, NULL, "%s", why);
+                goto bad;
+            }
         }
         for (i = 0; i < all.n; i++)
             if (!strcmp(all.v[i], s)) {
