@@ -319,6 +319,11 @@ check "container tags: tune refuses the contract (exit 2) before any run, naming
 rc=$?
 check "container tags: render --format launch refuses {rev} outside a bisection, naming the setting" \
   bash -c "[ $rc = 2 ] && grep -q 'launch.srun.container_image' '$T/err9g' && grep -q 'only .moetune bisect. fills' '$T/err9g'"
+"$MOETUNE" bisect "$CCONTRACT" --good-config "$SRC/tests/contracts/bisect-config-good.cfg" \
+  --bad-config "$SRC/tests/contracts/bisect-config-bad.cfg" --dir "$T/b14" --quiet >/dev/null 2>"$T/err9h"
+rc=$?
+check "container tags: a config bisection refuses {rev} in the container (one stack), exit 2" \
+  bash -c "[ $rc = 2 ] && grep -q 'launch.srun: a container setting names {rev}' '$T/err9h' && [ ! -e '$T/b14/bisect.json' ]"
 
 # 6. bad input: each refused with exit 2 and its own words
 # refused NAME PATTERN ARGS...: moetune bisect ARGS exits 2 and says PATTERN
