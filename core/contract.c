@@ -771,8 +771,7 @@ static void template_placeholders(loader *L, const config_setting_t *e, const ch
  * by `moetune bisect`: each revision in its own image); {{ and }} are
  * literal braces, and any other brace is refused, as the launch refuses it
  * (workers/measure.c).  0, or -1 with the error added. */
-static int srun_placeholders(loader *L, const config_setting_t *x, const char *path,
-                             const char *v)
+static int srun_placeholders(loader *L, const config_setting_t *x, const char *path, const char *v)
 {
     const char *p = v;
     while (*p) {

@@ -1969,20 +1969,20 @@ usage:
 
 /* ---- bisect ------------------------------------------------------------------------- */
 
-#define BISECT_USAGE                                                                             \
-    "usage: moetune bisect CONTRACT --good REV --bad REV (--repo PATH | --revs FILE) --dir DIR\n" \
-    "       moetune bisect CONTRACT --good-config GOOD.cfg --bad-config BAD.cfg --dir DIR\n"      \
-    "                      [--prepare 'ARGV TEMPLATE']... [--prepare-timeout S] [--jobs N]\n"    \
-    "                      [--workers tcp://HOST:PORT [--keys DIR] [--job-grace S]\n"             \
-    "                      [--worker-wait S]] [--quiet]\n"                                       \
-    "  templates: words split at blanks, '...' or \"...\" group, no shell; placeholders\n"        \
-    "  {rev} {work} {repo}; a step exiting 125 skips the revision.  --revs FILE: one\n"        \
-    "  revision a line, oldest first: commits, tags, stack versions or container images\n"     \
-    "  (the contract's launch.srun container settings take {rev} too).  --good-config and\n"   \
-    "  --bad-config: two contracts (e.g. from moetune import) of the contract's model,\n"      \
-    "  hardware and stack; the knob changes between their base configs are bisected.\n"       \
-    "  Run the same command\n"                                                                   \
-    "  with the same --dir to resume.  Exit: 0 culprit found, 3 regression not reproduced,\n"    \
+#define BISECT_USAGE                                                                               \
+    "usage: moetune bisect CONTRACT --good REV --bad REV (--repo PATH | --revs FILE) --dir DIR\n"  \
+    "       moetune bisect CONTRACT --good-config GOOD.cfg --bad-config BAD.cfg --dir DIR\n"       \
+    "                      [--prepare 'ARGV TEMPLATE']... [--prepare-timeout S] [--jobs N]\n"      \
+    "                      [--workers tcp://HOST:PORT [--keys DIR] [--job-grace S]\n"              \
+    "                      [--worker-wait S]] [--quiet]\n"                                         \
+    "  templates: words split at blanks, '...' or \"...\" group, no shell; placeholders\n"         \
+    "  {rev} {work} {repo}; a step exiting 125 skips the revision.  --revs FILE: one\n"            \
+    "  revision a line, oldest first: commits, tags, stack versions or container images\n"         \
+    "  (the contract's launch.srun container settings take {rev} too).  --good-config and\n"       \
+    "  --bad-config: two contracts (e.g. from moetune import) of the contract's model,\n"          \
+    "  hardware and stack; the knob changes between their base configs are bisected.\n"            \
+    "  Run the same command\n"                                                                     \
+    "  with the same --dir to resume.  Exit: 0 culprit found, 3 regression not reproduced,\n"      \
     "  1 failed, 2 bad input, 75 another process owns DIR.\n"
 
 static int cmd_bisect(int argc, char **argv)

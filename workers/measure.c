@@ -731,8 +731,7 @@ mt_kv *mt_measure_launch_settings(const mt_contract *c, const mt_kv *rendered)
  * setting.  0, or -EINVAL / -ENOMEM with d. */
 static int subst_container(mt_kv *s, const char *rev, const char *work, mt_diag *d)
 {
-    static const char *const keys[] = {"container_image", "container_mounts",
-                                       "container_workdir"};
+    static const char *const keys[] = {"container_image", "container_mounts", "container_workdir"};
     size_t i;
     for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const char *v = mt_kv_get(s, keys[i]), *p;

@@ -134,8 +134,7 @@ static int expand_word(const char *w, const char *rev, const char *repo, const c
                     return -EINVAL;
                 }
                 val = rev, k = 5;
-            }
-            else if (!strncmp(p, "{work}", 6))
+            } else if (!strncmp(p, "{work}", 6))
                 val = work, k = 6;
             else if (!strncmp(p, "{repo}", 6) && repo)
                 val = repo, k = 6;
