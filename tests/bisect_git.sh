@@ -14,7 +14,8 @@
 #   8. a stack that drops HybridEP from commit 29: diagnosed as communication
 #   9. stacks as revisions: container tags in a revisions file, the image
 #      named by launch.srun.container_image = "...:{rev}" (a stand-in srun
-#      playing pyxis), the slower tag found; bad tags and placeholders refused
+#      playing pyxis), the slower tag found; bad tags and placeholders
+#      refused; then through a worker whose launchers include srun
 # usage: bisect_git.sh MOETUNE SOURCE_DIR [quick]
 # quick (the sanitizer build): cases 1, 3, 6, 8 and 9 only; the others run the same
 # code paths again at more cost (the optimized build runs them all)
@@ -324,6 +325,34 @@ check "container tags: render --format launch refuses {rev} outside a bisection,
 rc=$?
 check "container tags: a config bisection refuses {rev} in the container (one stack), exit 2" \
   bash -c "[ $rc = 2 ] && grep -q 'launch.srun: a container setting names {rev}' '$T/err9h' && [ ! -e '$T/b14/bisect.json' ]"
+
+if full; then
+# 9b. the same tags through a worker (CURVE) whose launchers include srun:
+#     the worker substitutes {rev} in the container too, the same culprit
+#     and samples as locally, every srun of the worker carrying a tag's image
+PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+"$MOETUNE" keygen "$T/ckeys" coordinator >/dev/null && mkdir -p "$T/ckeys/workers"
+SIM=$(cd "$(dirname "$MOETUNE")" && pwd)/moetune-sim
+"$MOETUNE" keygen "$T/cwkeys" cw >/dev/null && cp "$T/cwkeys/cw.pub" "$T/ckeys/workers/"
+: >"$T/srun.argv"
+PATH="$T/pyxis:$PATH" "$MOETUNE" worker --connect tcp://127.0.0.1:$PORT --name cw --dir "$T/wd-cw" \
+  --allow "$SIM" --launchers local,srun --key "$T/cwkeys/cw" --server-key "$T/ckeys/coordinator.pub" \
+  >"$T/cw.log" 2>&1 &
+"$MOETUNE" bisect "$CCONTRACT" --revs "$T/tags" --good 24.11 --bad 25.11 --dir "$T/b15" \
+  --workers tcp://127.0.0.1:$PORT --keys "$T/ckeys" --worker-wait 30 --quiet >"$T/out9w" 2>"$T/err9w"
+rc=$?
+[ "$rc" = 0 ] || { tail -5 "$T/err9w" "$T/cw.log"; }
+wait
+check "container tags, worker: exit 0, the same culprit and samples as locally" \
+  [ "$rc:$(json "$T/b15/bisect.json" "([c['revision'] for c in j['culprits']], [x['samples_ms'] for x in j['measured']])")" = \
+    "0:$(json "$T/b11/bisect.json" "([c['revision'] for c in j['culprits']], [x['samples_ms'] for x in j['measured']])")" ]
+check "container tags, worker: the worker's sruns carried the measured tags' images" \
+  python3 -c "
+import json, sys
+seen = sorted({w.split(':', 1)[1] for l in open(sys.argv[1]) for w in l.split() if w.startswith('--container-image=nvcr.io#nvidia/nemo:')})
+measured = sorted(x['revision'] for x in json.load(open(sys.argv[2]))['measured'])
+sys.exit(0 if seen == measured else 1)" "$T/srun.argv" "$T/b15/bisect.json"
+fi
 
 # 6. bad input: each refused with exit 2 and its own words
 # refused NAME PATTERN ARGS...: moetune bisect ARGS exits 2 and says PATTERN
