@@ -767,6 +767,38 @@ static void template_placeholders(loader *L, const config_setting_t *e, const ch
     }
 }
 
+/* A container setting of launch.srun may name {rev} and {work} (filled
+ * by `moetune bisect`: each revision in its own image); {{ and }} are
+ * literal braces, and any other brace is refused, as the launch refuses it
+ * (workers/measure.c).  0, or -1 with the error added. */
+static int srun_placeholders(loader *L, const config_setting_t *x, const char *path, const char *v)
+{
+    const char *p = v;
+    while (*p) {
+        if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
+            p += 2;
+            continue;
+        }
+        if (!strncmp(p, "{rev}", 5) || !strncmp(p, "{work}", 6)) {
+            L->c->srun_bisect = 1;
+            p += p[1] == 'r' ? 5 : 6;
+            continue;
+        }
+        if (*p == '{' || *p == '}') {
+            size_t n = strcspn(p + 1, "{}");
+            err(L, x, path,
+                "unknown placeholder '%.*s' in '%s' (\"%s\"); a container setting takes {rev} "
+                "(the revision `moetune bisect` measures: a tag, stack version or image) and "
+                "{work} (its prepared work directory), nothing else (write {{ and }} for "
+                "literal braces)",
+                (int)(n + (p[1 + n] == '}' ? 2 : 1)), p, path, v);
+            return -1;
+        }
+        p++;
+    }
+    return 0;
+}
+
 /* launch.srun: the srun launcher's static settings (workers/launch.h).
  * Checked here for names and types, so `check` refuses what a worker
  * would refuse at its first job. */
@@ -830,6 +862,8 @@ static void parse_launch_srun(loader *L, const config_setting_t *e)
                     path);
                 continue;
             }
+            if (strncmp(nm, "container_", 10) == 0 && srun_placeholders(L, x, path, buf))
+                continue;
         }
         mt_kv_set(L->c->launch_srun, nm, buf);
         mt_kv_set(L->canon, path, buf);

@@ -67,6 +67,7 @@ typedef struct mt_contract {
     char **launch_template;
     size_t n_template;
     int template_bisect; /* the template names {rev} or {work}: `moetune bisect` only */
+    int srun_bisect;     /* a launch.srun container setting names {rev} or {work}: the same */
     mt_kv *launch_env;   /* static environment of every run */
     /* launch.srun: static settings of the srun launcher (ntasks_per_node,
      * rank_env, rank_exec, container_image, container_mounts,

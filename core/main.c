@@ -516,6 +516,11 @@ static int cmd_check(const char *path)
         printf("launch.template: names {rev} or {work}, which only `moetune bisect` fills; "
                "`tune` and `measure` refuse this contract (drop them from the template for "
                "those)\n");
+    if (s.contract->srun_bisect)
+        /* as workers/measure.c refuses it outside a bisection */
+        printf("launch.srun: a container setting names {rev} or {work}, which only `moetune "
+               "bisect` fills (each revision in its own image); `tune` and `measure` refuse "
+               "this contract (drop them from the container settings for those)\n");
     session_close(&s);
     return fit == 1 ? 0 : fit == 0 ? EXIT_NO_FIT : 1;
 }
@@ -1896,12 +1901,14 @@ static int cmd_tune(int argc, char **argv)
         mt_dirlock_release(&lock);
         return rc;
     }
-    if (s.contract->template_bisect) {
+    if (s.contract->template_bisect || s.contract->srun_bisect) {
         /* refused before any run: every job would fail to launch */
         fprintf(stderr,
-                "moetune tune: %s: launch.template names {rev} or {work}, which only `moetune "
-                "bisect` fills; drop them from the template to tune\n",
-                contract);
+                "moetune tune: %s: %s names {rev} or {work}, which only `moetune "
+                "bisect` fills; drop them from %s to tune\n",
+                contract,
+                s.contract->template_bisect ? "launch.template" : "a launch.srun container setting",
+                s.contract->template_bisect ? "the template" : "the container settings");
         session_close(&s);
         mt_dirlock_release(&lock);
         return EXIT_BAD_INPUT;
@@ -2052,18 +2059,20 @@ usage:
 
 /* ---- bisect ------------------------------------------------------------------------- */
 
-#define BISECT_USAGE                                                                             \
-    "usage: moetune bisect CONTRACT --good REV --bad REV (--repo PATH | --revs FILE) --dir DIR\n" \
-    "       moetune bisect CONTRACT --good-config GOOD.cfg --bad-config BAD.cfg --dir DIR\n"      \
-    "                      [--prepare 'ARGV TEMPLATE']... [--prepare-timeout S] [--jobs N]\n"    \
-    "                      [--workers tcp://HOST:PORT [--keys DIR] [--job-grace S]\n"             \
-    "                      [--worker-wait S]] [--quiet]\n"                                       \
-    "  templates: words split at blanks, '...' or \"...\" group, no shell; placeholders\n"        \
-    "  {rev} {work} {repo}; a step exiting 125 skips the revision.  --good-config and\n"         \
-    "  --bad-config: two contracts (e.g. from moetune import) of the contract's model,\n"      \
-    "  hardware and stack; the knob changes between their base configs are bisected.\n"       \
-    "  Run the same command\n"                                                                   \
-    "  with the same --dir to resume.  Exit: 0 culprit found, 3 regression not reproduced,\n"    \
+#define BISECT_USAGE                                                                               \
+    "usage: moetune bisect CONTRACT --good REV --bad REV (--repo PATH | --revs FILE) --dir DIR\n"  \
+    "       moetune bisect CONTRACT --good-config GOOD.cfg --bad-config BAD.cfg --dir DIR\n"       \
+    "                      [--prepare 'ARGV TEMPLATE']... [--prepare-timeout S] [--jobs N]\n"      \
+    "                      [--workers tcp://HOST:PORT [--keys DIR] [--job-grace S]\n"              \
+    "                      [--worker-wait S]] [--quiet]\n"                                         \
+    "  templates: words split at blanks, '...' or \"...\" group, no shell; placeholders\n"         \
+    "  {rev} {work} {repo}; a step exiting 125 skips the revision.  --revs FILE: one\n"            \
+    "  revision a line, oldest first: commits, tags, stack versions or container images\n"         \
+    "  (the contract's launch.srun container settings take {rev} too).  --good-config and\n"       \
+    "  --bad-config: two contracts (e.g. from moetune import) of the contract's model,\n"          \
+    "  hardware and stack; the knob changes between their base configs are bisected.\n"            \
+    "  Run the same command\n"                                                                     \
+    "  with the same --dir to resume.  Exit: 0 culprit found, 3 regression not reproduced,\n"      \
     "  1 failed, 2 bad input, 75 another process owns DIR.\n"
 
 static int cmd_bisect(int argc, char **argv)

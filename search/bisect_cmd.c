@@ -205,8 +205,18 @@ static int revs_from_file(const char *path, const char *good, const char *bad, r
             continue;
         if (strpbrk(s, " \t") || strlen(s) > 200) {
             mt_diag_add(d, path, (int)lineno, NULL,
-                        "a revision is one word of at most 200 characters, not \"%.100s\"", s);
+                        "a revision is one word of at most 200 characters (a commit, tag, stack "
+                        "version or container image), not \"%.100s\"",
+                        s);
             goto bad;
+        }
+        {
+            /* it goes into prepare words and container images as it is */
+            char why[400];
+            if (mt_prepare_rev_ok(s, why, sizeof why)) {
+                mt_diag_add(d, path, (int)lineno, NULL, "%s", why);
+                goto bad;
+            }
         }
         for (i = 0; i < all.n; i++)
             if (!strcmp(all.v[i], s)) {
@@ -1006,6 +1016,15 @@ static int cfg_source_open(mt_registry *reg, const mt_contract *c, const mt_bise
     int *all = NULL, i;
     size_t k;
     char why[512], name[300], id[17];
+    if (c->srun_bisect) {
+        /* the revisions here are knob changes under one stack: a container
+         * per revision would be an image named after a knob change */
+        mt_diag_add(d, c->path, 0, "launch.srun",
+                    "a container setting names {rev} or {work}, but --good-config/--bad-config "
+                    "bisects knob changes under one stack, not revisions: name the image itself "
+                    "(bisect images by tag with --revs FILE)");
+        return -EINVAL;
+    }
     for (i = 0; i < 2; i++) {
         if (!(*cc[i] = mt_contract_load(paths[i], d)))
             return -EINVAL;

@@ -11,8 +11,13 @@
 #   5. two regressions: both found, or the report names the range of the second
 #   6. bad input: an unknown revision, good after bad, a bad prepare template
 #   7. through two ZeroMQ workers with CURVE: the same samples as locally
+#   8. a stack that drops HybridEP from commit 29: diagnosed as communication
+#   9. stacks as revisions: container tags in a revisions file, the image
+#      named by launch.srun.container_image = "...:{rev}" (a stand-in srun
+#      playing pyxis), the slower tag found; bad tags and placeholders
+#      refused; then through a worker whose launchers include srun
 # usage: bisect_git.sh MOETUNE SOURCE_DIR [quick]
-# quick (the sanitizer build): cases 1, 3 and 6 only; the others run the same
+# quick (the sanitizer build): cases 1, 3, 6, 8 and 9 only; the others run the same
 # code paths again at more cost (the optimized build runs them all)
 set -u
 MOETUNE=$1
@@ -220,6 +225,134 @@ check "stack regression: exit 0, the culprit is commit 29" \
 check "stack regression: the wall is communication, HybridEP's kernels replaced by NCCL all-to-all" \
   python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['culprits'][0]['diagnosis']; ev=' '.join(d['evidence']); sys.exit(0 if d['wall']=='communication' and 'trace.hybridep_kernels' in ev and '-> 0' in ev and 'trace.alltoall_kernels: 0 ->' in ev else 1)" "$T/b10/bisect.json"
 check "stack regression: stdout names the wall" grep -q "wall of .*: communication: .*exposed communication" "$T/out8"
+
+# 9. stacks as revisions: the revisions file lists container tags, not
+#    commits, and the contract's launch.srun.container_image is
+#    "nvcr.io#nvidia/nemo:{rev}".  A stand-in srun on PATH plays pyxis: it
+#    records its argv and runs the task in the image it was asked for, i.e.
+#    hands the sim that image's stack file ($T/images/IMAGE/stack.cfg); an
+#    image it does not have is an error.  From tag 25.07 on the images'
+#    stack is built without HybridEP.  Nothing but the container setting
+#    names the tag, so the bisection finds 25.07 only if each run's image
+#    carries its revision.
+TAGS="24.11 24.12 25.01 25.02 25.04 25.05 25.06 25.07 25.08 25.09 25.10 25.11"
+: >"$T/tags"
+i=0
+for t in $TAGS; do
+  echo "$t" >>"$T/tags"
+  mkdir -p "$T/images/nvcr.io#nvidia/nemo:$t"
+  printf 'commit = ngc-%s\nslowdown = 1.0\n' "$t" >"$T/images/nvcr.io#nvidia/nemo:$t/stack.cfg"
+  [ $i -ge 7 ] && echo "no_hybridep = 1" >>"$T/images/nvcr.io#nvidia/nemo:$t/stack.cfg"
+  i=$((i + 1))
+done
+mkdir -p "$T/pyxis"
+{
+  echo '#!/bin/bash'
+  echo '# stand-in for srun with pyxis (tests/bisect_git.sh case 9)'
+  echo "log=$T/srun.argv images=$T/images"
+  cat <<'PYXIS'
+echo "$*" >>"$log"
+image=
+while [ $# -gt 0 ]; do
+  case $1 in --container-image=*) image=${1#--container-image=} ;; -*) ;; *) break ;; esac
+  shift
+done
+[ -n "$image" ] || { echo "pyxis stand-in: no --container-image" >&2; exit 1; }
+[ -f "$images/$image/stack.cfg" ] || { echo "pyxis: image $image not found" >&2; exit 1; }
+MOETUNE_SIM_STACK="$images/$image/stack.cfg" exec "$@"
+PYXIS
+} >"$T/pyxis/srun"
+chmod +x "$T/pyxis/srun"
+CCONTRACT=$SRC/tests/contracts/bisect-small-container.cfg
+PATH="$T/pyxis:$PATH" "$MOETUNE" bisect "$CCONTRACT" --revs "$T/tags" --good 24.11 --bad 25.11 \
+  --dir "$T/b11" --quiet >"$T/out9" 2>"$T/err9"
+rc=$?
+cat "$T/out9"
+[ "$rc" = 0 ] || tail -5 "$T/err9"
+check "container tags: exit 0, the culprit is the tag 25.07, exact" \
+  [ "$rc:$(json "$T/b11/bisect.json" "[(c['revision'], c['exact'], c['parent']) for c in j['culprits']]")" = "0:[('25.07', True, '25.06')]" ]
+check "container tags: the source is the file, its revisions the 12 tags" \
+  [ "$(json "$T/b11/bisect.json" "(j['source'], j['revisions'], j['good'], j['bad'])")" = "('file', 12, '24.11', '25.11')" ]
+check "container tags: every srun carried --container-image=nvcr.io#nvidia/nemo:TAG of a listed tag" \
+  python3 -c "
+import sys
+tags = set(sys.argv[2].split())
+lines = open(sys.argv[1]).read().splitlines()
+imgs = [[w for w in l.split() if w.startswith('--container-image=')] for l in lines]
+sys.exit(0 if lines and all(len(i) == 1 and i[0].startswith('--container-image=nvcr.io#nvidia/nemo:') and i[0].split(':', 1)[1] in tags for i in imgs) else 1)" "$T/srun.argv" "$TAGS"
+check "container tags: each measured tag ran in its own image (the images srun saw are the tags measured)" \
+  python3 -c "
+import json, sys
+seen = sorted({w.split(':', 1)[1] for l in open(sys.argv[1]) for w in l.split() if w.startswith('--container-image=')})
+measured = sorted(x['revision'] for x in json.load(open(sys.argv[2]))['measured'])
+sys.exit(0 if seen == measured and '25.07' in seen and '25.06' in seen else 1)" "$T/srun.argv" "$T/b11/bisect.json"
+check "container tags: the culprit's wall is communication, HybridEP replaced by NCCL all-to-all" \
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1]))['culprits'][0]['diagnosis']; ev=' '.join(d['evidence']); sys.exit(0 if d['wall']=='communication' and 'trace.alltoall_kernels: 0 ->' in ev else 1)" "$T/b11/bisect.json"
+check "container tags: stdout names the tag" grep -q "25\.07" "$T/out9"
+# bad input of a stack bisection: each refused with exit 2, naming where and what
+printf '24.11\n25.01;reboot\n25.11\n' >"$T/tags-bad"
+PATH="$T/pyxis:$PATH" "$MOETUNE" bisect "$CCONTRACT" --revs "$T/tags-bad" --good 24.11 --bad 25.11 \
+  --dir "$T/b12" --quiet >/dev/null 2>"$T/err9b"
+rc=$?
+check "container tags: a tag with ';' is exit 2, naming the file's line and the character" \
+  bash -c "[ $rc = 2 ] && grep -q 'tags-bad:2' '$T/err9b' && grep -q \"has ';' at character 6\" '$T/err9b'"
+printf '24.11\n--help\n25.11\n' >"$T/tags-opt"
+PATH="$T/pyxis:$PATH" "$MOETUNE" bisect "$CCONTRACT" --revs "$T/tags-opt" --good 24.11 --bad 25.11 \
+  --dir "$T/b13" --quiet >/dev/null 2>"$T/err9c"
+rc=$?
+check "container tags: a revision starting with '-' is exit 2, named" \
+  bash -c "[ $rc = 2 ] && grep -q 'tags-opt:2' '$T/err9c' && grep -q \"starts with '-'\" '$T/err9c'"
+sed 's/nemo:{rev}/nemo:{tag}/' "$CCONTRACT" >"$T/container-tag.cfg"
+"$MOETUNE" check "$T/container-tag.cfg" >/dev/null 2>"$T/err9d"
+rc=$?
+check "container tags: an unknown placeholder in container_image is exit 2, naming the setting" \
+  bash -c "[ $rc = 2 ] && grep -q 'launch.srun.container_image' '$T/err9d' && grep -q \"unknown placeholder '{tag}'\" '$T/err9d'"
+"$MOETUNE" check "$CCONTRACT" >"$T/out9e" 2>&1
+rc=$?
+check "container tags: check passes the contract and says only bisect fills {rev} there" \
+  bash -c "[ $rc = 0 ] && grep -q 'launch.srun: a container setting names {rev}' '$T/out9e'"
+: >"$T/srun.argv"
+PATH="$T/pyxis:$PATH" "$MOETUNE" tune "$CCONTRACT" --dir "$T/t9" --quiet >/dev/null 2>"$T/err9f"
+rc=$?
+check "container tags: tune refuses the contract (exit 2) before any run, naming the container setting" \
+  bash -c "[ $rc = 2 ] && grep -q 'launch.srun container setting names {rev}' '$T/err9f' && [ ! -s '$T/srun.argv' ]"
+"$MOETUNE" render "$CCONTRACT" --format launch >/dev/null 2>"$T/err9g"
+rc=$?
+check "container tags: render --format launch refuses {rev} outside a bisection, naming the setting" \
+  bash -c "[ $rc = 2 ] && grep -q 'launch.srun.container_image' '$T/err9g' && grep -q 'only .moetune bisect. fills' '$T/err9g'"
+"$MOETUNE" bisect "$CCONTRACT" --good-config "$SRC/tests/contracts/bisect-config-good.cfg" \
+  --bad-config "$SRC/tests/contracts/bisect-config-bad.cfg" --dir "$T/b14" --quiet >/dev/null 2>"$T/err9h"
+rc=$?
+check "container tags: a config bisection refuses {rev} in the container (one stack), exit 2" \
+  bash -c "[ $rc = 2 ] && grep -q 'launch.srun: a container setting names {rev}' '$T/err9h' && [ ! -e '$T/b14/bisect.json' ]"
+
+if full; then
+# 9b. the same tags through a worker (CURVE) whose launchers include srun:
+#     the worker substitutes {rev} in the container too, the same culprit
+#     and samples as locally, every srun of the worker carrying a tag's image
+PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+"$MOETUNE" keygen "$T/ckeys" coordinator >/dev/null && mkdir -p "$T/ckeys/workers"
+SIM=$(cd "$(dirname "$MOETUNE")" && pwd)/moetune-sim
+"$MOETUNE" keygen "$T/cwkeys" cw >/dev/null && cp "$T/cwkeys/cw.pub" "$T/ckeys/workers/"
+: >"$T/srun.argv"
+PATH="$T/pyxis:$PATH" "$MOETUNE" worker --connect tcp://127.0.0.1:$PORT --name cw --dir "$T/wd-cw" \
+  --allow "$SIM" --launchers local,srun --key "$T/cwkeys/cw" --server-key "$T/ckeys/coordinator.pub" \
+  >"$T/cw.log" 2>&1 &
+"$MOETUNE" bisect "$CCONTRACT" --revs "$T/tags" --good 24.11 --bad 25.11 --dir "$T/b15" \
+  --workers tcp://127.0.0.1:$PORT --keys "$T/ckeys" --worker-wait 30 --quiet >"$T/out9w" 2>"$T/err9w"
+rc=$?
+[ "$rc" = 0 ] || { tail -5 "$T/err9w" "$T/cw.log"; }
+wait
+check "container tags, worker: exit 0, the same culprit and samples as locally" \
+  [ "$rc:$(json "$T/b15/bisect.json" "([c['revision'] for c in j['culprits']], [x['samples_ms'] for x in j['measured']])")" = \
+    "0:$(json "$T/b11/bisect.json" "([c['revision'] for c in j['culprits']], [x['samples_ms'] for x in j['measured']])")" ]
+check "container tags, worker: the worker's sruns carried the measured tags' images" \
+  python3 -c "
+import json, sys
+seen = sorted({w.split(':', 1)[1] for l in open(sys.argv[1]) for w in l.split() if w.startswith('--container-image=nvcr.io#nvidia/nemo:')})
+measured = sorted(x['revision'] for x in json.load(open(sys.argv[2]))['measured'])
+sys.exit(0 if seen == measured else 1)" "$T/srun.argv" "$T/b15/bisect.json"
+fi
 
 # 6. bad input: each refused with exit 2 and its own words
 # refused NAME PATTERN ARGS...: moetune bisect ARGS exits 2 and says PATTERN

@@ -6,6 +6,7 @@
 #include "fingerprint.h"
 #include "launch.h"
 #include "nvml.h"
+#include "prepare.h"
 #include "render.h"
 
 #include <errno.h>
@@ -722,6 +723,89 @@ mt_kv *mt_measure_launch_settings(const mt_contract *c, const mt_kv *rendered)
     return s;
 }
 
+/* {rev} and {work} in the srun launcher's container settings (launch.srun:
+ * container_image, container_mounts, container_workdir), so each revision
+ * of a bisection runs in its own image; {{ and }} are literal braces.  A
+ * placeholder outside `moetune bisect` (rev NULL), any other placeholder
+ * and a revision that cannot go in an image name are refused, naming the
+ * setting.  0, or -EINVAL / -ENOMEM with d. */
+static int subst_container(mt_kv *s, const char *rev, const char *work, mt_diag *d)
+{
+    static const char *const keys[] = {"container_image", "container_mounts", "container_workdir"};
+    size_t i;
+    for (i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const char *v = mt_kv_get(s, keys[i]), *p;
+        char field[64], *b;
+        size_t len = 0, cap;
+        int rc;
+        if (!v || !strchr(v, '{'))
+            continue;
+        snprintf(field, sizeof field, "launch.srun.%s", keys[i]);
+        cap = strlen(v) + 1;
+        for (p = v; (p = strchr(p, '{')); p++)
+            cap += (rev ? strlen(rev) : 0) + (work ? strlen(work) : 0);
+        if (!(b = malloc(cap))) {
+            mt_diag_add(d, NULL, 0, field, "out of memory");
+            return -ENOMEM;
+        }
+        for (p = v; *p;) {
+            const char *val = NULL;
+            size_t k = 0;
+            if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
+                b[len++] = *p;
+                p += 2;
+                continue;
+            }
+            if (!strncmp(p, "{rev}", 5))
+                val = rev, k = 5;
+            else if (!strncmp(p, "{work}", 6))
+                val = work, k = 6;
+            else if (*p == '{') {
+                mt_diag_add(d, NULL, 0, field,
+                            "unknown placeholder in \"%.200s\"; the container settings take "
+                            "{rev} and {work} (in `moetune bisect`; write {{ and }} for literal "
+                            "braces)",
+                            v);
+                free(b);
+                return -EINVAL;
+            }
+            if (k && !val) {
+                mt_diag_add(d, NULL, 0, field,
+                            "\"%.200s\" names {%s}, which only `moetune bisect` fills (the "
+                            "revision it measures and its prepared work directory); run this "
+                            "contract with `moetune bisect`, or drop {%s} for `tune` and "
+                            "`measure`",
+                            v, k == 5 ? "rev" : "work", k == 5 ? "rev" : "work");
+                free(b);
+                return -EINVAL;
+            }
+            if (k == 5) {
+                char why[400];
+                if (mt_prepare_rev_ok(rev, why, sizeof why)) {
+                    mt_diag_add(d, NULL, 0, field, "{rev} in \"%.200s\": %s", v, why);
+                    free(b);
+                    return -EINVAL;
+                }
+            }
+            if (val) {
+                memcpy(b + len, val, strlen(val));
+                len += strlen(val);
+                p += k;
+            } else {
+                b[len++] = *p++;
+            }
+        }
+        b[len] = '\0';
+        rc = mt_kv_set(s, keys[i], b) ? -ENOMEM : 0;
+        free(b);
+        if (rc) {
+            mt_diag_add(d, NULL, 0, field, "out of memory");
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int mt_measure_command(const mt_contract *c, const mt_rendered *r, const char *sim_path,
                        const char *run_dir, const char *job, const char *rev, const char *work,
                        const mt_kv *env, mt_strlist *out, mt_launch **lp, mt_diag *d)
@@ -747,6 +831,8 @@ int mt_measure_command(const mt_contract *c, const mt_rendered *r, const char *s
     }
     if (mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph, &r->argv,
                          &argv, d))
+        goto out;
+    if (subst_container(settings, rev, rev ? (work ? work : ".") : NULL, d))
         goto out;
     l = mt_launch_new(mt_launch_kind(c->launcher),
                       (int)strtol(mt_kv_get(c->hardware, "nodes"), NULL, 10),

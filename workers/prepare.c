@@ -68,6 +68,47 @@ int mt_prepare_split(const char *tmpl, mt_strlist *out, mt_diag *d)
     return 0;
 }
 
+int mt_prepare_rev_ok(const char *rev, char *why, size_t n)
+{
+    static const char extra[] = "._-:/@+~^";
+    size_t i;
+    if (!rev || !*rev) {
+        snprintf(why, n, "the revision is empty");
+        return -EINVAL;
+    }
+    if (strlen(rev) > 200) {
+        snprintf(why, n, "the revision \"%.60s...\" is longer than 200 characters", rev);
+        return -EINVAL;
+    }
+    if (rev[0] == '-') {
+        snprintf(why, n,
+                 "the revision \"%.200s\" starts with '-' (a command would read it as an "
+                 "option)",
+                 rev);
+        return -EINVAL;
+    }
+    for (i = 0; rev[i]; i++) {
+        unsigned char ch = (unsigned char)rev[i];
+        if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+            strchr(extra, ch))
+            continue;
+        if (ch < 0x20 || ch >= 0x7f)
+            snprintf(why, n,
+                     "the revision \"%.200s\" has the byte 0x%02x at character %zu; a revision "
+                     "(commit, tag, stack version or container image) is letters, digits and "
+                     ". _ - : / @ + ~ ^",
+                     rev, ch, i + 1);
+        else
+            snprintf(why, n,
+                     "the revision \"%.200s\" has '%c' at character %zu, which cannot go in an "
+                     "image name or a command word as it is; a revision (commit, tag, stack "
+                     "version or container image) is letters, digits and . _ - : / @ + ~ ^",
+                     rev, ch, i + 1);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 /* One word with {rev}, {work} and {repo} substituted, appended to out. */
 static int expand_word(const char *w, const char *rev, const char *repo, const char *work,
                        mt_strlist *out, mt_diag *d)
@@ -84,9 +125,16 @@ static int expand_word(const char *w, const char *rev, const char *repo, const c
         const char *val = NULL;
         size_t k = 0;
         if (*p == '{') {
-            if (!strncmp(p, "{rev}", 5))
+            if (!strncmp(p, "{rev}", 5)) {
+                char why[400];
+                if (mt_prepare_rev_ok(rev, why, sizeof why)) {
+                    mt_diag_add(d, "--prepare", 0, NULL, "{rev} in the prepare word \"%.200s\": %s",
+                                w, why);
+                    free(b);
+                    return -EINVAL;
+                }
                 val = rev, k = 5;
-            else if (!strncmp(p, "{work}", 6))
+            } else if (!strncmp(p, "{work}", 6))
                 val = work, k = 6;
             else if (!strncmp(p, "{repo}", 6) && repo)
                 val = repo, k = 6;

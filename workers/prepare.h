@@ -63,4 +63,11 @@ int mt_prepare_job(const char *const *tmpl, size_t n, const char *rev, const cha
  * work directory's name and its jobs' memo id). */
 void mt_prepare_rev_id(const char *rev, char id[17]);
 
+/* Whether rev can be put into a command word or a container image name as
+ * it is: a commit, tag, stack version or image (nvcr.io/nvidia/nemo:25.11,
+ * sha256:..., a .sqsh path) of letters, digits and . _ - : / @ + ~ ^, at
+ * most 200 characters, not starting with '-' (it would read as an option).
+ * 0, or -EINVAL with why (the first character refused and where). */
+int mt_prepare_rev_ok(const char *rev, char *why, size_t n);
+
 #endif
