@@ -852,6 +852,45 @@ static void rec_verdict(cJSON *rec, const char *verdict, const char *reason)
     cJSON_ReplaceItemInObjectCaseSensitive(rec, "reason", cJSON_CreateString(reason));
 }
 
+/* Whether two runs' fingerprints (their memos' "fingerprint") say they ran
+ * on different machines or software: the first key that differs into why
+ * as "KEY: A vs B".  Unknown is not a difference: a memo without one (the
+ * model executor, a memo stored before fingerprints were memoized) and a
+ * null node list (srun, Slurm never listed the step) are not compared. */
+static int fp_differs(const cJSON *a, const cJSON *b, char *why, size_t n)
+{
+    static const char *const keys[] = {"hosts", "gpus",      "driver", "cuda_runtime",
+                                       "nccl",  "container", "stack",  NULL};
+    int i;
+    if (!cJSON_IsObject(a) || !cJSON_IsObject(b))
+        return 0;
+    for (i = 0; keys[i]; i++) {
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(a, keys[i]);
+        const cJSON *y = cJSON_GetObjectItemCaseSensitive(b, keys[i]);
+        char *sx, *sy;
+        if (!strcmp(keys[i], "hosts") && (cJSON_IsNull(x) || cJSON_IsNull(y)))
+            continue;
+        if ((!x && !y) || (x && y && cJSON_Compare(x, y, 1)))
+            continue;
+        sx = x ? cJSON_PrintUnformatted(x) : NULL;
+        sy = y ? cJSON_PrintUnformatted(y) : NULL;
+        snprintf(why, n, "%s: %.160s vs %.160s", keys[i], sx ? sx : "(absent)",
+                 sy ? sy : "(absent)");
+        free(sx), free(sy);
+        return 1;
+    }
+    return 0;
+}
+
+/* The one host of a fingerprint, or NULL (none known, or several). */
+static const char *fp_host(const cJSON *fp)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(fp, "hosts");
+    return cJSON_IsArray(h) && cJSON_GetArraySize(h) == 1
+               ? cJSON_GetStringValue(cJSON_GetArrayItem(h, 0))
+               : NULL;
+}
+
 static int ab(eng *e, const ab_in *in, ab_out *out)
 {
     int seq = ++e->seq, look = 0, target, n = 0, i, failed = 0, budget_cut = 0;
@@ -860,6 +899,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
     int64_t cruns[MAX_REPS], xruns[MAX_REPS];
     cJSON *cjobs = cJSON_CreateArray(), *xjobs = cJSON_CreateArray();
     cJSON *rec = cJSON_CreateObject(), *stats = cJSON_CreateObject(), *ev = cJSON_CreateObject();
+    cJSON *fp_ref = NULL; /* the machine of the comparison: its first control run's */
     char cid[17], xid[17];
     const char *kind = in->validate ? "validate" : "screen";
     memset(out, 0, sizeof *out);
@@ -889,6 +929,10 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                 slot[s] = j;
                 q[j].cfg = a ? in->cand : in->ctl, memcpy(q[j].id, id, 17), q[j].kind = kind;
                 q[j].routing = in->routing;
+                /* one comparison (a multi-arm group's A/Bs share it), on one
+                 * host: its first control run's, once that is known */
+                q[j].group = in->rep_base > 0 ? in->rep_base : seq;
+                q[j].host = fp_host(fp_ref);
                 q[j].rep = base + i, q[j++].phase = in->phase;
             }
         }
@@ -896,7 +940,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             eng_jobs_free(q, (size_t)j);
             free(q), free(got), free(slot);
             cJSON_Delete(cjobs), cJSON_Delete(xjobs), cJSON_Delete(rec), cJSON_Delete(stats);
-            cJSON_Delete(ev);
+            cJSON_Delete(ev), cJSON_Delete(fp_ref);
             return -1;
         }
         for (i = 0; i < 2 * k; i++)
@@ -921,6 +965,29 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                 snprintf(out->reason, sizeof out->reason, "the control's run failed: %s (%s)",
                          eng_str(c, "outcome"), eng_str(c, "evidence"));
                 failed = 1;
+            } else if (!failed) {
+                /* every replicate of both arms on the machine of the first
+                 * control run: the same nodes, GPUs, driver, CUDA, NCCL,
+                 * container and stack (DESIGN.md 4) */
+                const cJSON *fc = cJSON_GetObjectItemCaseSensitive(c, "fingerprint");
+                const cJSON *fx = cJSON_GetObjectItemCaseSensitive(x, "fingerprint");
+                char why[340];
+                int arm = 0;
+                if (!fp_ref && cJSON_IsObject(fc))
+                    fp_ref = cJSON_Duplicate(fc, 1);
+                if (fp_differs(fp_ref, fc, why, sizeof why))
+                    arm = 1;
+                else if (fp_differs(fp_ref, fx, why, sizeof why))
+                    arm = 2;
+                if (arm) {
+                    snprintf(out->reason, sizeof out->reason,
+                             "not judged: replicate %d of the %s ran on another machine than "
+                             "the control's first (fingerprint differs in %s); a comparison "
+                             "across different nodes or GPU fingerprints is refused, which says "
+                             "nothing against the candidate",
+                             n + 1, arm == 1 ? "control" : "candidate", why);
+                    failed = 1;
+                }
             }
             if (n < MAX_REPS) {
                 xs[n] = eng_num(c, "ms"), ys[n] = eng_num(x, "ms");
@@ -1107,6 +1174,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
         }
     }
     cJSON_Delete(cjobs), cJSON_Delete(xjobs), cJSON_Delete(stats), cJSON_Delete(ev);
+    cJSON_Delete(fp_ref);
     return 0;
 }
 

@@ -24,6 +24,10 @@ typedef struct jobreq {
     const char *rev; /* a bisection job: the revision (prepared, then measured) */
     const char *routing; /* NULL: the contract's; "natural": the router's own (a
                             validation's natural-routing arms) */
+    int group;           /* > 0: a comparison's replicate (its decision's group): the
+                            ZeroMQ executor runs a group's jobs on workers of one host
+                            under the local launcher */
+    const char *host;    /* NULL, or that host (the control's first run's, once known) */
 } jobreq;
 
 typedef struct eng {

@@ -34,6 +34,7 @@ typedef struct zworker {
     size_t idlen;
     char name[MT_PROTO_ID_MAX + 1];
     int gpus, nodes, alive;
+    char host[256]; /* its `ready` host: where its local launcher runs a job */
     char launchers[128];
     char programs[1024]; /* '\n'-joined */
     double last_seen;
@@ -67,6 +68,13 @@ typedef struct zx {
     size_t nlate;
     double expect_until;
     int expect_logged;
+    /* the local launcher's comparisons: every job of one group (an A/B's
+     * replicates, jobreq.group) goes to workers on one host */
+    struct zpin {
+        int group;
+        char host[256];
+    } *pins;
+    size_t npins;
 } zx;
 
 static double now_s(void)
@@ -200,6 +208,7 @@ void eng_zx_close(eng *e)
     zmq_ctx_term(z->ctx);
     free(z->w);
     free(z->expect);
+    free(z->pins);
     for (i = 0; i < z->nlate; i++)
         free(z->late[i]);
     free(z->late);
@@ -465,6 +474,7 @@ static void on_ready(eng *e, const mt_proto_msg *m)
     snprintf(w->name, sizeof w->name, "%s", r.worker);
     w->gpus = r.gpus;
     w->nodes = r.nodes;
+    snprintf(w->host, sizeof w->host, "%s", r.host);
     w->launchers[0] = w->programs[0] = '\0';
     for (i = 0; i < mt_proto_count(r.launchers); i++) {
         size_t l = strlen(w->launchers);
@@ -578,6 +588,41 @@ static void unable_why(eng *e, const zworker *w, char *buf, size_t n)
              !strncmp(prog, "{sim}", 5) ? e->sim : prog, e->c->launcher);
 }
 
+/* The host a comparison's jobs are pinned to, or NULL. */
+static struct zpin *pin_of(zx *z, int group)
+{
+    size_t i;
+    for (i = 0; i < z->npins; i++)
+        if (z->pins[i].group == group)
+            return &z->pins[i];
+    return NULL;
+}
+
+static struct zpin *pin_set(zx *z, int group, const char *host)
+{
+    struct zpin *p = pin_of(z, group), *v;
+    if (!p) {
+        if (!(v = realloc(z->pins, (z->npins + 1) * sizeof *v)))
+            return NULL;
+        z->pins = v;
+        p = &z->pins[z->npins++];
+        p->group = group;
+    }
+    snprintf(p->host, sizeof p->host, "%s", host);
+    return p;
+}
+
+/* Whether a live worker on host (busy or not) can run the contract's jobs. */
+static int host_able(eng *e, const char *host)
+{
+    zx *z = e->zx;
+    size_t i;
+    for (i = 0; i < z->nw; i++)
+        if (!strcmp(z->w[i].host, host) && can_run(e, &z->w[i]))
+            return 1;
+    return 0;
+}
+
 static void dispatch(eng *e)
 {
     zx *z = e->zx;
@@ -588,13 +633,36 @@ static void dispatch(eng *e)
         mt_proto_job pj;
         char *canon, seed[32];
         zworker *w = NULL;
+        struct zpin *pin = NULL;
+        /* under the local launcher a job runs on its worker's host: the
+         * replicates of one comparison go to workers on one host (the
+         * control's first run's, when the engine knows it), so both arms
+         * run on the same node (DESIGN.md 4) */
+        int pinned = zj->q->group > 0 && !strcmp(e->c->launcher, "local");
         if (zj->state != ZJ_QUEUED)
             continue;
+        if (pinned && !(pin = pin_of(z, zj->q->group)) && zj->q->host && zj->q->host[0])
+            pin = pin_set(z, zj->q->group, zj->q->host);
+        if (pin && !host_able(e, pin->host)) {
+            zlog(e,
+                 "no worker on %s can run the jobs of comparison %d any more: the rest go "
+                 "to another host, and the comparison is refused if its runs' fingerprints "
+                 "differ",
+                 pin->host, pin->group);
+            pin->host[0] = '\0';
+        }
+        if (pin && !pin->host[0])
+            pin = NULL; /* pinned anew to the host it goes to */
         for (i = 0; i < z->nw && !w; i++)
-            if (z->w[i].job < 0 && can_run(e, &z->w[i]))
+            if (z->w[i].job < 0 && can_run(e, &z->w[i]) &&
+                (!pin || !strcmp(z->w[i].host, pin->host)))
                 w = &z->w[i];
+        if (!w && pin)
+            continue; /* its host is busy: others may go meanwhile */
         if (!w)
             break;
+        if (pinned && !pin)
+            pin_set(z, zj->q->group, w->host);
         if (!contract_text) {
             FILE *f = fopen(e->c->path, "rb");
             long len;

@@ -49,6 +49,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sched.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +191,11 @@ static void procs_setup(void)
         atexit(on_exit_kill);
 }
 
+/* When set, the next spawn's child runs in its own UTS namespace under this
+ * host name (root only): a worker that is another host to the coordinator
+ * and to its runs' fingerprints. */
+static const char *spawn_hostname;
+
 /* Runs moetune with args (NULL-terminated), MOETUNE_SIM=sim, stdout to out
  * and stderr to err (NULL: /dev/null; the same path: one file). */
 static pid_t spawn(const char *const *args, const char *sim, const char *out, const char *err)
@@ -216,6 +222,9 @@ static pid_t spawn(const char *const *args, const char *sim, const char *out, co
         if (fo < 0 || fe < 0 || dup2(fo, 1) < 0 || dup2(fe, 2) < 0)
             _exit(127);
         setenv("MOETUNE_SIM", sim ? sim : MT_SIM_BIN, 1);
+        if (spawn_hostname && (unshare(CLONE_NEWUTS) != 0 ||
+                               sethostname(spawn_hostname, strlen(spawn_hostname)) != 0))
+            _exit(126);
         argv[0] = (char *)MT_MOETUNE_BIN;
         for (i = 0; args[i] && i < 46; i++)
             argv[i + 1] = (char *)args[i];
@@ -1369,10 +1378,105 @@ START_TEST(worker_refuses_a_job_whose_plugin_it_lacks)
 }
 END_TEST
 
+/* Two workers in different containers (MOETUNE_CONTAINER_DIGEST, which
+ * the fingerprint records, as it records the nodes and GPUs): the A/B arms
+ * of one comparison land on both, and such a comparison is refused with the
+ * difference named, never judged (DESIGN.md 4).  Every judged decision's
+ * runs ran in one container. */
+START_TEST(ab_across_fingerprints_is_refused)
+{
+    scene s;
+    pid_t t;
+    sqlite3 *db;
+    long mixed, refused;
+    scene_init(&s, "fpmix");
+    setenv("MOETUNE_CONTAINER_DIGEST", "sha256:aaaa", 1);
+    worker_start(&s.w[0], s.base, "w1", s.port, NULL, NULL);
+    setenv("MOETUNE_CONTAINER_DIGEST", "sha256:bbbb", 1);
+    worker_start(&s.w[1], s.base, "w2", s.port, NULL, NULL);
+    unsetenv("MOETUNE_CONTAINER_DIGEST");
+    t = tune_start(&s, SMALL, NULL);
+    ck_assert_int_eq(wait_exit(t, 180), 0);
+    workers_leave(&s, 2);
+    db = db_open(s.tune);
+    /* the runs carry their worker's container */
+    ck_assert_int_eq(q_long(db,
+                            "SELECT count(DISTINCT json_extract(fingerprint, '$.container.digest')) "
+                            "FROM runs",
+                            NULL),
+                     2);
+    refused = q_long(db,
+                     "SELECT count(*) FROM decisions WHERE evidence LIKE 'not judged: replicate % "
+                     "ran on another machine than the control''s first (fingerprint differs in "
+                     "container: %sha256:%'",
+                     NULL);
+    mixed = q_long(db,
+                   "SELECT count(*) FROM decisions d WHERE evidence NOT LIKE 'not judged:%' AND "
+                   "(SELECT count(DISTINCT json_extract(r.fingerprint, '$.container.digest')) "
+                   "FROM decision_runs x JOIN runs r ON r.id = x.run_id "
+                   "WHERE x.decision_id = d.id) > 1",
+                   NULL);
+    sqlite3_close(db);
+    ck_assert_msg(refused >= 1, "no comparison was refused for its runs' containers:\n%s",
+                  tk_slurp(s.out));
+    ck_assert_msg(mixed == 0, "%ld decisions judged runs from two containers", mixed);
+    scene_end(&s);
+}
+END_TEST
+
+/* Two workers on two hosts (each in its own UTS namespace: another host
+ * name in its `ready` and in its runs' fingerprints), both ready before the
+ * first job runs, under the local launcher: the coordinator runs every
+ * replicate of one comparison on one host, so no comparison mixes them and
+ * none is refused (dispatched to any idle worker, the first comparison's
+ * replicates land on both and it is refused).  Comparisons run one after
+ * another here, so one host may run them all.  Root only (unshare). */
+START_TEST(ab_replicates_stay_on_one_host)
+{
+    scene s;
+    pid_t t;
+    sqlite3 *db;
+    long mixed, refused;
+    if (geteuid() != 0) {
+        fprintf(stderr, "test_workers: ab_replicates_stay_on_one_host needs root (unshare)\n");
+        return;
+    }
+    scene_init(&s, "pin");
+    /* the first job is held until both are ready */
+    gate_setup(s.base, s.sim_gated, sizeof s.sim_gated, s.hold, sizeof s.hold);
+    spawn_hostname = "mt-pin-a";
+    worker_start(&s.w[0], s.base, "w1", s.port, s.sim_gated, NULL);
+    spawn_hostname = "mt-pin-b";
+    worker_start(&s.w[1], s.base, "w2", s.port, s.sim_gated, NULL);
+    spawn_hostname = NULL;
+    t = tune_start(&s, SMALL, NULL);
+    WAIT_FOR(has(s.err, "worker w1 (mt-pin-a, ") && has(s.err, "worker w2 (mt-pin-b, "), 60,
+             "the workers did not both get ready:\n%.2000s", tk_slurp(s.err));
+    unlink(s.hold);
+    ck_assert_int_eq(wait_exit(t, 180), 0);
+    workers_leave(&s, 2);
+    db = db_open(s.tune);
+    refused = q_long(db, "SELECT count(*) FROM decisions WHERE evidence LIKE '%another machine%'",
+                     NULL);
+    mixed = q_long(db,
+                   "SELECT count(*) FROM decisions d WHERE "
+                   "(SELECT count(DISTINCT json_extract(r.fingerprint, '$.hosts')) "
+                   "FROM decision_runs x JOIN runs r ON r.id = x.run_id "
+                   "WHERE x.decision_id = d.id) > 1",
+                   NULL);
+    sqlite3_close(db);
+    if (mixed || refused)
+        fprintf(stderr, "tune output:\n%s\n", tk_slurp(s.out));
+    ck_assert_msg(mixed == 0, "%ld decisions have runs from both hosts", mixed);
+    ck_assert_msg(refused == 0, "%ld comparisons refused for their hosts", refused);
+    scene_end(&s);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("workers");
-    TCase *tc = tcase_create("faults"), *alone = tcase_create("alone");
+    TCase *tc = tcase_create("faults"), *alone = tcase_create("alone"), *ab = tcase_create("ab");
     tcase_add_unchecked_fixture(tc, reference_setup, reference_teardown);
     tcase_set_timeout(tc, 200 * SLOW);
     tcase_add_test(tc, curve_workers_tune_as_the_local_executor);
@@ -1392,5 +1496,10 @@ int main(void)
     tcase_add_test(alone, worker_refuses_the_job_contracts_plugin_path);
     tcase_add_test(alone, worker_refuses_a_job_whose_plugin_it_lacks);
     suite_add_tcase(s, alone);
+    /* both arms of an A/B on one machine */
+    tcase_set_timeout(ab, 200 * SLOW);
+    tcase_add_test(ab, ab_across_fingerprints_is_refused);
+    tcase_add_test(ab, ab_replicates_stay_on_one_host);
+    suite_add_tcase(s, ab);
     return tk_run(s);
 }

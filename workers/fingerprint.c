@@ -152,10 +152,13 @@ char *mt_fingerprint_json(const mt_fingerprint_in *in, mt_diag *d)
     int g;
     if (!root)
         goto oom;
-    hosts = cJSON_AddArrayToObject(root, "hosts");
+    hosts = in && in->hosts_unknown ? cJSON_AddNullToObject(root, "hosts")
+                                    : cJSON_AddArrayToObject(root, "hosts");
     if (!hosts)
         goto oom;
-    if (in && in->hosts && in->n_hosts) {
+    if (in && in->hosts_unknown) {
+        /* null: where the launcher ran it is not known */
+    } else if (in && in->hosts && in->n_hosts) {
         for (i = 0; i < in->n_hosts; i++)
             cJSON_AddItemToArray(hosts, cJSON_CreateString(in->hosts[i]));
     } else {

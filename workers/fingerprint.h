@@ -24,13 +24,17 @@
 typedef struct mt_fingerprint_in {
     const char *const *hosts; /* the launcher's node list; NULL: this host */
     size_t n_hosts;
+    int hosts_unknown;   /* 1: a launcher's node list that could not be
+                            learnt (srun: Slurm never listed the step):
+                            hosts is null, not this host */
     const mt_nvml *nvml; /* GPU UUIDs, names, driver; NULL or unavailable: none */
     const mt_kv *stack;  /* the contract's stack group (versions, commits) */
     const mt_kv *env;    /* the job's environment, for
                             MOETUNE_CONTAINER_DIGEST; NULL: this process's */
 } mt_fingerprint_in;
 
-/* The fingerprint as one line of JSON with the keys hosts, gpus (index,
+/* The fingerprint as one line of JSON with the keys hosts (null when
+ * hosts_unknown), gpus (index,
  * uuid, name), driver, nvml (its status line), cuda_runtime, nccl,
  * container (kind, digest, image) and stack.  Keys are always present
  * (null when unknown) so two fingerprints compare key by key.  Caller

@@ -1025,11 +1025,15 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     if (g.hosts.n) {
         fin.hosts = (const char *const *)g.hosts.v;
         fin.n_hosts = g.hosts.n;
+    } else if (kind == MT_LAUNCHER_SRUN) {
+        fin.hosts_unknown = 1; /* not this host: Slurm's nodes, never learnt */
     }
     fin.stack = c->stack;
     fin.env = env;
     fp = mt_fingerprint_json(&fin, d);
+    m->fingerprint = fp; /* the memo's copy (an A/B compares its runs' machines) */
     rc = st ? store_result(spec, st, m, cfg, rows, nrows, fp, started, d) : 0;
+    m->fingerprint = NULL;
 out:
     for (i = 0; rows && i < nrows; i++)
         free((char *)rows[i].host);
@@ -1104,6 +1108,15 @@ char *mt_measure_memo_json(const mt_measure *m)
     cJSON_AddNumberToObject(o, "gpu_hours", m->gpu_hours);
     cJSON_AddNumberToObject(o, "wall_s", m->run.wall_s);
     cJSON_AddNumberToObject(o, "run_id", (double)m->run_id);
+    {
+        /* what the run ran on (hosts, GPUs, driver, CUDA, NCCL, container,
+         * stack): the engine refuses an A/B whose runs differ in it */
+        cJSON *fpj = m->fingerprint ? cJSON_Parse(m->fingerprint) : NULL;
+        if (cJSON_IsObject(fpj))
+            cJSON_AddItemToObject(o, "fingerprint", fpj);
+        else
+            cJSON_Delete(fpj);
+    }
     for (i = 0; i < m->verdicts.n; i++) {
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "verdict", memo_verdict_word(m->verdicts.v[i].verdict));

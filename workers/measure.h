@@ -94,6 +94,8 @@ typedef struct mt_measure {
     char run_evidence[600];
     char config_id[17];
     int64_t run_id;              /* store row, -1 when not stored */
+    const char *fingerprint;     /* the run's fingerprint (JSON) while it is stored, for
+                                    the memo; NULL otherwise (borrowed) */
     mt_logparse *log;            /* the parsed log (owned) */
 } mt_measure;
 
