@@ -2121,20 +2121,20 @@ static int cmd_bisect(int argc, char **argv)
             prep[o.n_prepare++] = v;
         else if (!strcmp(a, "--prepare-timeout")) {
             if (opt_double("bisect", a, v, 0, 1, &o.prepare_timeout_s))
-                return EXIT_USAGE;
+                goto bad_value;
         } else if (!strcmp(a, "--jobs")) {
             if (opt_int("bisect", a, v, 1, &o.slots))
-                return EXIT_USAGE;
+                goto bad_value;
         } else if (!strcmp(a, "--workers"))
             o.workers = v, o.executor = MT_EXEC_ZMQ;
         else if (!strcmp(a, "--keys"))
             o.key_dir = v;
         else if (!strcmp(a, "--job-grace")) {
             if (opt_double("bisect", a, v, 0, 0, &o.job_grace_s))
-                return EXIT_USAGE;
+                goto bad_value;
         } else if (!strcmp(a, "--worker-wait")) {
             if (opt_double("bisect", a, v, 0, 0, &o.worker_wait_s))
-                return EXIT_USAGE;
+                goto bad_value;
         } else
             goto usage;
     }
@@ -2197,6 +2197,9 @@ static int cmd_bisect(int argc, char **argv)
 usage:
     free(prep);
     fputs(BISECT_USAGE, stderr);
+    return EXIT_USAGE;
+bad_value: /* named by opt_* */
+    free(prep);
     return EXIT_USAGE;
 }
 
