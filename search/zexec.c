@@ -15,13 +15,16 @@
 #include "config.h"
 #include "keys.h"
 #include "measure.h"
+#include "prepare.h"
 #include "proto.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <zmq.h>
 
@@ -37,6 +40,7 @@ typedef struct zworker {
     char host[256]; /* its `ready` host: where its local launcher runs a job */
     char launchers[128];
     char programs[1024]; /* '\n'-joined */
+    char gpu_type[128];  /* its `ready` gpu_type; "" when it declares none */
     double last_seen;
     int job; /* index into the batch, -1 idle */
 } zworker;
@@ -475,6 +479,7 @@ static void on_ready(eng *e, const mt_proto_msg *m)
     w->gpus = r.gpus;
     w->nodes = r.nodes;
     snprintf(w->host, sizeof w->host, "%s", r.host);
+    snprintf(w->gpu_type, sizeof w->gpu_type, "%s", r.gpu_type ? r.gpu_type : "");
     w->launchers[0] = w->programs[0] = '\0';
     for (i = 0; i < mt_proto_count(r.launchers); i++) {
         size_t l = strlen(w->launchers);
@@ -487,7 +492,8 @@ static void on_ready(eng *e, const mt_proto_msg *m)
                  mt_proto_str_at(r.programs, i));
     }
     if (!w->alive)
-        zlog(e, "worker %s (%s, %d GPUs, %s) is ready", w->name, r.host, w->gpus, w->launchers);
+        zlog(e, "worker %s (%s, %d GPUs%s%s, %s) is ready", w->name, r.host, w->gpus,
+             w->gpu_type[0] ? " " : "", w->gpu_type, w->launchers);
     w->alive = 1;
     w->last_seen = now_s();
     if (z->nexpect) {
@@ -496,7 +502,7 @@ static void on_ready(eng *e, const mt_proto_msg *m)
             zlog(e, "the previous coordinator's workers are back: dispatching");
     }
     if (!can_run(e, w)) {
-        char why[1500];
+        char why[4096];
         unable_why(e, w, why, sizeof why);
         zlog(e, "%s: it gets no job of this tune", why);
     }
@@ -544,48 +550,142 @@ static void on_ready(eng *e, const mt_proto_msg *m)
     }
 }
 
-/* Can worker w run this contract's jobs? */
-static int can_run(eng *e, const zworker *w)
+/* Whether w's programs offer prog: by path, or by base name either way. */
+static int offers(const zworker *w, const char *prog)
 {
-    const char *prog = e->c->n_template ? e->c->launch_template[0] : "";
-    const char *b;
-    char want[512], *tok, *save = NULL, list[1024];
-    if (!w->alive)
-        return 0;
-    if (!strstr(w->launchers, e->c->launcher))
-        return 0;
-    if (strcmp(e->c->backend, "sim")) {
-        long gpn = strtol(mt_kv_get(e->c->hardware, "gpus_per_node"), NULL, 10);
-        long nodes = strtol(mt_kv_get(e->c->hardware, "nodes"), NULL, 10);
-        if (w->gpus < gpn || w->nodes < nodes)
-            return 0;
-    }
-    snprintf(want, sizeof want, "%s", !strncmp(prog, "{sim}", 5) ? e->sim : prog);
-    b = strrchr(want, '/') ? strrchr(want, '/') + 1 : want;
+    const char *b = strrchr(prog, '/') ? strrchr(prog, '/') + 1 : prog;
+    char list[sizeof w->programs], *tok, *save = NULL;
     snprintf(list, sizeof list, "%s", w->programs);
     for (tok = strtok_r(list, "\n", &save); tok; tok = strtok_r(NULL, "\n", &save)) {
         const char *tb = strrchr(tok, '/') ? strrchr(tok, '/') + 1 : tok;
-        if (!strcmp(tok, want) || !strcmp(tb, b))
+        if (!strcmp(tok, prog) || !strcmp(tb, b))
             return 1;
     }
     return 0;
+}
+
+/* Whether a worker's declared GPU type is the contract's GPU: every word of
+ * the contract's name (H100, GB200, ...) is a whole word of the worker's
+ * (nvidia-smi's "NVIDIA H100 80GB HBM3"), letters compared without case,
+ * so B200 is not GB200.  A worker that declares no type matches any. */
+static int gpu_matches(const char *want, const char *have)
+{
+    const char *p = want;
+    if (!have[0] || !want || !want[0])
+        return 1;
+    while (*p) {
+        size_t n = 0;
+        const char *q = have;
+        int found = 0;
+        while (*p && !isalnum((unsigned char)*p))
+            p++;
+        while (isalnum((unsigned char)p[n]))
+            n++;
+        if (!n)
+            break;
+        while (*q && !found) {
+            size_t m = 0;
+            while (*q && !isalnum((unsigned char)*q))
+                q++;
+            while (isalnum((unsigned char)q[m]))
+                m++;
+            found = m == n && !strncasecmp(p, q, n);
+            q += m;
+        }
+        if (!found)
+            return 0;
+        p += n;
+    }
+    return 1;
+}
+
+/* The program of a prepare template (its first word), or NULL when it has
+ * a placeholder (the worker judges it once expanded) or does not split. */
+static char *prepare_program(const char *tmpl)
+{
+    mt_strlist words = {0};
+    mt_diag *d = mt_diag_new();
+    char *prog = NULL;
+    if (d && !mt_prepare_split(tmpl, &words, d) && words.n && !strchr(words.v[0], '{'))
+        prog = strdup(words.v[0]);
+    mt_strlist_free(&words);
+    mt_diag_destroy(&d);
+    return prog;
+}
+
+/* Can worker w run this contract's jobs?  (PROTOCOL.md 5, "Dispatch".)
+ * why, when given, gets the first thing that does not match. */
+static int can_run_why(eng *e, const zworker *w, char *why, size_t nwhy)
+{
+    const char *prog = e->c->n_template ? e->c->launch_template[0] : "";
+    const char *gpu = mt_kv_get(e->c->hardware, "gpu");
+    size_t i;
+    if (why && nwhy)
+        why[0] = '\0';
+    if (!w->alive)
+        return 0;
+    if (!strstr(w->launchers, e->c->launcher)) {
+        if (why)
+            snprintf(why, nwhy, "it offers launchers [%s]; the jobs use %s", w->launchers,
+                     e->c->launcher);
+        return 0;
+    }
+    if (strcmp(e->c->backend, "sim")) {
+        long gpn = strtol(mt_kv_get(e->c->hardware, "gpus_per_node"), NULL, 10);
+        long nodes = strtol(mt_kv_get(e->c->hardware, "nodes"), NULL, 10);
+        if (w->gpus < gpn || w->nodes < nodes) {
+            if (why)
+                snprintf(why, nwhy, "it has %d GPUs x %d nodes; the jobs need %ld x %ld", w->gpus,
+                         w->nodes, gpn, nodes);
+            return 0;
+        }
+    }
+    if (!gpu_matches(gpu, w->gpu_type)) {
+        if (why)
+            snprintf(why, nwhy, "its GPU type is \"%s\"; the contract's GPU is %s", w->gpu_type,
+                     gpu);
+        return 0;
+    }
+    if (!offers(w, !strncmp(prog, "{sim}", 5) ? e->sim : prog)) {
+        if (why)
+            snprintf(why, nwhy, "it does not offer the program %s",
+                     !strncmp(prog, "{sim}", 5) ? e->sim : prog);
+        return 0;
+    }
+    for (i = 0; i < e->n_prepare; i++) {
+        char *pp = prepare_program(e->prepare[i]);
+        int ok = !pp || offers(w, pp);
+        if (!ok && why)
+            snprintf(why, nwhy, "it does not offer the prepare program %s", pp);
+        free(pp);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+static int can_run(eng *e, const zworker *w)
+{
+    return can_run_why(e, w, NULL, 0);
 }
 
 /* Why an alive worker w cannot run this contract's jobs, for the log. */
 static void unable_why(eng *e, const zworker *w, char *buf, size_t n)
 {
     const char *prog = e->c->n_template ? e->c->launch_template[0] : "";
-    char progs[1024];
+    char progs[1024], why[512];
     size_t i;
+    can_run_why(e, w, why, sizeof why);
     snprintf(progs, sizeof progs, "%s", w->programs);
     for (i = 0; progs[i]; i++)
         if (progs[i] == '\n')
             progs[i] = ' ';
     snprintf(buf, n,
-             "worker %s offers programs [%s] with launchers [%s] (%d GPUs x %d nodes); the jobs "
-             "run %s with the %s launcher",
-             w->name, progs, w->launchers, w->gpus, w->nodes,
-             !strncmp(prog, "{sim}", 5) ? e->sim : prog, e->c->launcher);
+             "worker %s cannot run them (%s): it offers programs [%s] with launchers [%s] (%d GPUs "
+             "x %d nodes, GPU type \"%s\"); the jobs run %s with the %s launcher on %s",
+             w->name, why[0] ? why : "it is not alive", progs, w->launchers, w->gpus, w->nodes,
+             w->gpu_type, !strncmp(prog, "{sim}", 5) ? e->sim : prog, e->c->launcher,
+             mt_kv_get(e->c->hardware, "gpu") ? mt_kv_get(e->c->hardware, "gpu") : "any GPU");
 }
 
 /* The host a comparison's jobs are pinned to, or NULL. */
@@ -951,7 +1051,7 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
             if (!able) {
                 /* connected workers that cannot run the jobs are no better
                  * than none: the jobs would wait forever */
-                char why[1500] = "";
+                char why[4096] = "";
                 if (unable)
                     unable_why(e, unable, why, sizeof why);
                 if (!alive)

@@ -211,6 +211,21 @@ check "workers: both ran jobs, each revision prepared on the worker" \
 
 fi
 
+# 7b. dispatch matches the prepare programs: a worker whose allowlist lacks
+#     git gets no bisect job; the bisection says why, and nothing runs
+PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
+SIM=$(cd "$(dirname "$MOETUNE")" && pwd)/moetune-sim
+"$MOETUNE" worker --connect tcp://127.0.0.1:$PORT --name nogit --dir "$T/wd-nogit" --allow "$SIM" \
+  --idle-exit 20 >"$T/nogit.log" 2>&1 &
+NOGIT=$!
+"$MOETUNE" bisect "$CONTRACT" --repo "$T/r1" --good "$(rev "$T/r1" 0)" --bad "$(rev "$T/r1" 63)" \
+  --dir "$T/b9n" "${PREP[@]}" --workers tcp://127.0.0.1:$PORT --worker-wait 3 --quiet \
+  >"$T/outn" 2>"$T/errn"
+rc=$?
+kill $NOGIT 2>/dev/null; wait $NOGIT 2>/dev/null
+check "workers: a worker without the prepare program git gets no job, and the bisection says so" \
+  bash -c "[ $rc != 0 ] && grep -q 'it does not offer the prepare program git' '$T/errn' && ! grep -q 'running job/' '$T/nogit.log'"
+
 # 8. a stack change that slows communication: from commit 29 on the stack is
 #    built without HybridEP, so the flex dispatcher falls back to alltoall;
 #    the culprit's wall diagnosis names communication with the kernel evidence

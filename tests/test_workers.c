@@ -1212,6 +1212,44 @@ START_TEST(no_worker_can_run_the_program)
 }
 END_TEST
 
+/* Dispatch matches the GPU type a worker declares against the contract's
+ * GPU (SMALL: GB300), by whole words: a "GB200" worker gets no job (B200
+ * would not match it either), a "NVIDIA GB300" one does. */
+START_TEST(workers_of_another_gpu_type_get_no_job)
+{
+    scene s;
+    const char *gb200[] = {"--gpu-type", "NVIDIA GB200", NULL};
+    const char *gb300[] = {"--gpu-type", "NVIDIA GB300", NULL};
+    const char *extra[] = {"--worker-wait", "3", NULL};
+    pid_t t;
+    int rc;
+    scene_init(&s, "gputype");
+    worker_start(&s.w[0], s.base, "w1", s.port, NULL, gb200);
+    t = tune_start(&s, SMALL, extra);
+    rc = wait_exit(t, 30);
+    ck_assert_int_ne(rc, 0);
+    ck_assert_msg(has(s.err, "worker w1 cannot run them (its GPU type is \"NVIDIA GB200\"; the "
+                             "contract's GPU is GB300)"),
+                  "%s", tk_slurp(s.err));
+    ck_assert_msg(has(s.err, "no connected worker can run this contract's jobs"), "%s",
+                  tk_slurp(s.err));
+    ck_assert(!has(s.w[0].log, ": running "));
+    /* the same worker beside one of the contract's GPU: only that one runs */
+    rm_rf(s.tune);
+    worker_start(&s.w[1], s.base, "w2", s.port, NULL, gb300);
+    t = tune_start(&s, SMALL, NULL);
+    WAIT_FOR(has(s.w[1].log, ": running "), 60, "w2 got no job:\n%s", tk_slurp(s.err));
+    WAIT_FOR(has(s.err, "worker w1 (") && has(s.err, "worker w2 ("), 30, "%s", tk_slurp(s.err));
+    ck_assert_msg(has(s.err, "worker w2 (") && !has(s.err, "worker w2 cannot run them"), "%s",
+                  tk_slurp(s.err));
+    kill(t, SIGTERM);
+    wait_status(t, 60);
+    ck_assert_msg(!has(s.w[0].log, ": running "), "the GB200 worker ran a job:\n%s",
+                  tk_slurp(s.w[0].log));
+    scene_end(&s);
+}
+END_TEST
+
 /* ---- 8. the allowlist rule on real files ------------------------------------------------------ */
 
 static void copy_exec(const char *src, const char *dst)
@@ -1490,6 +1528,7 @@ int main(void)
     tcase_add_test(alone, hung_run_is_typed_and_leaves_nothing);
     tcase_add_test(alone, allowlist_refusal_is_typed_and_bounded);
     tcase_add_test(alone, no_worker_can_run_the_program);
+    tcase_add_test(alone, workers_of_another_gpu_type_get_no_job);
     tcase_add_test(alone, allowlist_symlink_to_bash_is_a_shell);
     tcase_add_test(alone, allowlist_renamed_copy_of_bash_is_a_shell);
     tcase_add_test(alone, allowlist_interpreter_copy_and_allowed_link);
