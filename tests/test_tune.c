@@ -2224,7 +2224,10 @@ int main(void)
 {
     Suite *s = suite_create("tune");
     TCase *gate = tcase_create("gate"), *ref = tcase_create("reference"),
-          *alone = tcase_create("alone"), *fit = tcase_create("fit");
+          *alone = tcase_create("alone"), *fit = tcase_create("fit"),
+          *arms = tcase_create("arms"), *natural = tcase_create("natural"),
+          *ablation = tcase_create("ablation"), *smaller = tcase_create("smaller"),
+          *demo = tcase_create("demo");
     tcase_add_test(gate, gate_accepts_a_real_gain);
     tcase_add_test(gate, gate_refuses_unresolved_noise);
     tcase_add_test(gate, gate_refuses_below_min_effect);
@@ -2249,21 +2252,33 @@ int main(void)
     tcase_add_test(ref, resume_after_kill_anywhere);
     suite_add_tcase(s, ref);
 
+    /* Tunes of their own, one test case per topic, so that the mutation
+     * check (tests/mutate/mutants.txt) runs only the topic a mutant breaks. */
     tcase_set_timeout(alone, 120 * SLOW);
     tcase_add_test(alone, fit_then_the_fitted_base_alone);
-    tcase_add_test(alone, multi_arm_follow_up_on_the_example);
-    tcase_add_test(alone, natural_routing_slower_is_benchmark_only);
-    tcase_add_test(alone, natural_routing_out_of_memory_is_benchmark_only);
-    tcase_add_test(alone, ablation_keeps_what_it_shows_helps);
-    tcase_add_test(alone, ablation_drops_a_removal_shown_faster);
-    tcase_add_test(alone, remove_recompute_is_the_smaller_change);
     tcase_add_test(alone, fit_then_a_winner_validated_against_the_fitted_base);
     tcase_add_test(alone, deadline_stops_search_but_validates);
     tcase_add_test(alone, run_budget_leaves_only_validation);
     tcase_add_test(alone, gpu_hour_budget_leaves_only_validation);
     tcase_add_test(alone, grid_and_random_strategies);
-    tcase_add_test(alone, demo_bundle_is_evidence);
     suite_add_tcase(s, alone);
+    tcase_set_timeout(demo, 120 * SLOW);
+    tcase_add_test(demo, demo_bundle_is_evidence);
+    suite_add_tcase(s, demo);
+    tcase_set_timeout(arms, 120 * SLOW);
+    tcase_add_test(arms, multi_arm_follow_up_on_the_example);
+    suite_add_tcase(s, arms);
+    tcase_set_timeout(natural, 120 * SLOW);
+    tcase_add_test(natural, natural_routing_slower_is_benchmark_only);
+    tcase_add_test(natural, natural_routing_out_of_memory_is_benchmark_only);
+    suite_add_tcase(s, natural);
+    tcase_set_timeout(ablation, 120 * SLOW);
+    tcase_add_test(ablation, ablation_keeps_what_it_shows_helps);
+    tcase_add_test(ablation, ablation_drops_a_removal_shown_faster);
+    suite_add_tcase(s, ablation);
+    tcase_set_timeout(smaller, 120 * SLOW);
+    tcase_add_test(smaller, remove_recompute_is_the_smaller_change);
+    suite_add_tcase(s, smaller);
 
     tcase_set_timeout(fit, 120 * SLOW);
     tcase_add_test(fit, fit_walks_in_the_workflows_order);
