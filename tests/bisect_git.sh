@@ -215,12 +215,16 @@ fi
 #     git gets no bisect job; the bisection says why, and nothing runs
 PORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
 SIM=$(cd "$(dirname "$MOETUNE")" && pwd)/moetune-sim
-"$MOETUNE" worker --connect tcp://127.0.0.1:$PORT --name nogit --dir "$T/wd-nogit" --allow "$SIM" \
-  --idle-exit 20 >"$T/nogit.log" 2>&1 &
-NOGIT=$!
+# the bisection binds first: a worker started before it would be in its
+# reconnect back-off (0.5 s doubling) and might miss the wait
 "$MOETUNE" bisect "$CONTRACT" --repo "$T/r1" --good "$(rev "$T/r1" 0)" --bad "$(rev "$T/r1" 63)" \
-  --dir "$T/b9n" "${PREP[@]}" --workers tcp://127.0.0.1:$PORT --worker-wait 3 --quiet \
-  >"$T/outn" 2>"$T/errn"
+  --dir "$T/b9n" "${PREP[@]}" --workers tcp://127.0.0.1:$PORT --worker-wait 10 --quiet \
+  >"$T/outn" 2>"$T/errn" &
+BIS=$!
+"$MOETUNE" worker --connect tcp://127.0.0.1:$PORT --name nogit --dir "$T/wd-nogit" --allow "$SIM" \
+  --idle-exit 30 >"$T/nogit.log" 2>&1 &
+NOGIT=$!
+wait $BIS
 rc=$?
 kill $NOGIT 2>/dev/null; wait $NOGIT 2>/dev/null
 check "workers: a worker without the prepare program git gets no job, and the bisection says so" \

@@ -73,6 +73,9 @@
 #else
 #define SLOW 1
 #endif
+/* --worker-wait for the tunes that must give up: long enough for a worker
+ * started beside them to connect, under the sanitizers too */
+#define WORKER_WAIT (SLOW > 1 ? "12" : "4")
 
 /* ---- time, files ---------------------------------------------------------------------------- */
 
@@ -1193,13 +1196,15 @@ START_TEST(no_worker_can_run_the_program)
 {
     scene s;
     const char *allow[] = {"--allow", "/bin/true", NULL};
-    const char *extra[] = {"--worker-wait", "3", NULL};
+    const char *extra[] = {"--worker-wait", WORKER_WAIT, NULL};
     char p[400];
     pid_t t;
     int rc;
     scene_init(&s, "noprog");
-    worker_start(&s.w[0], s.base, "w1", s.port, NULL, allow);
+    /* the tune binds first: a worker started before it is in its reconnect
+     * back-off (doubling from 0.5 s) and may not be back within the wait */
     t = tune_start(&s, SMALL, extra);
+    worker_start(&s.w[0], s.base, "w1", s.port, NULL, allow);
     rc = wait_exit(t, 30);
     ck_assert_int_ne(rc, 0);
     ck_assert_msg(has(s.err, "/bin/true") && has(s.err, "moetune-sim"), "%s", tk_slurp(s.err));
@@ -1220,12 +1225,12 @@ START_TEST(workers_of_another_gpu_type_get_no_job)
     scene s;
     const char *gb200[] = {"--gpu-type", "NVIDIA GB200", NULL};
     const char *gb300[] = {"--gpu-type", "NVIDIA GB300", NULL};
-    const char *extra[] = {"--worker-wait", "3", NULL};
+    const char *extra[] = {"--worker-wait", WORKER_WAIT, NULL};
     pid_t t;
     int rc;
     scene_init(&s, "gputype");
+    t = tune_start(&s, SMALL, extra); /* it binds first, as above */
     worker_start(&s.w[0], s.base, "w1", s.port, NULL, gb200);
-    t = tune_start(&s, SMALL, extra);
     rc = wait_exit(t, 30);
     ck_assert_int_ne(rc, 0);
     ck_assert_msg(has(s.err, "worker w1 cannot run them (its GPU type is \"NVIDIA GB200\"; the "
