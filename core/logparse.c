@@ -106,6 +106,7 @@ struct mt_logparse {
     lp_extra *extra;
     size_t nextra, capextra;
     int64_t last_iteration;
+    int ranks_per_task; /* srun task T, torchrun local rank L: rank T * this + L */
 
     mt_rank_memory *mem;
     size_t nmem, capmem;
@@ -2133,52 +2134,74 @@ static void body(mt_logparse *p, lp_source *s, int rank, const char *b, const ch
     event_line(p, rank, line, t, e);
 }
 
-/* srun -l: "<task>: " (Slurm pads the task number with spaces); torchrun:
- * "[rank<N>]:" or "[default<N>]:" (any role name).  0 or 1 of each, in that
- * order; *rank gets the innermost. */
-static int strip_prefix(const char **bp, const char *e, int *rank)
+/* One "[<name><N>]:" prefix at *bp: N, *bp past it; -1 when none. */
+static int bracket_prefix(const char **bp, const char *e)
 {
-    const char *b = *bp, *q, *d;
+    const char *q = *bp, *a, *d;
     int64_t v;
-    int found = 0, pass;
-    for (pass = 0; pass < 2; pass++) {
-        q = b;
-        while (q < e && *q == ' ' && q - b < 8)
-            q++;
-        d = q;
-        if (q < e && is_digit((unsigned char)*q) && parse_i64(&q, e, &v) == 0 && q - d <= 7 &&
-            e - q >= 2 && q[0] == ':' && q[1] == ' ') {
-            *rank = (int)v;
-            b = q + 2;
-            found = 1;
-            continue;
-        }
-        q = b;
-        if (q < e && *q == '[') {
-            const char *a = ++q;
-            while (q < e && is_alpha((unsigned char)*q) && q - a < 32)
-                q++;
-            d = q;
-            if (q > a && q < e && is_digit((unsigned char)*q) && parse_i64(&q, e, &v) == 0 &&
-                q - d <= 7 && e - q >= 2 && q[0] == ']' && q[1] == ':') {
-                *rank = (int)v;
-                b = q + 2;
-                found = 1;
-                continue;
-            }
-        }
-        break;
+    if (q >= e || *q != '[')
+        return -1;
+    a = ++q;
+    while (q < e && is_alpha((unsigned char)*q) && q - a < 32)
+        q++;
+    d = q;
+    if (q > a && q < e && is_digit((unsigned char)*q) && parse_i64(&q, e, &v) == 0 &&
+        q - d <= 7 && e - q >= 2 && q[0] == ']' && q[1] == ':') {
+        *bp = q + 2;
+        return (int)v;
     }
+    return -1;
+}
+
+/* srun -l: "<task>: " (Slurm pads the task number with spaces); torchrun
+ * --tee: "[<role><L>]:" with the local rank L ("[default3]:"); then the
+ * program's own "[rank<N>]:" (PyTorch's error records, N the global rank).
+ * Each optional, in that order: *task, *local and *own get the numbers (-1
+ * when absent); a lone bracket is taken as torchrun's. */
+static int strip_prefix(const char **bp, const char *e, int *task, int *local, int *own)
+{
+    const char *b = *bp, *q = b, *d;
+    int64_t v;
+    while (q < e && *q == ' ' && q - b < 8)
+        q++;
+    d = q;
+    if (q < e && is_digit((unsigned char)*q) && parse_i64(&q, e, &v) == 0 && q - d <= 7 &&
+        e - q >= 2 && q[0] == ':' && q[1] == ' ') {
+        *task = (int)v;
+        b = q + 2;
+    }
+    if ((*local = bracket_prefix(&b, e)) >= 0)
+        *own = bracket_prefix(&b, e);
     *bp = b;
-    return found;
+    return *task >= 0 || *local >= 0;
+}
+
+/* The rank a line's prefixes name: the program's own global rank; else
+ * torchrun's local rank inside srun's task, task * ranks_per_task + local,
+ * when the layout is known; else the innermost number, as printed. */
+static int prefix_rank(const mt_logparse *p, int task, int local, int own)
+{
+    if (own >= 0)
+        return own;
+    if (task >= 0 && local >= 0 && p->ranks_per_task > 0 &&
+        (int64_t)task * p->ranks_per_task + local <= INT32_MAX)
+        return task * p->ranks_per_task + local;
+    return local >= 0 ? local : task;
+}
+
+void mt_logparse_set_ranks_per_task(mt_logparse *p, int n)
+{
+    if (p)
+        p->ranks_per_task = n > 0 ? n : 0;
 }
 
 static void raw_line(mt_logparse *p, lp_source *s, const char *raw, size_t n)
 {
     const char *b = raw, *e = raw + n;
-    int prank = -1, rank = s->rank, prefixed = strip_prefix(&b, e, &prank);
+    int task = -1, local = -1, own = -1, rank = s->rank;
+    int prefixed = strip_prefix(&b, e, &task, &local, &own);
     if (prefixed && rank < 0)
-        rank = prank;
+        rank = prefix_rank(p, task, local, own);
     if (s->pending) {
         if (!prefixed && continuation(s, b, e, n)) {
             size_t k = (size_t)(e - b);

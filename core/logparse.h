@@ -227,6 +227,12 @@ void mt_logparse_set_max_iterations(mt_logparse *p, size_t n);
 void mt_logparse_on_iteration(mt_logparse *p, void (*cb)(void *ctx, const mt_iteration *it),
                               void *ctx);
 
+/* torchrun under srun, one srun task starting n ranks (srun -l prints the
+ * task T, torchrun --tee its local rank L): a line with both prefixes is
+ * rank T * n + L.  0 (the default): the number as printed, the innermost
+ * (L), which is the global rank only on one node. */
+void mt_logparse_set_ranks_per_task(mt_logparse *p, int n);
+
 /* Streaming input.  Chunks may split lines anywhere.  mt_logparse_feed is
  * one merged stream (ranks known from srun/torchrun prefixes only);
  * mt_logparse_feed_rank one rank's own stream; mt_logparse_feed_channel

@@ -512,6 +512,41 @@ START_TEST(torchrun_prefixes_keep_the_rank)
 }
 END_TEST
 
+/* torchrun under srun -l, one task per node of 8 ranks: "T: [defaultL]:"
+ * is rank T * 8 + L once the parser knows the layout (the measurement sets
+ * it from the launcher's tasks per node); PyTorch's own "[rankN]:" inside
+ * is the global rank already.  Without the layout the local rank stands,
+ * as printed. */
+START_TEST(srun_and_torchrun_prefixes_compose_the_global_rank)
+{
+    static const char text[] =
+        "1: [default7]: " LM_IT1 "\n"
+        "1: [default3]: " OOM_LINE "\n"
+        "0: [default2]:[rank2]: Traceback (most recent call last):\n"
+        "1: [default5]:[rank13]: Traceback (most recent call last):\n";
+    int k;
+    for (k = 0; k < 2; k++) {
+        mt_logparse *p = mt_logparse_new();
+        const mt_logevent *ev;
+        size_t i;
+        int tb[2] = {-1, -1}, n = 0;
+        if (k)
+            mt_logparse_set_ranks_per_task(p, 8);
+        mt_logparse_feed(p, text, sizeof text - 1);
+        mt_logparse_finish(p);
+        ck_assert_int_eq(iter(p, 0)->rank, k ? 15 : 7);
+        ck_assert_int_eq(one_event(p, MT_LOGEV_OOM)->rank, k ? 11 : 3);
+        for (i = 0; i < mt_logparse_events(p); i++)
+            if ((ev = mt_logparse_event(p, i))->kind == MT_LOGEV_TRACEBACK && n < 2)
+                tb[n++] = ev->rank;
+        ck_assert_int_eq(n, 2);
+        ck_assert_int_eq(tb[0], 2);
+        ck_assert_int_eq(tb[1], 13);
+        mt_logparse_destroy(&p);
+    }
+}
+END_TEST
+
 /* ---- memory, arguments, world, validation, theoretical --------------------------------- */
 
 START_TEST(memory_lines_mb_raw_and_gb)
@@ -2176,6 +2211,7 @@ int main(void)
     tcase_add_test(lines, prints_glued_after_the_final_bar);
     tcase_add_test(lines, srun_label_prefixes_keep_the_rank);
     tcase_add_test(lines, torchrun_prefixes_keep_the_rank);
+    tcase_add_test(lines, srun_and_torchrun_prefixes_compose_the_global_rank);
     tcase_add_test(lines, memory_lines_mb_raw_and_gb);
     tcase_add_test(lines, arguments_dump_as_a_map);
     tcase_add_test(lines, world_size_line_current_and_older);
