@@ -837,7 +837,7 @@ static int print_formatted(session *s, uint32_t dial, const char *format, mt_dia
         sim_path(simbin, sizeof simbin);
         rc = mt_render(s->reg, s->contract, s->cfg, dial, &out, d) ? 1 : 0;
         if (!rc && mt_measure_command(s->contract, &out, simbin, ".", "mt-render", NULL, NULL,
-                                      NULL, &cmd, NULL, d))
+                                      NULL, NULL, &cmd, NULL, d))
             rc = EXIT_BAD_INPUT;
         for (i = 0; !rc && i < cmd.n; i++)
             printf("%s\n", cmd.v[i]);

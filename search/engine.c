@@ -14,6 +14,7 @@
 #include "measure.h"
 #include "memory.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -882,6 +883,32 @@ static int fp_differs(const cJSON *a, const cJSON *b, char *why, size_t n)
     return 0;
 }
 
+/* A fingerprint's node list as "a,b" into buf ("" when none is known). */
+static const char *fp_nodes(const cJSON *fp, char *buf, size_t n)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(fp, "hosts"), *x;
+    size_t len = 0;
+    buf[0] = '\0';
+    if (!cJSON_IsArray(h))
+        return buf;
+    cJSON_ArrayForEach(x, h) {
+        const char *s = cJSON_GetStringValue(x);
+        size_t k = s ? strlen(s) : 0, i;
+        for (i = 0; i < k; i++) /* what a job's nodelist may carry (PROTOCOL.md) */
+            if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
+                k = 0;
+        if (!k || len + k + 2 > n) {
+            buf[0] = '\0'; /* unnamed, odd, or too long to pass: not pinned */
+            return buf;
+        }
+        if (len)
+            buf[len++] = ',';
+        memcpy(buf + len, s, k + 1);
+        len += k;
+    }
+    return buf;
+}
+
 /* The one host of a fingerprint, or NULL (none known, or several). */
 static const char *fp_host(const cJSON *fp)
 {
@@ -900,7 +927,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
     cJSON *cjobs = cJSON_CreateArray(), *xjobs = cJSON_CreateArray();
     cJSON *rec = cJSON_CreateObject(), *stats = cJSON_CreateObject(), *ev = cJSON_CreateObject();
     cJSON *fp_ref = NULL; /* the machine of the comparison: its first control run's */
-    char cid[17], xid[17];
+    char cid[17], xid[17], nodes[4096];
     const char *kind = in->validate ? "validate" : "screen";
     memset(out, 0, sizeof *out);
     design(e, &ds, in->validate, seq);
@@ -933,6 +960,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                  * host: its first control run's, once that is known */
                 q[j].group = in->rep_base > 0 ? in->rep_base : seq;
                 q[j].host = fp_host(fp_ref);
+                q[j].nodes = fp_nodes(fp_ref, nodes, sizeof nodes)[0] ? nodes : NULL;
                 q[j].rep = base + i, q[j++].phase = in->phase;
             }
         }

@@ -28,6 +28,8 @@ typedef struct jobreq {
                             ZeroMQ executor runs a group's jobs on workers of one host
                             under the local launcher */
     const char *host;    /* NULL, or that host (the control's first run's, once known) */
+    const char *nodes;   /* NULL, or the node list "a,b" of the control's first run
+                            (once known): under srun the step's --nodelist */
 } jobreq;
 
 typedef struct eng {

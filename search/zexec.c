@@ -72,11 +72,13 @@ typedef struct zx {
     size_t nlate;
     double expect_until;
     int expect_logged;
-    /* the local launcher's comparisons: every job of one group (an A/B's
-     * replicates, jobreq.group) goes to workers on one host */
+    /* a comparison's jobs (an A/B's replicates, jobreq.group) stay together:
+     * under the local launcher on workers of one host, under srun on one
+     * worker (its steps then get the first control run's --nodelist) */
     struct zpin {
         int group;
-        char host[256];
+        char host[256]; /* local: the host; srun: the worker's name */
+        char *nodes;    /* srun: "a,b", the node list of its first run stored */
     } *pins;
     size_t npins;
 } zx;
@@ -212,6 +214,8 @@ void eng_zx_close(eng *e)
     zmq_ctx_term(z->ctx);
     free(z->w);
     free(z->expect);
+    for (i = 0; i < z->npins; i++)
+        free(z->pins[i].nodes);
     free(z->pins);
     for (i = 0; i < z->nlate; i++)
         free(z->late[i]);
@@ -253,6 +257,41 @@ static int job_index(zx *z, const char *key, int retry)
         if (!strcmp(z->jobs[i].key, key) && (retry < 0 || z->jobs[i].retry == retry))
             return (int)i;
     return -1;
+}
+
+static struct zpin *pin_of(zx *z, int group);
+
+/* Under srun, the first run stored of a comparison names its nodes (its
+ * fingerprint's hosts): the comparison's later jobs are sent with them as
+ * their step's --nodelist. */
+static void learn_nodes(eng *e, const char *key, const cJSON *memo)
+{
+    zx *z = e->zx;
+    int j = job_index(z, key, -1);
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(memo, "fingerprint"), "hosts");
+    const cJSON *x;
+    struct zpin *pin;
+    char buf[MT_PROTO_HOSTS_MAX + 1];
+    size_t len = 0;
+    if (!strcmp(e->c->launcher, "local") || j < 0 || z->jobs[j].q->group <= 0 ||
+        !(pin = pin_of(z, z->jobs[j].q->group)) || pin->nodes || !cJSON_IsArray(h) ||
+        !cJSON_GetArraySize(h))
+        return;
+    cJSON_ArrayForEach(x, h) {
+        const char *s = cJSON_GetStringValue(x);
+        size_t k = s ? strlen(s) : 0, i;
+        if (!k || len + k + 1 > MT_PROTO_HOSTS_MAX)
+            return;
+        for (i = 0; i < k; i++) /* what a job's nodelist may carry (PROTOCOL.md) */
+            if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
+                return;
+        if (len)
+            buf[len++] = ',';
+        memcpy(buf + len, s, k + 1);
+        len += k;
+    }
+    pin->nodes = strdup(buf);
 }
 
 /* A result (or a refusal) becomes the job's memo. */
@@ -442,6 +481,7 @@ static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
         }
         z->stored++;
         a.run_id = run_id;
+        learn_nodes(e, r.job_id, r.memo);
     }
     free(have);
     a.status = status;
@@ -622,8 +662,6 @@ static int can_run_why(eng *e, const zworker *w, char *why, size_t nwhy)
     size_t i;
     if (why && nwhy)
         why[0] = '\0';
-    if (!w->alive)
-        return 0;
     if (!strstr(w->launchers, e->c->launcher)) {
         if (why)
             snprintf(why, nwhy, "it offers launchers [%s]; the jobs use %s", w->launchers,
@@ -661,6 +699,11 @@ static int can_run_why(eng *e, const zworker *w, char *why, size_t nwhy)
         if (!ok)
             return 0;
     }
+    if (!w->alive) { /* last: what it could never run says more */
+        if (why)
+            snprintf(why, nwhy, "it is unreachable");
+        return 0;
+    }
     return 1;
 }
 
@@ -669,7 +712,7 @@ static int can_run(eng *e, const zworker *w)
     return can_run_why(e, w, NULL, 0);
 }
 
-/* Why an alive worker w cannot run this contract's jobs, for the log. */
+/* Why worker w cannot run this contract's jobs, for the log. */
 static void unable_why(eng *e, const zworker *w, char *buf, size_t n)
 {
     const char *prog = e->c->n_template ? e->c->launch_template[0] : "";
@@ -707,18 +750,28 @@ static struct zpin *pin_set(zx *z, int group, const char *host)
         z->pins = v;
         p = &z->pins[z->npins++];
         p->group = group;
+        p->nodes = NULL;
     }
     snprintf(p->host, sizeof p->host, "%s", host);
     return p;
 }
 
-/* Whether a live worker on host (busy or not) can run the contract's jobs. */
-static int host_able(eng *e, const char *host)
+/* What a comparison is pinned to on worker w: its host under the local
+ * launcher, the worker itself under srun (its steps, placed by Slurm, are
+ * pinned by --nodelist). */
+static const char *pin_key(const eng *e, const zworker *w)
+{
+    return strcmp(e->c->launcher, "local") ? w->name : w->host;
+}
+
+/* Whether a live worker of that pin key (busy or not) can run the contract's
+ * jobs. */
+static int host_able(eng *e, const char *key)
 {
     zx *z = e->zx;
     size_t i;
     for (i = 0; i < z->nw; i++)
-        if (!strcmp(z->w[i].host, host) && can_run(e, &z->w[i]))
+        if (!strcmp(pin_key(e, &z->w[i]), key) && can_run(e, &z->w[i]))
             return 1;
     return 0;
 }
@@ -738,31 +791,32 @@ static void dispatch(eng *e)
          * replicates of one comparison go to workers on one host (the
          * control's first run's, when the engine knows it), so both arms
          * run on the same node (DESIGN.md 4) */
-        int pinned = zj->q->group > 0 && !strcmp(e->c->launcher, "local");
+        int local = !strcmp(e->c->launcher, "local"), pinned = zj->q->group > 0;
         if (zj->state != ZJ_QUEUED)
             continue;
-        if (pinned && !(pin = pin_of(z, zj->q->group)) && zj->q->host && zj->q->host[0])
+        if (pinned && !(pin = pin_of(z, zj->q->group)) && local && zj->q->host &&
+            zj->q->host[0])
             pin = pin_set(z, zj->q->group, zj->q->host);
         if (pin && !host_able(e, pin->host)) {
             zlog(e,
-                 "no worker on %s can run the jobs of comparison %d any more: the rest go "
-                 "to another host, and the comparison is refused if its runs' fingerprints "
+                 "no worker %s%s can run the jobs of comparison %d any more: the rest go "
+                 "to another %s, and the comparison is refused if its runs' fingerprints "
                  "differ",
-                 pin->host, pin->group);
+                 local ? "on " : "", pin->host, pin->group, local ? "host" : "worker");
             pin->host[0] = '\0';
         }
         if (pin && !pin->host[0])
             pin = NULL; /* pinned anew to the host it goes to */
         for (i = 0; i < z->nw && !w; i++)
             if (z->w[i].job < 0 && can_run(e, &z->w[i]) &&
-                (!pin || !strcmp(z->w[i].host, pin->host)))
+                (!pin || !strcmp(pin_key(e, &z->w[i]), pin->host)))
                 w = &z->w[i];
         if (!w && pin)
             continue; /* its host is busy: others may go meanwhile */
         if (!w)
             break;
         if (pinned && !pin)
-            pin_set(z, zj->q->group, w->host);
+            pin_set(z, zj->q->group, pin_key(e, w));
         if (!contract_text) {
             FILE *f = fopen(e->c->path, "rb");
             long len;
@@ -786,6 +840,13 @@ static void dispatch(eng *e)
         pj.replicate = zj->q->rep;
         pj.profile = !strcmp(zj->q->kind, "profile");
         pj.routing = zj->q->routing;
+        /* under srun, a comparison's runs on its first control run's nodes;
+         * not a retry: the job it repeats may have lost one of them (infra),
+         * and a retry elsewhere is refused by the fingerprint check instead */
+        if (!local && zj->retry == 0)
+            pj.nodelist = zj->q->nodes && zj->q->nodes[0] ? zj->q->nodes
+                          : pin && pin->nodes         ? pin->nodes
+                                                      : NULL;
         if (e->o.seed) {
             snprintf(seed, sizeof seed, "%llu", (unsigned long long)e->o.seed);
             pj.sim_seed = seed;
@@ -965,7 +1026,7 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
 {
     zx *z = e->zx;
     size_t i, left;
-    double t0 = now_s(), last_status = 0;
+    double last_able = now_s(), last_status = 0;
     char err[512];
     z->jobs = calloc(n ? n : 1, sizeof *z->jobs);
     z->njobs = 0;
@@ -1039,22 +1100,26 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
             eng_progress_quiet(e);
             last_status = now_s();
         }
-        if (e->o.worker_wait_s > 0 && now_s() - t0 > e->o.worker_wait_s) {
-            size_t alive = 0, able = 0;
+        if (e->o.worker_wait_s > 0) {
+            size_t able = 0;
             const zworker *unable = NULL;
+            /* the first that connected, the first reachable one if any */
             for (i = 0; i < z->nw; i++) {
-                alive += z->w[i].alive;
                 able += can_run(e, &z->w[i]);
-                if (z->w[i].alive && !unable)
+                if (!unable || (z->w[i].alive && !unable->alive))
                     unable = &z->w[i];
             }
-            if (!able) {
+            /* the wait counts from the last moment a worker could run the
+             * jobs: a worker silent for a while mid-tune is not fatal */
+            if (able)
+                last_able = now_s();
+            if (!able && now_s() - last_able > e->o.worker_wait_s) {
                 /* connected workers that cannot run the jobs are no better
                  * than none: the jobs would wait forever */
                 char why[4096] = "";
                 if (unable)
                     unable_why(e, unable, why, sizeof why);
-                if (!alive)
+                if (!unable)
                     mt_diag_add(e->d, e->o.workers, 0, NULL,
                                 "no worker connected within %.0f s (start `moetune worker "
                                 "--connect ...` on the GPU nodes)",

@@ -168,6 +168,14 @@ done
 [ "$nlogs" -ge 8 ] || fail "only $nlogs run logs with iterations"
 say "$nlogs run logs: iterations from rank 7 alone, rank 0's memory line, ranks 4-7 on mtn2 with MASTER_ADDR=mtn1"
 
+# the same nodes for an A/B: once a comparison's first control run has its
+# node list, its later replicates' steps are pinned to it (srun --nodelist);
+# a retry is not (the node it lost may be gone)
+pinned=$(grep -c ' (retry 0) on nodes mtn1,mtn2$' "$T/worker.err")
+[ "$pinned" -ge 2 ] || fail "only $pinned jobs pinned to mtn1,mtn2: $(grep ': running ' "$T/worker.err" | head -n 5)"
+if grep -q ' (retry [1-9][0-9]*) on nodes ' "$T/worker.err"; then fail "a retry was pinned to the nodes it may have lost"; fi
+say "$pinned jobs sent with their comparison's node list (srun --nodelist=mtn1,mtn2); the retry was not"
+
 # ---- scancel of a running two-node step ----------------------------------------------------
 
 name=mt-scancel-$$

@@ -386,7 +386,16 @@ static void roundtrip_all(void *router, void *dealer)
         ck_assert_ptr_null(v.launcher);
         ck_assert_ptr_null(v.rev);
         ck_assert_ptr_null(v.prepare);
+        ck_assert_ptr_null(v.nodelist);
         mt_proto_msg_clear(&m);
+        /* a comparison's later replicate: pinned to its first control run's nodes */
+        j.nodelist = "gpu07,gpu08.cluster-a";
+        send_ok(router, "w1", MT_PROTO_JOB, mt_proto_job_body(&j));
+        recv_ok(dealer, 0, MT_PROTO_JOB, &m);
+        ck_assert_int_eq(mt_proto_get_job(&m, &v), 0);
+        ck_assert_str_eq(v.nodelist, "gpu07,gpu08.cluster-a");
+        mt_proto_msg_clear(&m);
+        j.nodelist = NULL;
         /* a bisect job: the revision, the repository and the prepare templates */
         {
             const char *prep[] = {"git clone -q {repo} {work}", "git -C {work} checkout {rev}"};
@@ -697,6 +706,19 @@ START_TEST(malformed_rejected)
          3,
          -EPROTO,
          "job: field \"retry\": expected an integer >= 0, got a string"},
+        {{T, "job",
+          "{\"job_id\":\"j1\",\"retry\":0,\"kind\":\"screen\",\"contract\":\"c\","
+          "\"config\":\"\",\"replicate\":0,\"time_limit_s\":0,\"nodelist\":\"gpu07,,gpu08\"}"},
+         3,
+         -EPROTO,
+         "field \"nodelist\": expected a node list (host names of A-Z a-z 0-9 . _ - separated by "
+         "commas), got a node list with an empty name at offset 6"},
+        {{T, "job",
+          "{\"job_id\":\"j1\",\"retry\":0,\"kind\":\"screen\",\"contract\":\"c\","
+          "\"config\":\"\",\"replicate\":0,\"time_limit_s\":0,\"nodelist\":\"gpu[07-08]\"}"},
+         3,
+         -EPROTO,
+         "got a node list with byte 0x5b at offset 3"},
         {{T, "job",
           "{\"job_id\":\"j1\",\"retry\":-1,\"kind\":\"screen\",\"contract\":\"c\","
           "\"config\":\"\",\"replicate\":0,\"time_limit_s\":0}"},

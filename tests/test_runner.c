@@ -973,6 +973,14 @@ START_TEST(srun_wrapping)
     ck_assert_int_eq(mt_launch_wrap(l, &argv, &out), 0);
     assert_argv(&out, want_torchrun);
     mt_strlist_free(&out);
+    /* a comparison's later replicate: on the nodes of its first control run */
+    l->nodelist = strdup("gpu07,gpu08,gpu09,gpu10");
+    ck_assert_int_eq(mt_launch_wrap(l, &argv, &out), 0);
+    ck_assert_uint_eq(out.n, 10);
+    ck_assert_str_eq(out.v[2], "--nodes=4");
+    ck_assert_str_eq(out.v[3], "--nodelist=gpu07,gpu08,gpu09,gpu10");
+    ck_assert_str_eq(out.v[4], "--ntasks-per-node=1");
+    mt_strlist_free(&out);
     mt_launch_destroy(&l);
     /* local runs argv as it is */
     l = mt_launch_new(MT_LAUNCHER_LOCAL, 1, 8, set, NULL, NULL, d);

@@ -461,6 +461,7 @@ void mt_launch_destroy(mt_launch **lp)
         return;
     l = *lp;
     free(l->job_name);
+    free(l->nodelist);
     free(l->slurm_job_id);
     free(l->rank_exec);
     free(l->container_image);
@@ -481,6 +482,9 @@ int mt_launch_wrap(const mt_launch *l, const mt_strlist *argv, mt_strlist *out)
             rc = mt_strlist_push(out, "-l"); /* "<task>: " before each line: the rank */
         if (!rc)
             rc = push_fmt(out, "--nodes=%d", l->nodes);
+        /* a comparison's later replicates on its first control run's nodes */
+        if (!rc && l->nodelist)
+            rc = push_fmt(out, "--nodelist=%s", l->nodelist);
         if (!rc)
             rc = push_fmt(out, "--ntasks-per-node=%d", l->ntasks_per_node);
         /* explicit, because srun reads SLURM_NTASKS from its environment:

@@ -91,6 +91,7 @@ typedef struct mt_launch {
     /* pyxis: --container-image, --container-mounts, --container-workdir */
     char *container_image, *container_mounts, *container_workdir;
     char *job_name;
+    char *nodelist;          /* srun --nodelist ("a,b"), or NULL: Slurm places the step */
     mt_kv *env;              /* the job's environment (copy) */
     char *slurm_job_id;      /* SLURM_JOB_ID in env, or NULL */
     double cancel_timeout_s; /* per squeue / scancel call (default 15 s) */

@@ -808,7 +808,8 @@ static int subst_container(mt_kv *s, const char *rev, const char *work, mt_diag 
 
 int mt_measure_command(const mt_contract *c, const mt_rendered *r, const char *sim_path,
                        const char *run_dir, const char *job, const char *rev, const char *work,
-                       const mt_kv *env, mt_strlist *out, mt_launch **lp, mt_diag *d)
+                       const char *nodelist, const mt_kv *env, mt_strlist *out, mt_launch **lp,
+                       mt_diag *d)
 {
     mt_kv *ph = mt_kv_new(), *settings = mt_measure_launch_settings(c, r->launch);
     mt_strlist argv = {0};
@@ -838,6 +839,10 @@ int mt_measure_command(const mt_contract *c, const mt_rendered *r, const char *s
                       (int)strtol(mt_kv_get(c->hardware, "nodes"), NULL, 10),
                       (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10), settings,
                       job, env, d);
+    if (l && nodelist && nodelist[0] && !(l->nodelist = strdup(nodelist))) {
+        mt_diag_add(d, NULL, 0, NULL, "out of memory");
+        goto out;
+    }
     if (!l || mt_launch_wrap(l, &argv, out))
         goto out;
     rc = 0;
@@ -969,8 +974,8 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         /* each rank appends its own peak: no line of an earlier attempt */
         unlink(memfile);
     }
-    if (mt_measure_command(c, &r, spec->sim_path, spec->run_dir, job, spec->rev, spec->work, env,
-                           &wrapped, &launch, d))
+    if (mt_measure_command(c, &r, spec->sim_path, spec->run_dir, job, spec->rev, spec->work,
+                           spec->nodelist, env, &wrapped, &launch, d))
         goto out;
     cargv = calloc(wrapped.n + 1, sizeof *cargv);
     for (i = 0; i < wrapped.n; i++)
@@ -984,6 +989,13 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     g.launch = launch;
     g.log = mt_logparse_new();
     mt_logparse_on_iteration(g.log, on_iteration, &g);
+    if (launch && launch->kind == MT_LAUNCHER_SRUN && launch->ntasks_per_node > 0) {
+        /* torchrun under srun: each task starts the node's ranks, and its
+         * lines carry srun's task and torchrun's local rank */
+        int gpn = (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10);
+        if (gpn > 0 && gpn % launch->ntasks_per_node == 0)
+            mt_logparse_set_ranks_per_task(g.log, gpn / launch->ntasks_per_node);
+    }
     memset(&rs, 0, sizeof rs);
     rs.argv = cargv;
     rs.env = env;

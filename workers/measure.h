@@ -45,6 +45,8 @@ typedef struct mt_measure_spec {
      * although the contract forces balance (the config must not force it
      * either); the sim backend is told so, a real stack routes by itself */
     const char *routing;
+    /* under srun: the step's --nodelist ("a,b"), NULL to let Slurm place it */
+    const char *nodelist;
     /* the engine's memo: when set, memo(m) (a JSON text, freed by the
      * caller) is stored under memo_key in the run's own transaction */
     /* every iteration line as it arrives (a worker's progress), or NULL */
@@ -123,12 +125,14 @@ mt_kv *mt_measure_launch_settings(const mt_contract *c, const mt_kv *rendered);
  * placeholders ({sim}, {run_dir}, {nodes}, {gpus_per_node}, {world_size},
  * {job_name}; {rev}, {work} when rev is set) and r's arguments, under the
  * contract's launcher (srun and its options, the container, rank-exec)
- * with mt_measure_launch_settings.  Appends to out; *lp (may be NULL) gets
- * the launcher (caller destroys).  0, or -1 with the problem in d. */
+ * with mt_measure_launch_settings; nodelist (may be NULL) the srun step's
+ * --nodelist.  Appends to out; *lp (may be NULL) gets the launcher (caller
+ * destroys).  0, or -1 with the problem in d. */
 struct mt_launch;
 int mt_measure_command(const mt_contract *c, const mt_rendered *r, const char *sim_path,
                        const char *run_dir, const char *job, const char *rev, const char *work,
-                       const mt_kv *env, mt_strlist *out, struct mt_launch **lp, mt_diag *d);
+                       const char *nodelist, const mt_kv *env, mt_strlist *out,
+                       struct mt_launch **lp, mt_diag *d);
 
 /* Runs one measurement; stores it when st is not NULL.  0 when a result
  * exists (whatever its outcome), negative when it could not even be set up

@@ -5,6 +5,7 @@
  */
 #include "proto.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -113,7 +114,8 @@ enum ftype {
     F_ARR,      /* array (contents checked elsewhere) */
     F_ARR_STR,  /* array of strings */
     F_ARR_REF,  /* array of jobrefs */
-    F_STATUS    /* stored | duplicate | discarded */
+    F_STATUS,   /* stored | duplicate | discarded */
+    F_HOSTS     /* "a,b,...": 1..MT_PROTO_HOSTS_MAX bytes, host names of [A-Za-z0-9._-] */
 };
 
 typedef struct field {
@@ -140,7 +142,7 @@ static const field f_job[] = {
     {"time_limit_s", F_NUM0, REQ}, {"profile", F_BOOL, OPT}, {"hang_factor", F_NUM0, OPT},
     {"sim_seed", F_DEC, OPT},      {"launcher", F_ID, OPT},  {"rev", F_NESTR, OPT},
     {"repo", F_NESTR, OPT},        {"prepare", F_ARR_STR, OPT}, {"prepare_timeout_s", F_NUM0, OPT},
-    {"routing", F_ID, OPT},        END};
+    {"routing", F_ID, OPT},        {"nodelist", F_HOSTS, OPT},  END};
 static const field f_job_ack[] = {{"job_id", F_ID, REQ},     {"retry", F_INT0, REQ},
                                   {"accepted", F_BOOL, REQ}, {"reason", F_STR, OPT},
                                   {"slurm_step", F_ID, OPT}, END};
@@ -214,6 +216,8 @@ static const char *type_want(enum ftype t)
         return "an array of {\"job_id\", \"retry\"} objects";
     case F_STATUS:
         return "\"stored\", \"duplicate\" or \"discarded\"";
+    case F_HOSTS:
+        return "a node list (host names of A-Z a-z 0-9 . _ - separated by commas)";
     }
     return "?";
 }
@@ -258,6 +262,32 @@ static int is_id(const char *s, char *why, size_t cap)
             snprintf(why, cap, "a string with byte 0x%02x at offset %zu", (unsigned char)s[i], i);
             return 0;
         }
+    return 1;
+}
+
+/* "a,b,c": non-empty host names of [A-Za-z0-9._-], nothing else. */
+static int is_hosts(const char *s, char *why, size_t cap)
+{
+    size_t i, n = strlen(s), len = 0;
+    if (n == 0 || n > MT_PROTO_HOSTS_MAX) {
+        snprintf(why, cap, "a string of %zu characters", n);
+        return 0;
+    }
+    for (i = 0; i <= n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == ',' || c == '\0') {
+            if (!len) {
+                snprintf(why, cap, "a node list with an empty name at offset %zu", i);
+                return 0;
+            }
+            len = 0;
+        } else if (isalnum(c) || c == '.' || c == '_' || c == '-') {
+            len++;
+        } else {
+            snprintf(why, cap, "a node list with byte 0x%02x at offset %zu", c, i);
+            return 0;
+        }
+    }
     return 1;
 }
 
@@ -316,6 +346,8 @@ static int type_ok(const cJSON *v, enum ftype t, char *why, size_t cap)
     case F_ARR_STR:
     case F_ARR_REF:
         return cJSON_IsArray(v); /* elements: check_elements */
+    case F_HOSTS:
+        return cJSON_IsString(v) && is_hosts(v->valuestring, why, cap);
     case F_STATUS:
         return cJSON_IsString(v) &&
                (!strcmp(v->valuestring, "stored") || !strcmp(v->valuestring, "duplicate") ||
@@ -808,6 +840,7 @@ int mt_proto_get_job(const mt_proto_msg *m, mt_proto_job *o)
     o->sim_seed = str_or(m, "sim_seed", NULL);
     o->launcher = str_or(m, "launcher", NULL);
     o->routing = str_or(m, "routing", NULL);
+    o->nodelist = str_or(m, "nodelist", NULL);
     o->rev = str_or(m, "rev", NULL);
     o->repo = str_or(m, "repo", NULL);
     o->prepare = arr_or_null(m, "prepare");
@@ -1076,6 +1109,7 @@ cJSON *mt_proto_job_body(const mt_proto_job *j)
     add_str(o, "sim_seed", j->sim_seed, &ok);
     add_str(o, "launcher", j->launcher, &ok);
     add_str(o, "routing", j->routing, &ok);
+    add_str(o, "nodelist", j->nodelist, &ok);
     add_str(o, "rev", j->rev, &ok);
     add_str(o, "repo", j->repo, &ok);
     if (j->rev) {

@@ -45,6 +45,7 @@
 #define MT_PROTO_LIVENESS 3             /* intervals of silence: unreachable */
 #define MT_PROTO_JOB_GRACE_S 60         /* unreachable this long: job lost */
 #define MT_PROTO_ACK_TIMEOUT_MS 5000    /* no job-ack: send the same job again */
+#define MT_PROTO_HOSTS_MAX 4096         /* a job's nodelist, bytes */
 #define MT_PROTO_RECONNECT_MS 500       /* worker reconnect back-off ... */
 #define MT_PROTO_RECONNECT_MAX_MS 30000 /* ... doubling up to this */
 
@@ -187,6 +188,9 @@ typedef struct mt_proto_job {
     const char *launcher; /* optional: the launcher to use (NULL: contract's) */
     const char *routing;  /* optional: "natural" to measure with the router's own
                              routing although the contract forces it (NULL) */
+    const char *nodelist; /* optional: "a,b" the srun step's --nodelist (NULL: Slurm
+                             places it) -- a comparison's replicates on the nodes of
+                             its first control run */
     /* a bisect job (kind "bisect"): the revision, its prepare step's argv
      * templates (workers/prepare.h; {work} is the worker's own work
      * directory) and the repository path {repo} stands for */

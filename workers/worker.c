@@ -936,6 +936,7 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         spec.profile = j.profile;
         spec.sim_seed = seed;
         spec.routing = j.routing;
+        spec.nodelist = j.nodelist;
         spec.on_line = child_line;
         spec.line_ctx = &fds[1];
         wk_memo_key(memo_key, sizeof memo_key, j.job_id, j.retry);
@@ -985,7 +986,10 @@ static void start_job(wk *w, const mt_proto_msg *msg)
     w->contract = c;
     c = NULL;
     send_ack(w, j.job_id, j.retry, 1, NULL);
-    logf_(w, "running %s (retry %d)", j.job_id, j.retry);
+    if (j.nodelist)
+        logf_(w, "running %s (retry %d) on nodes %s", j.job_id, j.retry, j.nodelist);
+    else
+        logf_(w, "running %s (retry %d)", j.job_id, j.retry);
 out:
     free(tv);
     mt_strlist_free(&argv);
