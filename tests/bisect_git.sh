@@ -345,6 +345,33 @@ rc=$?
 check "container tags: a config bisection refuses {rev} in the container (one stack), exit 2" \
   bash -c "[ $rc = 2 ] && grep -q 'launch.srun: a container setting names {rev}' '$T/err9h' && [ ! -e '$T/b14/bisect.json' ]"
 
+# 9h. {work} in the container settings: with a prepare step each revision
+#     has its own work directory, and container_mounts = "{work}:/workspace"
+#     mounts that directory (absolute, the one the prepare step wrote into)
+sed 's|^\( *\)container_image = "nvcr.io#nvidia/nemo:{rev}";|&\n\1container_mounts = "{work}:/workspace";|' \
+  "$CCONTRACT" >"$T/container-mounts.cfg"
+printf '25.05\n25.06\n25.07\n25.08\n' >"$T/tags4"
+: >"$T/srun.argv"
+PATH="$T/pyxis:$PATH" "$MOETUNE" bisect "$T/container-mounts.cfg" --revs "$T/tags4" --good 25.05 \
+  --bad 25.08 --prepare 'touch {work}/prepared-{rev}' --dir "$T/b15" --quiet >/dev/null 2>"$T/err9i"
+rc=$?
+check "container mounts: {work} is each revision's own prepared work directory, absolute" \
+  python3 -c "
+import os, sys
+lines = open(sys.argv[1]).read().splitlines()
+ok = bool(lines) and sys.argv[2] == '0'
+for l in lines:
+    words = l.split()
+    img = [w.split(':', 1)[1] for w in words if w.startswith('--container-image=')]
+    mnt = [w[len('--container-mounts='):] for w in words if w.startswith('--container-mounts=')]
+    if len(img) != 1 or len(mnt) != 1 or not mnt[0].endswith(':/workspace'):
+        ok = False
+        continue
+    src = mnt[0][:-len(':/workspace')]
+    ok = ok and os.path.isabs(src) and '{' not in src and \
+        os.path.exists(os.path.join(src, 'prepared-' + img[0]))
+sys.exit(0 if ok else 1)" "$T/srun.argv" "$rc"
+
 if full; then
 # 9b. the same tags through a worker (CURVE) whose launchers include srun:
 #     the worker substitutes {rev} in the container too, the same culprit
