@@ -24,6 +24,14 @@
  * one it replaced (ofat: every accepted change; grid, random, tpe: their one
  * change, the baseline -> the recommendation, when they make it).
  *
+ * Twins: a contract whose declared space, base config, optimum and count of
+ * fitting configs equal an earlier contract's (a -bridge contract and its
+ * Megatron-LM twin: the model executor reads neither the dialect nor the
+ * launch) runs ofat on seeds 1..TWIN_CHECK only; when those tunes match the
+ * twin's exactly (recipe, share, GPU-hours, runs, accepts), its tables are
+ * the twin's, labelled so, and nothing else of it runs; when they do not,
+ * every strategy runs on it as on any other contract.
+ *
  * Plugins: the built-ins only (a contract's launch.plugin_path is not
  * loaded).  Tunes run in a pool of forked workers (--jobs, default: the CPUs), TPE
  * in one background process per contract.
@@ -93,7 +101,10 @@ typedef struct bench_contract {
     pid_t tpe_pid;
     char tpe_out[1400];
     char tpe_err[256];  /* why TPE is unavailable ("" when it ran) */
+    int twin;           /* the contract whose figures these are (see Twins), or -1 */
 } bench_contract;
+
+#define TWIN_CHECK 2 /* ofat seeds a twin runs to show it is one */
 
 static char tmp_root[1024];
 static int ofat_contract_budget; /* --contract-budget: ofat within the contract's budget */
@@ -151,6 +162,34 @@ static int same_config(const mt_kv *a, const mt_kv *b)
     mt_config_id(a, x);
     mt_config_id(b, y);
     return !strcmp(x, y);
+}
+
+/* Whether b may be a's twin: the same declared space (knobs and values, in
+ * order), base config, noise-free optimum and fitting count. */
+static int twin_candidate(const struct bench_contract *a, const struct bench_contract *b)
+{
+    const char *ka, *va, *kb, *vb;
+    size_t i;
+    if (mt_kv_count(a->c->space) != mt_kv_count(b->c->space) || !same_config(a->base, b->base) ||
+        !same_config(a->opt.best, b->opt.best) || a->opt.best_tflops != b->opt.best_tflops ||
+        a->opt.fitting != b->opt.fitting || a->opt.grid != b->opt.grid)
+        return 0;
+    for (i = 0; mt_kv_entry(a->c->space, i, &ka, &va) == 0; i++)
+        if (mt_kv_entry(b->c->space, i, &kb, &vb) || strcmp(ka, kb) || strcmp(va, vb))
+            return 0;
+    return 1;
+}
+
+/* Whether ofat's tunes on seeds 1..TWIN_CHECK came out the same. */
+static int same_tunes(const outcome *x, const outcome *y)
+{
+    int s;
+    for (s = 0; s < TWIN_CHECK; s++)
+        if (!x[s].done || !y[s].done || x[s].share != y[s].share ||
+            x[s].gpu_hours != y[s].gpu_hours || x[s].runs != y[s].runs ||
+            x[s].accepted != y[s].accepted || x[s].wrong != y[s].wrong || x[s].off != y[s].off)
+            return 0;
+    return 1;
 }
 
 /* Scores a recommendation into o (the single-change strategies). */
@@ -593,19 +632,37 @@ int main(int argc, char **argv)
             bc[k] = NULL;
             continue;
         }
-        for (s = 0; s < seeds; s++)
+        bc[k]->twin = -1;
+        for (i = 0; i < k && seeds >= TWIN_CHECK; i++)
+            if (bc[i] && bc[i]->twin < 0 && twin_candidate(bc[i], bc[k])) {
+                bc[k]->twin = i;
+                break;
+            }
+        for (s = 0; s < (bc[k]->twin >= 0 ? TWIN_CHECK : seeds); s++)
             jobs[nj++] = (job){bc[k], S_OFAT, s + 1, 0};
     }
     t = now();
     failures += run_jobs(jobs, nj, par);
+    /* a twin whose first tunes differ is no twin: all its seeds run */
+    nj = 0;
+    for (k = 0; k < nc; k++)
+        if (bc[k] && bc[k]->twin >= 0 &&
+            !same_tunes(bc[k]->r[S_OFAT], bc[bc[k]->twin]->r[S_OFAT])) {
+            printf("%s: not %s's twin after all (ofat seeds 1-%d differ): every strategy runs\n",
+                   bc[k]->c->name, bc[bc[k]->twin]->c->name, TWIN_CHECK);
+            bc[k]->twin = -1;
+            for (s = TWIN_CHECK; s < seeds; s++)
+                jobs[nj++] = (job){bc[k], S_OFAT, s + 1, 0};
+        }
+    failures += run_jobs(jobs, nj, par);
     tstrat[S_OFAT] = now() - t;
     t = now();
     for (k = 0; k < nc && tpe; k++)
-        if (bc[k])
+        if (bc[k] && bc[k]->twin < 0)
             tpe_start(bc[k], seeds);
     nj = 0;
     for (k = 0; k < nc; k++) {
-        if (!bc[k])
+        if (!bc[k] || bc[k]->twin >= 0)
             continue;
         for (s = 0; s < seeds; s++)
             if (bc[k]->r[S_OFAT][s].done)
@@ -617,10 +674,17 @@ int main(int argc, char **argv)
     tstrat[S_RANDOM] = now() - t;
     t = now();
     for (k = 0; k < nc; k++)
-        if (bc[k] && tpe)
+        if (bc[k] && bc[k]->twin < 0 && tpe)
             failures += tpe_finish(bc[k]);
     tstrat[S_TPE] = now() - t;
     free(jobs);
+    /* a twin's tables are its twin's */
+    for (k = 0; k < nc; k++)
+        if (bc[k] && bc[k]->twin >= 0) {
+            const bench_contract *w = bc[bc[k]->twin];
+            memcpy(bc[k]->r, w->r, sizeof w->r);
+            memcpy(bc[k]->tpe_err, w->tpe_err, sizeof w->tpe_err);
+        }
 
     /* the tables */
     for (k = 0; k < nc; k++) {
@@ -633,6 +697,11 @@ int main(int argc, char **argv)
                "legal and fit\n",
                b->c->name, slash ? slash + 1 : b->path, b->opt.best_tflops, b->opt.base_tflops,
                100 * b->opt.base_tflops / b->opt.best_tflops, b->opt.fitting, b->opt.grid);
+        if (b->twin >= 0)
+            printf("  the figures of %s, its twin: the same space, base and optimum, and ofat's "
+                   "tunes on seeds 1-%d came out the same to the last run (the model executor "
+                   "reads neither dialect nor launch); the rest was not run again\n",
+                   bc[b->twin]->c->name, TWIN_CHECK);
         printf("  %-7s %5s %9s %8s %10s %10s %7s %9s %8s %6s\n", "", "seeds", "share med",
                "worst", "GPU-h med", "GPU-h max", "runs", "wrong/acc", "budget", "mem!");
         for (i = 0; i < NSTRAT; i++) {
@@ -711,9 +780,12 @@ int main(int argc, char **argv)
                      100 * t.share_med);
         else
             snprintf(ttxt, sizeof ttxt, "n/a");
-        printf("  %-34s median %s (%.1f%%)  worst %s (%.1f%%)  GPU-h %s  vs random %s  vs tpe %s\n",
+        printf("  %-34s median %s (%.1f%%)  worst %s (%.1f%%)  GPU-h %s  vs random %s  vs tpe %s",
                b->c->name, o.share_med >= 0.98 ? "met" : "MISSED", 100 * o.share_med,
                o.share_worst >= 0.95 ? "met" : "MISSED", 100 * o.share_worst, gtxt, rtxt, ttxt);
+        if (b->twin >= 0)
+            printf("  (twin of %s)", bc[b->twin]->c->name);
+        printf("\n");
     }
     snprintf(timing, sizeof timing, "ofat %.1f s; random, grid and tpe %.1f s; then tpe %.1f s",
              tstrat[S_OFAT], tstrat[S_RANDOM], tstrat[S_TPE]);
