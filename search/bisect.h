@@ -74,11 +74,19 @@ typedef struct mt_bisect_params {
     int mid_max;           /* SPRT cap per midpoint (12) */
     int slots;             /* jobs at once; > 1 enables speculation (1) */
     int max_culprits;      /* culprits recorded at most, before pruning (6) */
-    mt_stats_design check; /* the consistency checks' design (ends, alpha / 5, 4 + 4 .. 16) */
+    mt_stats_design check; /* the consistency checks: alpha (ends / 5) is the error of
+                            * seeing a step that is not there, min_effect the smallest
+                            * step tested for, initial (4) the fresh runs per arm of a
+                            * verification, max_replicates (16) a stretch test's cap */
+    double resolution;     /* a stretch test's step, in run-to-run sds (1.5) */
+    double miss;           /* a stretch test's error of missing that step (0.05) */
+    double verify_resolution; /* a verification's step, in run-to-run sds (1.0) */
+    double verify_drop;    /* a verification's error of dropping that step (0.01) */
+    int verify_max;        /* fresh runs per arm of a verification at most (24) */
 } mt_bisect_params;
 
 /* Defaults above, ends = mt_stats_design_default with initial 8, step 4,
- * max 24. */
+ * max 32. */
 void mt_bisect_params_default(mt_bisect_params *p);
 
 enum mt_bisect_class {
@@ -105,8 +113,8 @@ typedef struct mt_bisect_rev {
 typedef struct mt_bisect_culprit {
     int lo, hi;        /* the culprit is one of revisions lo..hi (lo == hi: exact) */
     int parent;        /* the last revision measured before it */
-    double ms_before, ms_after;  /* medians of the pooled samples either side */
-    double effect, ci_lo, ci_hi; /* after/before - 1, 95% bootstrap interval */
+    double ms_before, ms_after;  /* medians of the runs either side (the stretches) */
+    double effect, ci_lo, ci_hi; /* ratio of geometric means - 1, 95% Welch t interval */
     int partial;       /* the step is smaller than the whole regression */
 } mt_bisect_culprit;
 
