@@ -26,10 +26,29 @@
  *     than H is a partial step (more than one change is involved): both
  *     halves are searched, each with its own references.
  *  4. Consistency.  When a bracket closes on a culprit c (its parent p),
- *     c is compared with H and p with L (group-sequential, alpha/5): a
- *     difference means another regression lies between them; that range is
- *     searched too (up to `max_culprits`), or reported when it cannot be.
- *  5. Skips.  A revision whose prepare step said skip (exit 125) or that
+ *     each side (the low reference's own revision to p, c to the high
+ *     reference's) should be one level: its strongest split between two
+ *     measured revisions, over every run already taken (mean log step time
+ *     right of it against left of it, the pooled run-to-run variance), is a
+ *     step when significant at check.alpha (Bonferroni over the splits), and
+ *     that range is searched too (up to `max_culprits`, or reported when it
+ *     cannot be).  Once the search is over, with more than one culprit each
+ *     step is verified on fresh runs of the parent and the culprit (the runs
+ *     that classified them are selected, so biased apart): Wald's SPRT of
+ *     "no step" against a step of `verify_resolution` run-to-run sds (at
+ *     least the minimum effect), keeping a step that is not there at
+ *     check.alpha and dropping one that is at `verify_drop`; a step not
+ *     kept is dropped.  Then every stretch between two culprits (and the
+ *     ends) is tested sequentially for a step of `resolution` run-to-run sds
+ *     (its strongest split, fresh runs to the two revisions either side of
+ *     it while undecided, `miss` the error of missing such a step); a
+ *     stretch with a step is searched, and the round repeats.  A hidden step
+ *     well below `resolution` sds is found only by chance.
+ *  5. The step.  Each culprit's step and 95% interval: Welch's t on the log
+ *     step times of every run of the measured revisions of the stretches
+ *     either side (one value per run: a run's per-run offset is shared by
+ *     its steps), the effect the ratio of geometric means.
+ *  6. Skips.  A revision whose prepare step said skip (exit 125) or that
  *     failed (a typed outcome: build failure, crash, OOM...) is never a
  *     midpoint again; when only such revisions remain inside a bracket the
  *     culprit is reported as a range, as git bisect does.
