@@ -29,7 +29,7 @@ void mt_bisect_params_default(mt_bisect_params *p)
     p->check.alpha = p->ends.alpha / 5;
     p->check.initial = 4;
     p->check.step = 4;
-    p->check.max_replicates = 16;
+    p->check.max_replicates = 24;
     p->resolution = 1.5;
     p->miss = 0.05;
     p->verify_resolution = 1.0;

@@ -96,7 +96,7 @@ typedef struct mt_bisect_params {
     mt_stats_design check; /* the consistency checks: alpha (ends / 5) is the error of
                             * seeing a step that is not there, min_effect the smallest
                             * step tested for, initial (4) the fresh runs per arm of a
-                            * verification, max_replicates (16) a stretch test's cap */
+                            * verification, max_replicates (24) a stretch test's cap */
     double resolution;     /* a stretch test's step, in run-to-run sds (1.5) */
     double miss;           /* a stretch test's error of missing that step (0.05) */
     double verify_resolution; /* a verification's step, in run-to-run sds (1.0) */
