@@ -748,8 +748,9 @@ static int by_lo(const void *x, const void *y)
     return (a->lo > b->lo) - (a->lo < b->lo);
 }
 
-/* All runs of the usable measured revisions of [lo, hi] (caller frees). */
-static double *range_samples(const bs *s, int lo, int hi, int *n)
+/* All runs of the usable measured revisions of [lo, hi] (caller frees;
+ * NULL when there are none, and then *oom says whether memory ran out). */
+static double *range_samples(const bs *s, int lo, int hi, int *n, int *oom)
 {
     double *v = NULL;
     int r;
@@ -763,6 +764,7 @@ static double *range_samples(const bs *s, int lo, int hi, int *n)
         if (!w) {
             free(v);
             *n = 0;
+            *oom = 1;
             return NULL;
         }
         v = w;
@@ -780,16 +782,17 @@ static double *range_samples(const bs *s, int lo, int hi, int *n)
  * of geometric means; the medians of the same runs either side. */
 static void interval(bs *s, mt_bisect_culprit *c, int lo, int top)
 {
-    int nx, ny;
-    double *x = range_samples(s, lo, c->parent, &nx), *y = range_samples(s, c->hi, top, &ny);
-    if (x && y && nx >= 2 && ny >= 2) {
+    int nx, ny, oom = 0;
+    double *x = range_samples(s, lo, c->parent, &nx, &oom);
+    double *y = range_samples(s, c->hi, top, &ny, &oom);
+    if (oom)
+        s->rc = -ENOMEM;
+    else if (x && y && nx >= 2 && ny >= 2) {
         mt_stats_median(x, (size_t)nx, &c->ms_before);
         mt_stats_median(y, (size_t)ny, &c->ms_after);
         if (mt_stats_welch_log_ci(x, (size_t)nx, y, (size_t)ny, 0.95, &c->effect, &c->ci_lo,
                                   &c->ci_hi))
             c->ci_lo = c->ci_hi = NAN;
-    } else if (!x || !y) {
-        s->rc = -ENOMEM;
     }
     free(x);
     free(y);
@@ -817,9 +820,10 @@ static void consistency(bs *s, int last)
                 done |= verified[j] == c->hi;
             if (b->n_culprits > 1 && !done) {
                 double theta = fmax(floor, p->verify_resolution * sqrt(lvar(s)));
+                /* -1: a revision became unusable: the step stays, unverified */
                 keep = verify_step(s, c->parent, b->revs[c->parent].n, c->hi, b->revs[c->hi].n,
                                    p->check.initial, theta, p->check.alpha, p->verify_drop,
-                                   p->verify_max, &d) == 1;
+                                   p->verify_max, &d) != 0;
                 if (keep && nv < (int)(sizeof verified / sizeof verified[0]))
                     verified[nv++] = c->hi;
             }
