@@ -643,9 +643,9 @@ static void record(bs *s, int a, int b, const ref *L, const ref *H, int a_differ
     if (x && y) {
         mt_stats_median(x, (size_t)nx, &c->ms_before);
         mt_stats_median(y, (size_t)ny, &c->ms_after);
-        /* the step and its 95% interval: Welch's t on the log step times of
-         * the runs either side (one value per run, the unit the per-run
-         * offset makes independent), the ratio of geometric means */
+        /* a first estimate of the step (Welch's t on log run times, as
+         * interval() computes the reported one once the stretches either
+         * side are settled by consistency()) */
         if (mt_stats_welch_log_ci(x, (size_t)nx, y, (size_t)ny, 0.95, &c->effect, &c->ci_lo,
                                   &c->ci_hi)) {
             c->effect = c->ms_after / c->ms_before - 1;
