@@ -410,6 +410,119 @@ out:
     return rc;
 }
 
+/* The regularized incomplete beta function I_x(a, b), 0 <= x <= 1, by its
+ * continued fraction (modified Lentz), on the side where it converges fast. */
+static double betacf(double a, double b, double x)
+{
+    const double tiny = 1e-300;
+    double c = 1, d = 1 - (a + b) * x / (a + 1), h;
+    int k;
+    if (fabs(d) < tiny)
+        d = tiny;
+    d = 1 / d;
+    h = d;
+    for (k = 1; k <= 400; k++) {
+        double num, del;
+        /* even step: k (b - k) x / ((a + 2k - 1)(a + 2k)) */
+        num = k * (b - k) * x / ((a + 2 * k - 1) * (a + 2 * k));
+        d = 1 + num * d;
+        c = 1 + num / c;
+        d = 1 / (fabs(d) < tiny ? tiny : d);
+        c = fabs(c) < tiny ? tiny : c;
+        h *= d * c;
+        /* odd step: -(a + k)(a + b + k) x / ((a + 2k)(a + 2k + 1)) */
+        num = -(a + k) * (a + b + k) * x / ((a + 2 * k) * (a + 2 * k + 1));
+        d = 1 + num * d;
+        c = 1 + num / c;
+        d = 1 / (fabs(d) < tiny ? tiny : d);
+        c = fabs(c) < tiny ? tiny : c;
+        del = d * c;
+        h *= del;
+        if (fabs(del - 1) < 1e-15)
+            break;
+    }
+    return h;
+}
+
+static double ibeta(double a, double b, double x)
+{
+    double front;
+    if (x <= 0)
+        return 0;
+    if (x >= 1)
+        return 1;
+    front = exp(lgamma(a + b) - lgamma(a) - lgamma(b) + a * log(x) + b * log1p(-x));
+    if (x < (a + 1) / (a + b + 2))
+        return front * betacf(a, b, x) / a;
+    return 1 - front * betacf(b, a, 1 - x) / b;
+}
+
+/* P(T <= t), Student's t with df degrees of freedom. */
+static double t_cdf(double t, double df)
+{
+    double tail = 0.5 * ibeta(df / 2, 0.5, df / (df + t * t));
+    return t > 0 ? 1 - tail : tail;
+}
+
+int mt_stats_t_quantile(double prob, double df, double *q)
+{
+    double lo = -1, hi = 1;
+    int i;
+    if (!q || !(prob > 0 && prob < 1) || !(df > 0) || !isfinite(df))
+        return -EINVAL;
+    while (t_cdf(lo, df) > prob && lo > -1e300)
+        lo *= 2;
+    while (t_cdf(hi, df) < prob && hi < 1e300)
+        hi *= 2;
+    for (i = 0; i < 300 && hi - lo > 1e-12 * fmax(1, fabs(lo)); i++) {
+        double mid = 0.5 * (lo + hi);
+        if (t_cdf(mid, df) < prob)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    *q = 0.5 * (lo + hi);
+    return 0;
+}
+
+int mt_stats_welch_log_ci(const double *x, size_t n, const double *y, size_t m, double level,
+                          double *effect, double *lo, double *hi)
+{
+    double mu = 0, mv = 0, su = 0, sv = 0, vu, vv, se, df, t, d;
+    size_t i;
+    if (!x || !y || n < 2 || m < 2 || !effect || !lo || !hi || !(level > 0 && level < 1) ||
+        !all_finite(x, n) || !all_finite(y, m))
+        return -EINVAL;
+    if (!all_positive(x, n) || !all_positive(y, m))
+        return -EDOM;
+    for (i = 0; i < n; i++)
+        mu += log(x[i]);
+    for (i = 0; i < m; i++)
+        mv += log(y[i]);
+    mu /= (double)n;
+    mv /= (double)m;
+    for (i = 0; i < n; i++)
+        su += (log(x[i]) - mu) * (log(x[i]) - mu);
+    for (i = 0; i < m; i++)
+        sv += (log(y[i]) - mv) * (log(y[i]) - mv);
+    vu = su / (double)(n - 1) / (double)n; /* the variance of each arm's mean */
+    vv = sv / (double)(m - 1) / (double)m;
+    d = mv - mu;
+    se = sqrt(vu + vv);
+    *effect = expm1(d);
+    if (!(se > 0)) {
+        *lo = *hi = *effect;
+        return 0;
+    }
+    /* Welch-Satterthwaite */
+    df = (vu + vv) * (vu + vv) / (vu * vu / (double)(n - 1) + vv * vv / (double)(m - 1));
+    if (mt_stats_t_quantile((1 + level) / 2, df, &t))
+        return -EINVAL;
+    *lo = expm1(d - t * se);
+    *hi = expm1(d + t * se);
+    return 0;
+}
+
 int mt_stats_bootstrap_ci(const double *x, size_t n, const double *y, size_t m, unsigned b,
                           double level, uint64_t seed, double *lo, double *hi)
 {

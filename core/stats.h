@@ -93,6 +93,29 @@ int mt_stats_ks2_method(const double *x, size_t n, const double *y, size_t m,
 int mt_stats_bootstrap_ci(const double *x, size_t n, const double *y, size_t m, unsigned b,
                           double level, uint64_t seed, double *lo, double *hi);
 
+/*
+ * Student's t distribution with df > 0 degrees of freedom (not necessarily
+ * an integer, as Welch's approximation gives): *q with P(T <= *q) = prob,
+ * 0 < prob < 1.  The CDF is the regularized incomplete beta function
+ * (continued fraction), inverted by bisection.  -EINVAL for a bad argument.
+ */
+int mt_stats_t_quantile(double prob, double df, double *q);
+
+/*
+ * Welch's interval for the relative change on the log scale: with one value
+ * per replicate (a run), u = log x, v = log y, the estimate is
+ * exp(mean v - mean u) - 1 (the ratio of geometric means) and [*lo, *hi] is
+ * exp(mean v - mean u -+ t se) - 1, se^2 = s_u^2 / n + s_v^2 / m, t the
+ * (1 + level)/2 quantile of Student's t with the Welch-Satterthwaite degrees
+ * of freedom.  The run is the unit (a run's per-run offset is shared by its
+ * steps, so steps are never the sample).  Exact for log-normal runs with
+ * equal spreads, Welch's approximation otherwise.  -EINVAL unless n, m >= 2,
+ * 0 < level < 1 and every value is finite; -EDOM unless every value is > 0.
+ * Both arms constant: the interval is the estimate.
+ */
+int mt_stats_welch_log_ci(const double *x, size_t n, const double *y, size_t m, double level,
+                          double *effect, double *lo, double *hi);
+
 /* ---- the verdict ----------------------------------------------------------- */
 
 typedef enum mt_stats_verdict {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #define INFRA_MAX 3 /* replicates lost to infrastructure before a revision counts as failed */
+#define SEG_MIN_RUNS 3 /* runs of each revision at a split before a stretch's test looks */
 
 void mt_bisect_params_default(mt_bisect_params *p)
 {
@@ -28,7 +29,12 @@ void mt_bisect_params_default(mt_bisect_params *p)
     p->check.alpha = p->ends.alpha / 5;
     p->check.initial = 4;
     p->check.step = 4;
-    p->check.max_replicates = 16;
+    p->check.max_replicates = 24;
+    p->resolution = 1.5;
+    p->miss = 0.05;
+    p->verify_resolution = 1.0;
+    p->verify_drop = 0.01;
+    p->verify_max = 24;
 }
 
 const char *mt_bisect_class_name(int c)
@@ -185,6 +191,197 @@ static double ssd(const double *x, int n, double m)
     for (i = 0; i < n; i++)
         t += (x[i] - m) * (x[i] - m);
     return t;
+}
+
+/* The mean of a revision's log samples from replicate `from` on (log step
+ * time: a multiplicative step is a shift there). */
+static double lmean_from(const mt_bisect_rev *r, int from)
+{
+    double t = 0;
+    int i;
+    for (i = from; i < r->n; i++)
+        t += log(r->ms[i]);
+    return r->n > from ? t / (r->n - from) : NAN;
+}
+
+/* The run-to-run variance of log step time, pooled within every measured
+ * revision (the noise is the executors', shared by all revisions). */
+static double lvar(const bs *s)
+{
+    double ss = 0;
+    long df = 0;
+    size_t k;
+    for (k = 0; k < s->b->n; k++) {
+        const mt_bisect_rev *r = &s->b->revs[k];
+        double m;
+        int i;
+        if (r->state || r->n < 2)
+            continue;
+        m = lmean_from(r, 0);
+        for (i = 0; i < r->n; i++)
+            ss += (log(r->ms[i]) - m) * (log(r->ms[i]) - m);
+        df += r->n - 1;
+    }
+    return df > 0 && ss > 0 ? ss / (double)df : 1e-12;
+}
+
+/* z with P(Z > z) = q for the standard normal (bisection on erfc). */
+static double z_upper(double q)
+{
+    double lo = 0, hi = 40;
+    int i;
+    for (i = 0; i < 200; i++) {
+        double mid = 0.5 * (lo + hi);
+        if (0.5 * erfc(mid / sqrt(2.0)) > q)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return 0.5 * (lo + hi);
+}
+
+/* The verification of a step (lo: its parent, hi: the culprit) on fresh
+ * runs only: the runs before from_lo / from_hi decided the two revisions'
+ * classes, so they are selected (biased apart).  Wald's sequential
+ * probability ratio test of "the same level" against "hi slower by theta"
+ * (log scale) on the difference of the fresh runs' means, its variance the
+ * pooled run-to-run variance over 1/n_lo + 1/n_hi; err_keep is the error of
+ * keeping a step that is not there, err_drop that of dropping one of theta.
+ * At least `minn` fresh runs per arm before the first look, then one run to
+ * the arm with fewer (both when even), up to `cap` fresh runs per arm; at
+ * the cap the step is kept only when significant (one-sided, at err_keep).
+ * 1: kept, 0: dropped, -1: a revision became unusable.  *dout: the fresh
+ * runs' log difference. */
+static int verify_step(bs *s, int lo, int from_lo, int hi, int from_hi, int minn, double theta,
+                       double err_keep, double err_drop, int cap, double *dout)
+{
+    const double A = log((1 - err_drop) / err_keep), B = log(err_drop / (1 - err_keep));
+    const mt_bisect_rev *l = &s->b->revs[lo], *h = &s->b->revs[hi];
+    for (;;) {
+        int revs[2] = {lo, hi}, need[2], nl, nh;
+        double d, v, llr;
+        need[0] = l->n - from_lo < minn ? from_lo + minn : l->n;
+        need[1] = h->n - from_hi < minn ? from_hi + minn : h->n;
+        ensure(s, revs, need, 2);
+        if (s->rc || !usable(s, lo) || !usable(s, hi))
+            return -1;
+        nl = l->n - from_lo;
+        nh = h->n - from_hi;
+        d = lmean_from(h, from_hi) - lmean_from(l, from_lo);
+        v = lvar(s) * (1.0 / nl + 1.0 / nh);
+        llr = (theta * d - 0.5 * theta * theta) / v;
+        *dout = d;
+        if (llr >= A)
+            return 1;
+        if (llr <= B)
+            return 0;
+        if (nl >= cap && nh >= cap)
+            return d / sqrt(v) > z_upper(err_keep);
+        need[0] = l->n + (nl <= nh && nl < cap);
+        need[1] = h->n + (nh <= nl && nh < cap);
+        ensure(s, revs, need, 2);
+        if (s->rc || !usable(s, lo) || !usable(s, hi))
+            return -1;
+    }
+}
+
+/* The strongest step among the measured revisions of [lo, hi] (index
+ * order): over each split between two consecutive measured revisions, the
+ * difference of the mean log step time of all runs right of it and all runs
+ * left of it, over its standard error (the pooled run-to-run variance).
+ * One-sided (right slower).  *at and *to: the revisions either side of the
+ * best split; *k: the number of splits (0 with fewer than two measured
+ * revisions); *nl, *nr: the runs either side.  Returns its z. */
+static double split(const bs *s, int lo, int hi, int *at, int *to, int *k, long *nl_out,
+                    long *nr_out)
+{
+    double tot = 0, left = 0, best = 0, var = lvar(s);
+    long n = 0, nl = 0;
+    int r, prev = -1;
+    *k = 0;
+    *at = *to = -1;
+    *nl_out = *nr_out = 0;
+    for (r = lo; r <= hi; r++) {
+        const mt_bisect_rev *x = &s->b->revs[r];
+        int i;
+        if (x->state || !x->n)
+            continue;
+        for (i = 0; i < x->n; i++)
+            tot += log(x->ms[i]);
+        n += x->n;
+    }
+    for (r = lo; r <= hi; r++) {
+        const mt_bisect_rev *x = &s->b->revs[r];
+        int i;
+        if (x->state || !x->n)
+            continue;
+        if (prev >= 0) {
+            double ml = left / nl, mr = (tot - left) / (n - nl);
+            double z = (mr - ml) / sqrt(var * (1.0 / nl + 1.0 / (n - nl)));
+            ++*k;
+            if (*at < 0 || z > best) {
+                best = z, *at = prev, *to = r;
+                *nl_out = nl, *nr_out = n - nl;
+            }
+        }
+        for (i = 0; i < x->n; i++)
+            left += log(x->ms[i]);
+        nl += x->n;
+        prev = r;
+    }
+    return *at < 0 ? 0 : best;
+}
+
+/* Is there a step in [lo, hi], a stretch that should be one level?  Wald's
+ * sequential probability ratio test on its strongest split (split()): the
+ * difference of the two sides' mean log step time is "no step" (0) against
+ * "a step of theta", its variance the pooled run-to-run variance over
+ * 1/n_left + 1/n_right (every run of every revision of each side: without a
+ * step they share a level).  The bound for a step is Bonferroni over the
+ * splits (the strongest one is chosen): err_step over their number, the
+ * error of seeing a step that is not there; err_miss is that of missing a
+ * step of theta.  Before a look, and while undecided, the two revisions
+ * either side of the split get fresh runs (at least minn each, then one more
+ * to the side with fewer runs) up to cap runs each; at the cap a step is
+ * seen only when the split is significant (one-sided, err_step over the
+ * splits).  1: a step (*at, *to either side of it), 0: none, -1: a revision
+ * became unusable. */
+static int side_test(bs *s, int lo, int hi, double theta, double err_step, double err_miss,
+                     int cap, int minn, int *at, int *to)
+{
+    for (;;) {
+        int k, revs[2], need[2];
+        long nl, nr;
+        double z = split(s, lo, hi, at, to, &k, &nl, &nr), v, d, llr;
+        if (!k)
+            return 0;
+        v = lvar(s) * (1.0 / nl + 1.0 / nr);
+        d = z * sqrt(v);
+        llr = (theta * d - 0.5 * theta * theta) / v;
+        revs[0] = *at;
+        revs[1] = *to;
+        need[0] = s->b->revs[*at].n;
+        need[1] = s->b->revs[*to].n;
+        if (need[0] < minn || need[1] < minn) {
+            need[0] = need[0] < minn ? minn : need[0];
+            need[1] = need[1] < minn ? minn : need[1];
+        } else {
+            if (llr >= log(k * (1 - err_miss) / err_step))
+                return 1;
+            if (llr <= log(err_miss / (1 - err_step)))
+                return 0;
+            if (need[0] >= cap && need[1] >= cap)
+                return z > z_upper(err_step / k);
+            /* the smaller side's revision at the split: its variance dominates */
+            if ((nl <= nr && need[0] < cap) || need[1] >= cap)
+                need[0]++;
+            else
+                need[1]++;
+        }
+        ensure(s, revs, need, 2);
+        if (s->rc || !usable(s, revs[0]) || !usable(s, revs[1]))
+            return -1;
+    }
 }
 
 /* A reference distribution: the samples of the revisions classified alike
@@ -446,35 +643,42 @@ static void record(bs *s, int a, int b, const ref *L, const ref *H, int a_differ
     if (x && y) {
         mt_stats_median(x, (size_t)nx, &c->ms_before);
         mt_stats_median(y, (size_t)ny, &c->ms_after);
-        c->effect = c->ms_after / c->ms_before - 1;
-        if (mt_stats_bootstrap_ci(x, (size_t)nx, y, (size_t)ny, 2000, 0.95,
-                                  (uint64_t)b * 7919u + 17, &c->ci_lo, &c->ci_hi))
+        /* a first estimate of the step (Welch's t on log run times, as
+         * interval() computes the reported one once the stretches either
+         * side are settled by consistency()) */
+        if (mt_stats_welch_log_ci(x, (size_t)nx, y, (size_t)ny, 0.95, &c->effect, &c->ci_lo,
+                                  &c->ci_hi)) {
+            c->effect = c->ms_after / c->ms_before - 1;
             c->ci_lo = c->ci_hi = NAN;
+        }
     }
     free(x);
     free(y);
 }
 
-/* A consistency check's answer: slower (significantly), or, when the
- * replicate cap was reached, still possibly slower by the minimum effect and
- * by half the bracket's whole step (L to H); the search of that range, and
- * the final check of each step, settle it. */
-static int differs(const bs *s, int v, const mt_stats_decision *d, int L, int H)
+static void search(bs *s, int a, int b, const ref *L0, const ref *H0);
+
+/* Another regression lies in (lo, hi]: search it with lo and hi as its
+ * references (or say so when the culprit cap stops it). */
+static void further(bs *s, int lo, int hi, const char *how)
 {
-    const mt_bisect_rev *l = &s->b->revs[L], *h = &s->b->revs[H];
-    double ml, mh, half = 0;
-    if (l->n && h->n && !mt_stats_median(l->ms, (size_t)l->n, &ml) &&
-        !mt_stats_median(h->ms, (size_t)h->n, &mh) && ml > 0)
-        half = (mh / ml - 1) / 2;
-    return v == MT_STATS_WORSE || (v == MT_STATS_UNKNOWN && d->capped &&
-                                   d->effect >= fmax(s->p->check.min_effect, half));
+    if (s->b->n_culprits < s->p->max_culprits) {
+        ref X, Y;
+        ref_one(&X, lo);
+        ref_one(&Y, hi);
+        note(s, "#%d is %s than #%d: another regression lies in #%d..#%d", how[0] == 'f' ? lo : hi,
+             how, how[0] == 'f' ? hi : lo, lo + 1, hi);
+        search(s, lo, hi, &X, &Y);
+    } else {
+        note(s, "another regression lies in #%d..#%d (not searched: culprit cap)", lo + 1, hi);
+    }
 }
 
 /* Searches bracket (a, b) with references L (low) and H (high). */
 static void search(bs *s, int a, int b, const ref *L0, const ref *H0)
 {
     ref L = *L0, H = *H0;
-    int m, cls, a_differs = 0, b_differs = 0;
+    int m, cls, a_differs, b_differs;
     while (!s->rc && (m = pick(s, a, b)) >= 0) {
         int q0 = pick(s, a, m), q1 = pick(s, m, b);
         cls = classify(s, m, &L, &H, q0, q1);
@@ -516,60 +720,140 @@ static void search(bs *s, int a, int b, const ref *L0, const ref *H0)
     }
     if (s->rc)
         return;
-    /* the bracket is closed: is the step at b the whole of L -> H?  (Against
-     * the references' own revisions: the pools may hold revisions of a
-     * level in between, misread by the SPRT.) */
+    /* the bracket is closed: is the step at b the whole of L -> H?  Each
+     * side, from the reference's own revision to the end of the bracket,
+     * should be one level; its strongest split over every run already
+     * taken (split()) is a step when significant at the checks' alpha
+     * (Bonferroni over the splits).  No runs are spent here: the stretches
+     * between the culprits are tested again, sequentially, once the search
+     * is over (consistency() in mt_bisect_run). */
     {
-        mt_stats_decision d;
-        ref X, Y;
-        if (b != H.rev[0]) {
-            ref_one(&X, b);
-            ref_one(&Y, H.rev[0]);
-            b_differs = differs(s, compare(s, &X, &Y, &s->p->check, 0, &d), &d, L.rev[0], H.rev[0]);
-        }
-        if (!s->rc && a != L.rev[0]) {
-            ref_one(&X, a);
-            ref_one(&Y, L.rev[0]);
-            a_differs = differs(s, compare(s, &Y, &X, &s->p->check, 0, &d), &d, L.rev[0], H.rev[0]);
-        }
+        int k, at, to;
+        long nl, nr;
+        double z = split(s, b, H.rev[0], &at, &to, &k, &nl, &nr);
+        b_differs = k && z > z_upper(s->p->check.alpha / k);
+        z = split(s, L.rev[0], a, &at, &to, &k, &nl, &nr);
+        a_differs = k && z > z_upper(s->p->check.alpha / k);
     }
-    if (s->rc)
-        return;
     record(s, a, b, &L, &H, a_differs, b_differs);
-    if (b_differs) {
-        int top = H.rev[0];
-        if (s->b->n_culprits < s->p->max_culprits) {
-            ref X, Y;
-            ref_one(&X, b);
-            ref_one(&Y, top);
-            note(s, "#%d is faster than #%d: another regression lies in #%d..#%d",
-                 b, top, b + 1, top);
-            search(s, b, top, &X, &Y);
-        } else {
-            note(s, "another regression lies in #%d..#%d (not searched: culprit cap)",
-                 b + 1, top);
-        }
-    }
-    if (a_differs) {
-        int bottom = L.rev[0];
-        if (s->b->n_culprits < s->p->max_culprits) {
-            ref X, Y;
-            ref_one(&X, bottom);
-            ref_one(&Y, a);
-            note(s, "#%d is slower than #%d: another regression lies in #%d..#%d",
-                 a, bottom, bottom + 1, a);
-            search(s, bottom, a, &X, &Y);
-        } else {
-            note(s, "another regression lies in #%d..#%d (not searched: culprit cap)",
-                 bottom + 1, a);
-        }
-    }
+    if (b_differs)
+        further(s, b, H.rev[0], "faster");
+    if (a_differs)
+        further(s, L.rev[0], a, "slower");
 }
 
 static int by_lo(const void *x, const void *y)
 {
     const mt_bisect_culprit *a = x, *b = y;
     return (a->lo > b->lo) - (a->lo < b->lo);
+}
+
+/* All runs of the usable measured revisions of [lo, hi] (caller frees;
+ * NULL when there are none, and then *oom says whether memory ran out). */
+static double *range_samples(const bs *s, int lo, int hi, int *n, int *oom)
+{
+    double *v = NULL;
+    int r;
+    *n = 0;
+    for (r = lo; r <= hi; r++) {
+        const mt_bisect_rev *x = &s->b->revs[r];
+        double *w;
+        if (x->state || !x->n)
+            continue;
+        w = realloc(v, (size_t)(*n + x->n) * sizeof *w);
+        if (!w) {
+            free(v);
+            *n = 0;
+            *oom = 1;
+            return NULL;
+        }
+        v = w;
+        memcpy(v + *n, x->ms, (size_t)x->n * sizeof *v);
+        *n += x->n;
+    }
+    return v;
+}
+
+/* The step of culprit c and its 95% interval, over the stretches either
+ * side that the consistency tests left as one level each ([lo, parent] and
+ * [hi, top]): Welch's t on the log step times of every run of their
+ * measured revisions (one value per run: a run's per-run offset is shared
+ * by its steps, so the run is the unit, never a step), the effect the ratio
+ * of geometric means; the medians of the same runs either side. */
+static void interval(bs *s, mt_bisect_culprit *c, int lo, int top)
+{
+    int nx, ny, oom = 0;
+    double *x = range_samples(s, lo, c->parent, &nx, &oom);
+    double *y = range_samples(s, c->hi, top, &ny, &oom);
+    if (oom)
+        s->rc = -ENOMEM;
+    else if (x && y && nx >= 2 && ny >= 2) {
+        mt_stats_median(x, (size_t)nx, &c->ms_before);
+        mt_stats_median(y, (size_t)ny, &c->ms_after);
+        if (mt_stats_welch_log_ci(x, (size_t)nx, y, (size_t)ny, 0.95, &c->effect, &c->ci_lo,
+                                  &c->ci_hi))
+            c->ci_lo = c->ci_hi = NAN;
+    }
+    free(x);
+    free(y);
+}
+
+/* Once the search is over: each culprit's step must hold on its own
+ * (verify_step() on fresh runs, when there is more than one), and every
+ * stretch between two culprits (and the ends) must be one level
+ * (side_test()); a stretch with a step is searched, and the new culprits
+ * are verified in turn, until nothing changes. */
+static void consistency(bs *s, int last)
+{
+    mt_bisect *b = s->b;
+    const mt_bisect_params *p = s->p;
+    int verified[4 * MT_BISECT_MAX_CULPRITS], nv = 0, round, i;
+    const double floor = log1p(p->check.min_effect);
+    for (round = 0; round < 4 && !s->rc; round++) {
+        int k = 0, before;
+        qsort(b->culprits, (size_t)b->n_culprits, sizeof b->culprits[0], by_lo);
+        for (i = 0; i < b->n_culprits && !s->rc; i++) {
+            mt_bisect_culprit *c = &b->culprits[i];
+            int keep = 1, j, done = 0;
+            double d = 0;
+            for (j = 0; j < nv; j++)
+                done |= verified[j] == c->hi;
+            if (b->n_culprits > 1 && !done) {
+                double theta = fmax(floor, p->verify_resolution * sqrt(lvar(s)));
+                /* -1: a revision became unusable: the step stays, unverified */
+                keep = verify_step(s, c->parent, b->revs[c->parent].n, c->hi, b->revs[c->hi].n,
+                                   p->check.initial, theta, p->check.alpha, p->verify_drop,
+                                   p->verify_max, &d) != 0;
+                if (keep && nv < (int)(sizeof verified / sizeof verified[0]))
+                    verified[nv++] = c->hi;
+            }
+            if (keep) {
+                b->culprits[k++] = *c;
+            } else {
+                b->revs[c->hi].cls = MT_BC_NONE;
+                note(s, "#%d is not slower than #%d on its own (%+.2f%% over fresh runs): "
+                        "dropped as a culprit", c->hi, c->parent, 100 * expm1(d));
+            }
+        }
+        b->n_culprits = k;
+        if (s->rc)
+            return;
+        before = b->n_culprits;
+        for (i = 0; i <= before && !s->rc && b->n_culprits < p->max_culprits; i++) {
+            int lo = i ? b->culprits[i - 1].hi : 0, hi = i < before ? b->culprits[i].parent : last;
+            int at, to;
+            double theta = fmax(floor, p->resolution * sqrt(lvar(s)));
+            if (hi > lo && side_test(s, lo, hi, theta, p->check.alpha, p->miss,
+                                     p->check.max_replicates, SEG_MIN_RUNS, &at, &to) == 1)
+                further(s, lo, hi, "slower");
+        }
+        if (b->n_culprits == before)
+            break;
+    }
+    qsort(b->culprits, (size_t)b->n_culprits, sizeof b->culprits[0], by_lo);
+    for (i = 0; i < b->n_culprits && !s->rc; i++)
+        interval(s, &b->culprits[i], i ? b->culprits[i - 1].hi : 0,
+                 i + 1 < b->n_culprits ? b->culprits[i + 1].parent : last);
 }
 
 int mt_bisect_run(mt_bisect *b, size_t n, const mt_bisect_params *p, mt_bisect_run_fn fn,
@@ -580,7 +864,9 @@ int mt_bisect_run(mt_bisect *b, size_t n, const mt_bisect_params *p, mt_bisect_r
     memset(b, 0, sizeof *b);
     if (n < 2 || n > 1000000 || !fn || !p || mt_stats_design_check(&p->ends) || !(p->eps > 0) ||
         p->eps >= 0.5 || p->mid_initial < 1 || p->mid_max < p->mid_initial || p->slots < 1 ||
-        p->max_culprits < 1 || mt_stats_design_check(&p->check))
+        p->max_culprits < 1 || mt_stats_design_check(&p->check) || !(p->resolution > 0) ||
+        !(p->miss > 0 && p->miss < 0.5) || !(p->verify_resolution > 0) ||
+        !(p->verify_drop > 0 && p->verify_drop < 0.5) || p->verify_max < p->check.initial)
         return -EINVAL;
     b->n = n;
     b->revs = calloc(n, sizeof *b->revs);
@@ -639,29 +925,11 @@ int mt_bisect_run(mt_bisect *b, size_t n, const mt_bisect_params *p, mt_bisect_r
         snprintf(b->why, sizeof b->why, "the runner failed");
         return s.rc == -ENOMEM ? -ENOMEM : 0;
     }
-    qsort(b->culprits, (size_t)b->n_culprits, sizeof b->culprits[0], by_lo);
-    /* with more than one culprit, each step must hold on its own: the
-     * parent against the culprit (kept when slower, or when the cap left a
-     * step of the minimum effect unresolved) */
-    if (b->n_culprits > 1) {
-        int i, k = 0;
-        for (i = 0; i < b->n_culprits && !s.rc; i++) {
-            mt_bisect_culprit *c = &b->culprits[i];
-            mt_stats_decision d;
-            ref X, Y;
-            ref_one(&X, c->parent);
-            ref_one(&Y, c->hi);
-            int v = compare(&s, &X, &Y, &p->check, 0, &d);
-            if (v == MT_STATS_WORSE || (v == MT_STATS_UNKNOWN && d.effect >= p->check.min_effect)) {
-                b->culprits[k++] = *c;
-            } else {
-                b->revs[c->hi].cls = MT_BC_NONE;
-                note(&s, "#%d is not slower than #%d on its own (%+.2f%%, %s): "
-                         "dropped as a culprit", c->hi, c->parent, 100 * d.effect,
-                     mt_stats_verdict_name(d.verdict));
-            }
-        }
-        b->n_culprits = k;
+    consistency(&s, last);
+    if (s.rc) {
+        b->outcome = MT_BISECT_ERROR;
+        snprintf(b->why, sizeof b->why, "the runner failed");
+        return s.rc == -ENOMEM ? -ENOMEM : 0;
     }
     b->outcome = MT_BISECT_FOUND;
     snprintf(b->why, sizeof b->why, "%d regression%s found in %ld runs", b->n_culprits,

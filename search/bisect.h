@@ -26,10 +26,29 @@
  *     than H is a partial step (more than one change is involved): both
  *     halves are searched, each with its own references.
  *  4. Consistency.  When a bracket closes on a culprit c (its parent p),
- *     c is compared with H and p with L (group-sequential, alpha/5): a
- *     difference means another regression lies between them; that range is
- *     searched too (up to `max_culprits`), or reported when it cannot be.
- *  5. Skips.  A revision whose prepare step said skip (exit 125) or that
+ *     each side (the low reference's own revision to p, c to the high
+ *     reference's) should be one level: its strongest split between two
+ *     measured revisions, over every run already taken (mean log step time
+ *     right of it against left of it, the pooled run-to-run variance), is a
+ *     step when significant at check.alpha (Bonferroni over the splits), and
+ *     that range is searched too (up to `max_culprits`, or reported when it
+ *     cannot be).  Once the search is over, with more than one culprit each
+ *     step is verified on fresh runs of the parent and the culprit (the runs
+ *     that classified them are selected, so biased apart): Wald's SPRT of
+ *     "no step" against a step of `verify_resolution` run-to-run sds (at
+ *     least the minimum effect), keeping a step that is not there at
+ *     check.alpha and dropping one that is at `verify_drop`; a step not
+ *     kept is dropped.  Then every stretch between two culprits (and the
+ *     ends) is tested sequentially for a step of `resolution` run-to-run sds
+ *     (its strongest split, fresh runs to the two revisions either side of
+ *     it while undecided, `miss` the error of missing such a step); a
+ *     stretch with a step is searched, and the round repeats.  A hidden step
+ *     well below `resolution` sds is found only by chance.
+ *  5. The step.  Each culprit's step and 95% interval: Welch's t on the log
+ *     step times of every run of the measured revisions of the stretches
+ *     either side (one value per run: a run's per-run offset is shared by
+ *     its steps), the effect the ratio of geometric means.
+ *  6. Skips.  A revision whose prepare step said skip (exit 125) or that
  *     failed (a typed outcome: build failure, crash, OOM...) is never a
  *     midpoint again; when only such revisions remain inside a bracket the
  *     culprit is reported as a range, as git bisect does.
@@ -74,11 +93,19 @@ typedef struct mt_bisect_params {
     int mid_max;           /* SPRT cap per midpoint (12) */
     int slots;             /* jobs at once; > 1 enables speculation (1) */
     int max_culprits;      /* culprits recorded at most, before pruning (6) */
-    mt_stats_design check; /* the consistency checks' design (ends, alpha / 5, 4 + 4 .. 16) */
+    mt_stats_design check; /* the consistency checks: alpha (ends / 5) is the error of
+                            * seeing a step that is not there, min_effect the smallest
+                            * step tested for, initial (4) the fresh runs per arm of a
+                            * verification, max_replicates (24) a stretch test's cap */
+    double resolution;     /* a stretch test's step, in run-to-run sds (1.5) */
+    double miss;           /* a stretch test's error of missing that step (0.05) */
+    double verify_resolution; /* a verification's step, in run-to-run sds (1.0) */
+    double verify_drop;    /* a verification's error of dropping that step (0.01) */
+    int verify_max;        /* fresh runs per arm of a verification at most (24) */
 } mt_bisect_params;
 
 /* Defaults above, ends = mt_stats_design_default with initial 8, step 4,
- * max 24. */
+ * max 32. */
 void mt_bisect_params_default(mt_bisect_params *p);
 
 enum mt_bisect_class {
@@ -105,8 +132,8 @@ typedef struct mt_bisect_rev {
 typedef struct mt_bisect_culprit {
     int lo, hi;        /* the culprit is one of revisions lo..hi (lo == hi: exact) */
     int parent;        /* the last revision measured before it */
-    double ms_before, ms_after;  /* medians of the pooled samples either side */
-    double effect, ci_lo, ci_hi; /* after/before - 1, 95% bootstrap interval */
+    double ms_before, ms_after;  /* medians of the runs either side (the stretches) */
+    double effect, ci_lo, ci_hi; /* ratio of geometric means - 1, 95% Welch t interval */
     int partial;       /* the step is smaller than the whole regression */
 } mt_bisect_culprit;
 

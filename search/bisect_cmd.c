@@ -469,6 +469,12 @@ static cJSON *bisect_json(const eng *e, const mt_bisect_opts *o, const revlist *
     cJSON_AddNumberToObject(x, "midpoint_initial", p->mid_initial);
     cJSON_AddNumberToObject(x, "midpoint_max", p->mid_max);
     cJSON_AddNumberToObject(x, "check_alpha", p->check.alpha);
+    cJSON_AddNumberToObject(x, "stretch_resolution_sd", p->resolution);
+    cJSON_AddNumberToObject(x, "stretch_miss", p->miss);
+    cJSON_AddNumberToObject(x, "verify_resolution_sd", p->verify_resolution);
+    cJSON_AddNumberToObject(x, "verify_drop", p->verify_drop);
+    cJSON_AddNumberToObject(x, "verify_max", p->verify_max);
+    cJSON_AddStringToObject(x, "interval", "welch_t_log_runs");
     cJSON_AddNumberToObject(x, "slots", p->slots);
     return root;
 }

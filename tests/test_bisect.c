@@ -286,6 +286,41 @@ START_TEST(two_regressions_are_both_found)
 }
 END_TEST
 
+START_TEST(two_regressions_at_run_noise)
+{
+    /* 1.5% per run and two 3% steps, the first midpoint (31) between them:
+     * the SPRT puts it on one side, the closed bracket's split test or the
+     * stretch test after the search finds the other step, each culprit is
+     * verified on fresh runs, and each interval (Welch t on log run times)
+     * holds 3% */
+    static const int at[][2] = {{12, 40}, {20, 45}, {5, 33}, {28, 36}};
+    size_t k;
+    for (k = 0; k < sizeof at / sizeof at[0]; k++) {
+        world w;
+        mt_bisect b;
+        mt_bisect_params p;
+        int i;
+        mt_bisect_params_default(&p);
+        world_init(&w, 31 + k, 15, at[k][0], at[k][1], 0.03);
+        ck_assert_int_eq(mt_bisect_run(&b, N, &p, runner, &w), 0);
+        ck_assert_int_eq(b.outcome, MT_BISECT_FOUND);
+        ck_assert_msg(b.n_culprits == 2 && b.culprits[0].hi == at[k][0] &&
+                          b.culprits[1].hi == at[k][1] && b.culprits[0].lo == at[k][0] &&
+                          b.culprits[1].lo == at[k][1],
+                      "%d and %d: %d culprits, first %d", at[k][0], at[k][1], b.n_culprits,
+                      b.n_culprits ? b.culprits[0].hi : -1);
+        for (i = 0; i < 2; i++)
+            ck_assert_msg(b.culprits[i].ci_lo < 0.03 && 0.03 < b.culprits[i].ci_hi &&
+                              b.culprits[i].ci_lo < b.culprits[i].effect &&
+                              b.culprits[i].effect < b.culprits[i].ci_hi,
+                          "culprit %d: %.4f in %.4f .. %.4f", b.culprits[i].hi,
+                          b.culprits[i].effect, b.culprits[i].ci_lo, b.culprits[i].ci_hi);
+        ck_assert_int_eq(b.runs, w.jobs);
+        mt_bisect_free(&b);
+    }
+}
+END_TEST
+
 START_TEST(bad_parameters_are_refused)
 {
     world w;
@@ -302,6 +337,15 @@ START_TEST(bad_parameters_are_refused)
     ck_assert_int_eq(mt_bisect_run(&b, N, &p, runner, &w), -EINVAL);
     mt_bisect_params_default(&p);
     p.ends.initial = 1;
+    ck_assert_int_eq(mt_bisect_run(&b, N, &p, runner, &w), -EINVAL);
+    mt_bisect_params_default(&p);
+    p.resolution = 0;
+    ck_assert_int_eq(mt_bisect_run(&b, N, &p, runner, &w), -EINVAL);
+    mt_bisect_params_default(&p);
+    p.miss = 0.5;
+    ck_assert_int_eq(mt_bisect_run(&b, N, &p, runner, &w), -EINVAL);
+    mt_bisect_params_default(&p);
+    p.verify_max = p.check.initial - 1;
     ck_assert_int_eq(mt_bisect_run(&b, N, &p, runner, &w), -EINVAL);
     ck_assert_int_eq(w.jobs, 0);
 }
@@ -462,6 +506,7 @@ static Suite *suite(void)
     tcase_add_test(t, an_end_that_cannot_be_measured);
     tcase_add_test(t, a_failing_runner_stops_the_bisection);
     tcase_add_test(t, two_regressions_are_both_found);
+    tcase_add_test(t, two_regressions_at_run_noise);
     tcase_add_test(t, bad_parameters_are_refused);
     tcase_add_test(t, speculation_measures_the_next_midpoints_alongside);
     suite_add_tcase(s, t);

@@ -295,6 +295,77 @@ START_TEST(bootstrap_is_seeded)
 }
 END_TEST
 
+/* Student's t quantiles against the printed tables (and the normal limit). */
+START_TEST(t_quantile_matches_tables)
+{
+    static const struct {
+        double p, df, q;
+    } t[] = {{0.975, 1, 12.7062}, {0.975, 2, 4.3027}, {0.975, 5, 2.5706}, {0.975, 10, 2.2281},
+             {0.975, 30, 2.0423}, {0.995, 3, 5.8409}, {0.95, 8, 1.8595}, {0.025, 5, -2.5706},
+             {0.975, 1e6, 1.9600}};
+    size_t i;
+    double q;
+    for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+        ck_assert_int_eq(mt_stats_t_quantile(t[i].p, t[i].df, &q), 0);
+        ck_assert_msg(fabs(q - t[i].q) < 6e-5, "t(%g, %g) = %.6f, want %.4f", t[i].p, t[i].df, q,
+                      t[i].q);
+    }
+    ck_assert_int_eq(mt_stats_t_quantile(0.5, 4.5, &q), 0);
+    ck_assert_double_lt(fabs(q), 1e-6);
+    ck_assert_int_eq(mt_stats_t_quantile(0, 3, &q), -EINVAL);
+    ck_assert_int_eq(mt_stats_t_quantile(0.9, 0, &q), -EINVAL);
+}
+END_TEST
+
+/* Welch's log-scale interval: a hand-worked case, the refusals, and its
+ * coverage over log-normal arms of unequal spread and size (seeded). */
+START_TEST(welch_log_ci_is_welch_and_covers)
+{
+    static const double x[] = {1.0, 1.1, 0.9, 1.05}, y[] = {1.2, 1.3, 1.1}, c[] = {2, 2};
+    double e, lo, hi, u = 0, v = 0, su = 0, sv = 0, se, df, t;
+    int i, rep, covered = 0;
+    uint64_t st = 12345;
+    for (i = 0; i < 4; i++)
+        u += log(x[i]) / 4;
+    for (i = 0; i < 3; i++)
+        v += log(y[i]) / 3;
+    for (i = 0; i < 4; i++)
+        su += (log(x[i]) - u) * (log(x[i]) - u) / 3 / 4;
+    for (i = 0; i < 3; i++)
+        sv += (log(y[i]) - v) * (log(y[i]) - v) / 2 / 3;
+    se = sqrt(su + sv);
+    df = (su + sv) * (su + sv) / (su * su / 3 + sv * sv / 2);
+    ck_assert_int_eq(mt_stats_t_quantile(0.975, df, &t), 0);
+    ck_assert_int_eq(mt_stats_welch_log_ci(x, 4, y, 3, 0.95, &e, &lo, &hi), 0);
+    ck_assert_double_eq_tol(e, exp(v - u) - 1, 1e-12);
+    ck_assert_double_eq_tol(lo, exp(v - u - t * se) - 1, 1e-12);
+    ck_assert_double_eq_tol(hi, exp(v - u + t * se) - 1, 1e-12);
+    ck_assert_double_eq_tol(e, 0.185677, 1e-6);
+    ck_assert_int_eq(mt_stats_welch_log_ci(x, 1, y, 3, 0.95, &e, &lo, &hi), -EINVAL);
+    ck_assert_int_eq(mt_stats_welch_log_ci(x, 4, y, 3, 1.0, &e, &lo, &hi), -EINVAL);
+    ck_assert_int_eq(mt_stats_welch_log_ci(c, 2, c, 2, 0.95, &e, &lo, &hi), 0);
+    ck_assert_double_eq(lo, 0);
+    ck_assert_double_eq(hi, 0);
+    {
+        static const double neg[] = {1, -1};
+        ck_assert_int_eq(mt_stats_welch_log_ci(neg, 2, y, 3, 0.95, &e, &lo, &hi), -EDOM);
+    }
+    /* 4000 log-normal pairs: 6 runs of sd 1%, 11 of sd 2.5%, a true 3% step */
+    for (rep = 0; rep < 4000; rep++) {
+        double a[6], b[11];
+        sim_noise nz;
+        sim_noise_init(&nz, st, (uint64_t)rep, 0, 0, 0, 0);
+        for (i = 0; i < 6; i++)
+            a[i] = exp(0.01 * sim_noise_gauss(&nz));
+        for (i = 0; i < 11; i++)
+            b[i] = 1.03 * exp(0.025 * sim_noise_gauss(&nz));
+        ck_assert_int_eq(mt_stats_welch_log_ci(a, 6, b, 11, 0.95, &e, &lo, &hi), 0);
+        covered += lo <= 0.03 && 0.03 <= hi;
+    }
+    ck_assert_msg(covered >= 0.94 * 4000 && covered <= 0.96 * 4000, "covered %d of 4000", covered);
+}
+END_TEST
+
 /* ---- design and verdict ---------------------------------------------------- */
 
 START_TEST(design_spends_alpha_exactly)
@@ -540,6 +611,8 @@ int main(void)
     tcase_add_test(tc, bad_input_is_refused);
     tcase_add_test(tc, bootstrap_matches_exact_distribution);
     tcase_add_test(tc, bootstrap_is_seeded);
+    tcase_add_test(tc, t_quantile_matches_tables);
+    tcase_add_test(tc, welch_log_ci_is_welch_and_covers);
     tcase_add_test(tc, design_spends_alpha_exactly);
     tcase_add_test(tc, verdicts_follow_the_rule);
     tcase_set_timeout(tc, 60);
