@@ -514,8 +514,13 @@ int mt_stats_welch_log_ci(const double *x, size_t n, const double *y, size_t m, 
         *lo = *hi = *effect;
         return 0;
     }
-    /* Welch-Satterthwaite */
-    df = (vu + vv) * (vu + vv) / (vu * vu / (double)(n - 1) + vv * vv / (double)(m - 1));
+    /* Hsu's conservative degrees of freedom, min(n, m) - 1, not
+     * Welch-Satterthwaite's: never below the nominal level for any ratio of
+     * the spreads (normal runs), where Welch-Satterthwaite's is approximate;
+     * a bisection's runs either side were chosen by sequential tests, which
+     * pushes them apart a little, and at 95% the Satterthwaite interval held
+     * the true step in 94.6% of bench_bisect's 400-trial run */
+    df = (double)((n < m ? n : m) - 1);
     if (mt_stats_t_quantile((1 + level) / 2, df, &t))
         return -EINVAL;
     *lo = expm1(d - t * se);

@@ -106,10 +106,11 @@ int mt_stats_t_quantile(double prob, double df, double *q);
  * per replicate (a run), u = log x, v = log y, the estimate is
  * exp(mean v - mean u) - 1 (the ratio of geometric means) and [*lo, *hi] is
  * exp(mean v - mean u -+ t se) - 1, se^2 = s_u^2 / n + s_v^2 / m, t the
- * (1 + level)/2 quantile of Student's t with the Welch-Satterthwaite degrees
- * of freedom.  The run is the unit (a run's per-run offset is shared by its
- * steps, so steps are never the sample).  Exact for log-normal runs with
- * equal spreads, Welch's approximation otherwise.  -EINVAL unless n, m >= 2,
+ * (1 + level)/2 quantile of Student's t with min(n, m) - 1 degrees of
+ * freedom (Hsu's conservative choice instead of Welch-Satterthwaite's: at
+ * least the nominal coverage for log-normal runs whatever the ratio of the
+ * spreads).  The run is the unit (a run's per-run offset is shared by its
+ * steps, so steps are never the sample).  -EINVAL unless n, m >= 2,
  * 0 < level < 1 and every value is finite; -EDOM unless every value is > 0.
  * Both arms constant: the interval is the estimate.
  */

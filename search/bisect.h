@@ -47,7 +47,8 @@
  *  5. The step.  Each culprit's step and 95% interval: Welch's t on the log
  *     step times of every run of the measured revisions of the stretches
  *     either side (one value per run: a run's per-run offset is shared by
- *     its steps), the effect the ratio of geometric means.
+ *     its steps; Hsu's min(n, m) - 1 degrees of freedom), the effect the
+ *     ratio of geometric means.
  *  6. Skips.  A revision whose prepare step said skip (exit 125) or that
  *     failed (a typed outcome: build failure, crash, OOM...) is never a
  *     midpoint again; when only such revisions remain inside a bracket the

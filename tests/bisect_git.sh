@@ -198,9 +198,8 @@ done
   --dir "$T/b9" "${PREP[@]}" --workers tcp://127.0.0.1:$PORT --keys "$T/keys" --worker-wait 30 \
   --quiet >"$T/outw" 2>"$T/errw"
 rc=$?
-[ "$rc" = 0 ] || { cat "$T/errw" "$T/w1.log"; }
-(exit $rc)
-rc=$?
+# a failed bisection may leave its workers waiting: the check fails, not hangs
+[ "$rc" = 0 ] || { cat "$T/errw" "$T/w1.log"; kill $(jobs -p) 2>/dev/null; }
 wait
 check "workers: exit 0" [ "$rc" = 0 ]
 check "workers: the same culprit and samples as the local executor" \
@@ -353,7 +352,7 @@ sed 's|^\( *\)container_image = "nvcr.io#nvidia/nemo:{rev}";|&\n\1container_moun
 printf '25.05\n25.06\n25.07\n25.08\n' >"$T/tags4"
 : >"$T/srun.argv"
 PATH="$T/pyxis:$PATH" "$MOETUNE" bisect "$T/container-mounts.cfg" --revs "$T/tags4" --good 25.05 \
-  --bad 25.08 --prepare 'touch {work}/prepared-{rev}' --dir "$T/b15" --quiet >/dev/null 2>"$T/err9i"
+  --bad 25.08 --prepare 'touch {work}/prepared-{rev}' --dir "$T/b16" --quiet >/dev/null 2>"$T/err9i"
 rc=$?
 check "container mounts: {work} is each revision's own prepared work directory, absolute" \
   python3 -c "
@@ -384,10 +383,12 @@ SIM=$(cd "$(dirname "$MOETUNE")" && pwd)/moetune-sim
 PATH="$T/pyxis:$PATH" "$MOETUNE" worker --connect tcp://127.0.0.1:$PORT --name cw --dir "$T/wd-cw" \
   --allow "$SIM" --launchers local,srun --key "$T/cwkeys/cw" --server-key "$T/ckeys/coordinator.pub" \
   >"$T/cw.log" 2>&1 &
+CW=$!
 "$MOETUNE" bisect "$CCONTRACT" --revs "$T/tags" --good 24.11 --bad 25.11 --dir "$T/b15" \
   --workers tcp://127.0.0.1:$PORT --keys "$T/ckeys" --worker-wait 30 --quiet >"$T/out9w" 2>"$T/err9w"
 rc=$?
-[ "$rc" = 0 ] || { tail -5 "$T/err9w" "$T/cw.log"; }
+# a failed bisection may leave the worker waiting: the check fails, not hangs
+[ "$rc" = 0 ] || { tail -5 "$T/err9w" "$T/cw.log"; kill $CW 2>/dev/null; }
 wait
 check "container tags, worker: exit 0, the same culprit and samples as locally" \
   [ "$rc:$(json "$T/b15/bisect.json" "([c['revision'] for c in j['culprits']], [x['samples_ms'] for x in j['measured']])")" = \

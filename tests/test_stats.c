@@ -317,8 +317,9 @@ START_TEST(t_quantile_matches_tables)
 }
 END_TEST
 
-/* Welch's log-scale interval: a hand-worked case, the refusals, and its
- * coverage over log-normal arms of unequal spread and size (seeded). */
+/* Welch's log-scale interval with Hsu's min(n, m) - 1 degrees of freedom: a
+ * hand-worked case, the refusals, and its coverage over log-normal arms of
+ * unequal spread and size (seeded): at least nominal, not much more. */
 START_TEST(welch_log_ci_is_welch_and_covers)
 {
     static const double x[] = {1.0, 1.1, 0.9, 1.05}, y[] = {1.2, 1.3, 1.1}, c[] = {2, 2};
@@ -334,7 +335,7 @@ START_TEST(welch_log_ci_is_welch_and_covers)
     for (i = 0; i < 3; i++)
         sv += (log(y[i]) - v) * (log(y[i]) - v) / 2 / 3;
     se = sqrt(su + sv);
-    df = (su + sv) * (su + sv) / (su * su / 3 + sv * sv / 2);
+    df = 2; /* min(4, 3) - 1 */
     ck_assert_int_eq(mt_stats_t_quantile(0.975, df, &t), 0);
     ck_assert_int_eq(mt_stats_welch_log_ci(x, 4, y, 3, 0.95, &e, &lo, &hi), 0);
     ck_assert_double_eq_tol(e, exp(v - u) - 1, 1e-12);
@@ -362,7 +363,8 @@ START_TEST(welch_log_ci_is_welch_and_covers)
         ck_assert_int_eq(mt_stats_welch_log_ci(a, 6, b, 11, 0.95, &e, &lo, &hi), 0);
         covered += lo <= 0.03 && 0.03 <= hi;
     }
-    ck_assert_msg(covered >= 0.94 * 4000 && covered <= 0.96 * 4000, "covered %d of 4000", covered);
+    /* 3918 (97.9%): conservative at df 5 where Satterthwaite's is about 13 */
+    ck_assert_msg(covered >= 0.945 * 4000 && covered <= 0.985 * 4000, "covered %d of 4000", covered);
 }
 END_TEST
 

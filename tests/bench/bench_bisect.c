@@ -288,7 +288,7 @@ int main(int argc, char **argv)
                100 * step, 100.0 * two.ok / two.trials, (double)two.runs / two.trials);
         printf("  moetune, two %.0f%% regressions: each found or inside a range a note names in "
                "%.2f%%\n", 100 * step, 100.0 * twor.ok / twor.trials);
-        printf("  moetune, culprit interval (95%%, Welch t on log run times): holds the true %.0f%% "
+        printf("  moetune, culprit interval (95%%, Welch t on log run times, Hsu df): holds the true %.0f%% "
                "step in %.2f%% of %ld exact finds, mean width %.2f%%; two regressions: %.2f%% of "
                "%ld exact steps, mean width %.2f%%\n",
                100 * step, cov.trials ? 100.0 * cov.ok / cov.trials : 0, cov.trials,
