@@ -425,27 +425,34 @@ static void ref_stats(const bs *s, const ref *r, double *m, double *ss, int *df)
     *m = n ? t / n : NAN;
 }
 
+/* Appends revision x's samples to *v (*n of them so far).  0, or -1 out of
+ * memory (then *v is freed and *n is 0). */
+static int append_samples(double **v, int *n, const mt_bisect_rev *x)
+{
+    double *w;
+    if (!x->n)
+        return 0;
+    if (!(w = realloc(*v, (size_t)(*n + x->n) * sizeof *w))) {
+        free(*v);
+        *v = NULL;
+        *n = 0;
+        return -1;
+    }
+    memcpy(w + *n, x->ms, (size_t)x->n * sizeof *w);
+    *v = w;
+    *n += x->n;
+    return 0;
+}
+
 /* All samples of a reference, in one array (caller frees; NULL when none). */
 static double *ref_samples(const bs *s, const ref *r, int *n)
 {
     double *v = NULL;
     int i;
     *n = 0;
-    for (i = 0; i < r->n; i++) {
-        const mt_bisect_rev *x = &s->b->revs[r->rev[i]];
-        double *w;
-        if (!x->n)
-            continue;
-        w = realloc(v, (size_t)(*n + x->n) * sizeof *w);
-        if (!w) {
-            free(v);
-            *n = 0;
+    for (i = 0; i < r->n; i++)
+        if (append_samples(&v, n, &s->b->revs[r->rev[i]]))
             return NULL;
-        }
-        v = w;
-        memcpy(v + *n, x->ms, (size_t)x->n * sizeof *v);
-        *n += x->n;
-    }
     return v;
 }
 
@@ -755,22 +762,11 @@ static double *range_samples(const bs *s, int lo, int hi, int *n, int *oom)
     double *v = NULL;
     int r;
     *n = 0;
-    for (r = lo; r <= hi; r++) {
-        const mt_bisect_rev *x = &s->b->revs[r];
-        double *w;
-        if (x->state || !x->n)
-            continue;
-        w = realloc(v, (size_t)(*n + x->n) * sizeof *w);
-        if (!w) {
-            free(v);
-            *n = 0;
+    for (r = lo; r <= hi; r++)
+        if (!s->b->revs[r].state && append_samples(&v, n, &s->b->revs[r])) {
             *oom = 1;
             return NULL;
         }
-        v = w;
-        memcpy(v + *n, x->ms, (size_t)x->n * sizeof *v);
-        *n += x->n;
-    }
     return v;
 }
 
