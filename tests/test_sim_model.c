@@ -207,6 +207,9 @@ int main(void)
     tcase_add_test(tc, noise_statistics);
     tcase_add_test(tc, noise_seeding);
     tcase_add_test(tc, memory_and_microbatch);
+    /* the refits take about 1 s here, several under the sanitizers with
+     * other tests beside them: past Check's default 4 s */
+    tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
     sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);
