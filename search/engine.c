@@ -884,7 +884,7 @@ static int fp_differs(const cJSON *a, const cJSON *b, char *why, size_t n)
 }
 
 /* A fingerprint's node list as "a,b" into buf ("" when none is known). */
-static const char *fp_nodes(const cJSON *fp, char *buf, size_t n)
+const char *eng_fp_nodes(const cJSON *fp, char *buf, size_t n)
 {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(fp, "hosts"), *x;
     size_t len = 0;
@@ -960,7 +960,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                  * host: its first control run's, once that is known */
                 q[j].group = in->rep_base > 0 ? in->rep_base : seq;
                 q[j].host = fp_host(fp_ref);
-                q[j].nodes = fp_nodes(fp_ref, nodes, sizeof nodes)[0] ? nodes : NULL;
+                q[j].nodes = eng_fp_nodes(fp_ref, nodes, sizeof nodes)[0] ? nodes : NULL;
                 q[j].rep = base + i, q[j++].phase = in->phase;
             }
         }

@@ -32,6 +32,11 @@ typedef struct jobreq {
                             (once known): under srun the step's --nodelist */
 } jobreq;
 
+/* A run fingerprint's node list as "a,b" into buf (n bytes): "" when none
+ * is known, or a name is empty, holds more than [A-Za-z0-9._-] (what a
+ * job's nodelist may carry) or does not fit.  Returns buf. */
+const char *eng_fp_nodes(const cJSON *fp, char *buf, size_t n);
+
 typedef struct eng {
     mt_registry *reg;
     mt_contract *c;

@@ -268,29 +268,13 @@ static void learn_nodes(eng *e, const char *key, const cJSON *memo)
 {
     zx *z = e->zx;
     int j = job_index(z, key, -1);
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(memo, "fingerprint"), "hosts");
-    const cJSON *x;
     struct zpin *pin;
     char buf[MT_PROTO_HOSTS_MAX + 1];
-    size_t len = 0;
     if (!strcmp(e->c->launcher, "local") || j < 0 || z->jobs[j].q->group <= 0 ||
-        !(pin = pin_of(z, z->jobs[j].q->group)) || pin->nodes || !cJSON_IsArray(h) ||
-        !cJSON_GetArraySize(h))
+        !(pin = pin_of(z, z->jobs[j].q->group)) || pin->nodes ||
+        !eng_fp_nodes(cJSON_GetObjectItemCaseSensitive(memo, "fingerprint"), buf,
+                      sizeof buf)[0])
         return;
-    cJSON_ArrayForEach(x, h) {
-        const char *s = cJSON_GetStringValue(x);
-        size_t k = s ? strlen(s) : 0, i;
-        if (!k || len + k + 1 > MT_PROTO_HOSTS_MAX)
-            return;
-        for (i = 0; i < k; i++) /* what a job's nodelist may carry (PROTOCOL.md) */
-            if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
-                return;
-        if (len)
-            buf[len++] = ',';
-        memcpy(buf + len, s, k + 1);
-        len += k;
-    }
     pin->nodes = strdup(buf);
 }
 
