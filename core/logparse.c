@@ -28,6 +28,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -821,14 +822,49 @@ static int key_starts(const char *k, size_t n, const char *lit)
     return n >= m && !memcmp(k, lit, m);
 }
 
+/* The fields of an iteration line moetune reads, by key: exact, or a
+ * prefix where the key carries its unit ("elapsed time per iteration (ms)").
+ * "number of nan iterations" closes the line; "decoupled learning rate" is
+ * known and not kept (without it, it would not be a loss either). */
+enum { IT_INT, IT_DOUBLE, IT_IGNORED };
+typedef struct it_key {
+    const char *key;
+    int prefix;
+    int type;
+    size_t offset;
+    uint32_t bit;
+    int closes;
+} it_key;
+#define IT_(key, prefix, type, field, bit, closes)                                                \
+    {key, prefix, type, offsetof(mt_iteration, field), bit, closes}
+static const it_key it_keys[] = {
+    IT_("consumed samples", 0, IT_INT, consumed_samples, MT_IT_CONSUMED, 0),
+    IT_("skipped samples", 0, IT_INT, skipped_samples, MT_IT_SKIPPED_SAMPLES, 0),
+    IT_("elapsed time per iteration", 1, IT_DOUBLE, elapsed_ms, MT_IT_ELAPSED, 0),
+    IT_("energy per GPU", 1, IT_DOUBLE, energy, MT_IT_ENERGY, 0),
+    IT_("throughput per GPU", 1, IT_DOUBLE, tflops, MT_IT_TFLOPS, 0),
+    IT_("power per GPU", 1, IT_DOUBLE, power, MT_IT_POWER, 0),
+    IT_("params norm", 0, IT_DOUBLE, params_norm, MT_IT_PARAMS_NORM, 0),
+    IT_("learning rate", 0, IT_DOUBLE, lr, MT_IT_LR, 0),
+    IT_("loss scale", 0, IT_DOUBLE, loss_scale, MT_IT_LOSS_SCALE, 0),
+    IT_("global batch size", 0, IT_INT, global_batch, MT_IT_GBS, 0),
+    IT_("grad norm", 0, IT_DOUBLE, grad_norm, MT_IT_GRAD_NORM, 0),
+    /* an int now, "0.0" on older stacks */
+    IT_("num zeros", 0, IT_DOUBLE, num_zeros, MT_IT_NUM_ZEROS, 0),
+    IT_("number of skipped iterations", 0, IT_INT, skipped, MT_IT_SKIPPED, 0),
+    IT_("number of nan iterations", 0, IT_INT, nan_count, MT_IT_NAN, 1),
+    IT_("max attention logit", 0, IT_DOUBLE, max_attention_logit, MT_IT_MAX_LOGIT, 0),
+    IT_("decoupled learning rate", 0, IT_IGNORED, lr, 0, 0),
+};
+#undef IT_
+
 /* One "key: value" field of an iteration line; 1 when it was the closing
  * "number of nan iterations" field. */
 static int iteration_field(mt_logparse *p, mt_iteration *it, const char *f, const char *fe)
 {
     const char *colon = NULL, *q, *k, *ke, *v;
-    size_t kn;
+    size_t kn, ki;
     double d;
-    int64_t i;
     f = skip_spaces(f, fe);
     fe = trim_end(f, fe);
     for (q = fe; q > f; q--)
@@ -844,108 +880,24 @@ static int iteration_field(mt_logparse *p, mt_iteration *it, const char *f, cons
     v = skip_spaces(colon + 1, fe);
     if (!kn || v >= fe)
         return 0;
-#define DBL(field, bit)                                                                            \
-    do {                                                                                           \
-        if (parse_double(&v, fe, &d) == 0 && v == fe) {                                            \
-            it->field = d;                                                                         \
-            it->has |= (bit);                                                                      \
-        }                                                                                          \
-    } while (0)
-#define INT(field, bit)                                                                            \
-    do {                                                                                           \
-        if (parse_i64(&v, fe, &i) == 0 && v == fe) {                                               \
-            it->field = i;                                                                         \
-            it->has |= (bit);                                                                      \
-        }                                                                                          \
-    } while (0)
-    switch (k[0]) {
-    case 'c':
-        if (key_is(k, kn, "consumed samples")) {
-            INT(consumed_samples, MT_IT_CONSUMED);
-            return 0;
+    for (ki = 0; ki < sizeof it_keys / sizeof it_keys[0]; ki++) {
+        const it_key *x = &it_keys[ki];
+        if (x->key[0] != k[0] || !(x->prefix ? key_starts(k, kn, x->key) : key_is(k, kn, x->key)))
+            continue;
+        if (x->type == IT_INT) {
+            int64_t n;
+            if (parse_i64(&v, fe, &n) == 0 && v == fe) {
+                *(int64_t *)((char *)it + x->offset) = n;
+                it->has |= x->bit;
+            }
+        } else if (x->type == IT_DOUBLE) {
+            if (parse_double(&v, fe, &d) == 0 && v == fe) {
+                *(double *)((char *)it + x->offset) = d;
+                it->has |= x->bit;
+            }
         }
-        break;
-    case 's':
-        if (key_is(k, kn, "skipped samples")) {
-            INT(skipped_samples, MT_IT_SKIPPED_SAMPLES);
-            return 0;
-        }
-        break;
-    case 'e':
-        if (key_starts(k, kn, "elapsed time per iteration")) {
-            DBL(elapsed_ms, MT_IT_ELAPSED);
-            return 0;
-        }
-        if (key_starts(k, kn, "energy per GPU")) {
-            DBL(energy, MT_IT_ENERGY);
-            return 0;
-        }
-        break;
-    case 't':
-        if (key_starts(k, kn, "throughput per GPU")) {
-            DBL(tflops, MT_IT_TFLOPS);
-            return 0;
-        }
-        break;
-    case 'p':
-        if (key_starts(k, kn, "power per GPU")) {
-            DBL(power, MT_IT_POWER);
-            return 0;
-        }
-        if (key_is(k, kn, "params norm")) {
-            DBL(params_norm, MT_IT_PARAMS_NORM);
-            return 0;
-        }
-        break;
-    case 'l':
-        if (key_is(k, kn, "learning rate")) {
-            DBL(lr, MT_IT_LR);
-            return 0;
-        }
-        if (key_is(k, kn, "loss scale")) {
-            DBL(loss_scale, MT_IT_LOSS_SCALE);
-            return 0;
-        }
-        break;
-    case 'g':
-        if (key_is(k, kn, "global batch size")) {
-            INT(global_batch, MT_IT_GBS);
-            return 0;
-        }
-        if (key_is(k, kn, "grad norm")) {
-            DBL(grad_norm, MT_IT_GRAD_NORM);
-            return 0;
-        }
-        break;
-    case 'n':
-        if (key_is(k, kn, "num zeros")) {
-            DBL(num_zeros, MT_IT_NUM_ZEROS); /* an int now, "0.0" on older stacks */
-            return 0;
-        }
-        if (key_is(k, kn, "number of skipped iterations")) {
-            INT(skipped, MT_IT_SKIPPED);
-            return 0;
-        }
-        if (key_is(k, kn, "number of nan iterations")) {
-            INT(nan_count, MT_IT_NAN);
-            return 1;
-        }
-        break;
-    case 'm':
-        if (key_is(k, kn, "max attention logit")) {
-            DBL(max_attention_logit, MT_IT_MAX_LOGIT);
-            return 0;
-        }
-        break;
-    case 'd':
-        if (key_is(k, kn, "decoupled learning rate"))
-            return 0;
-        break;
-    default:
-        break;
+        return x->closes;
     }
-#undef DBL
-#undef INT
     /* every other key with "loss" in it is a loss Megatron averaged over the
      * interval (lm loss, load_balancing_loss, z_loss, mtp_1 loss, ...) */
     if (kn >= 4 && memmem(k, kn, "loss", 4) && parse_double(&v, fe, &d) == 0 && v == fe) {
@@ -1657,165 +1609,196 @@ static double capture_seconds(const char *p, const char *e)
     return parse_double(&q, e, &v) == 0 ? v : NAN;
 }
 
-/* Word w at s (a word start) of line [t, e). */
-static void match_word(lp_match *m, const char *t, const char *s, const char *e)
-{
-#define AT(lit) STARTS(s, e, lit)
-    switch (*s) {
-    case 'O':
-        if (AT("OutOfMemoryError"))
-            consider(m, MT_LOGEV_OOM);
-        break;
-    case 'o':
-        /* "CUDA error: out of memory"; a warning that mentions memory is not an OOM */
-        if (AT("out of memory") && s - t >= 7 && !memcmp(s - 7, "error: ", 7))
-            consider(m, MT_LOGEV_OOM);
-        break;
-    case 'C':
-        if (AT("CUDA out of memory"))
-            consider(m, MT_LOGEV_OOM);
-        else if (AT("Capture CUDA graph for training")) {
-            consider(m, MT_LOGEV_CAPTURE);
-            if (m->capture_pri < 1)
-                m->capture_pri = 1;
-        } else if (AT("Creating ")) {
-            const char *q = s + 9;
-            int64_t n;
-            if (parse_i64(&q, e, &n) == 0 && STARTS(q, e, " CUDA graphs")) {
-                consider(m, MT_LOGEV_CAPTURE);
-                if (m->capture_pri < 2) {
-                    m->capture_pri = 2;
-                    m->value = (double)n;
-                }
-            }
-        }
-        break;
-    case 'S':
-        if (AT("Start CUDA Graphs capture")) {
-            consider(m, MT_LOGEV_CAPTURE);
-            if (m->capture_pri < 0)
-                m->capture_pri = 0;
-        } else if (AT("Segmentation fault") || AT("SIGSEGV") || AT("SIGABRT") || AT("SIGBUS") ||
-                   AT("SIGILL") || AT("SIGFPE")) {
-            consider(m, MT_LOGEV_CRASH);
-        }
-        break;
-    case 'T':
-        if (AT("Time spent in CUDA Graphs capture")) {
-            consider(m, MT_LOGEV_CAPTURE);
-            if (m->capture_pri < 3) {
-                m->capture_pri = 3;
-                m->value = capture_seconds(s, e);
-            }
-        } else if (AT("Traceback (most recent call last)")) {
-            consider(m, MT_LOGEV_TRACEBACK);
-        }
-        break;
-    case 'D':
-        if (AT("DistBackendError"))
-            consider(m, MT_LOGEV_NCCL_ERROR);
-        break;
-    case 'N':
-        if (AT("NCCL WARN")) {
-            /* NCCL's InfiniBand transport failing is the fabric, not NCCL */
-            if (line_ib(m, t, e))
-                consider(m, MT_LOGEV_INFRA);
-            else
-                consider(m, MT_LOGEV_NCCL_ERROR);
-        } else if (AT("NCCL error") || AT("NCCL communicator was aborted")) {
-            consider(m, MT_LOGEV_NCCL_ERROR);
-        } else if (AT("NODE FAILURE") || AT("NODE_FAIL") || AT("Node failure")) {
-            consider(m, MT_LOGEV_INFRA);
-        }
-        break;
-    case 'n':
-        if (AT("nccl") && e - s > 5 && s[4] >= 'A' && s[4] <= 'Z') {
-            const char *q = s + 4;
-            while (q < e && is_alpha((unsigned char)*q))
-                q++;
-            if ((q - s >= 9 && !memcmp(q - 5, "Error", 5)) ||
-                (q - s == 16 && !memcmp(s, "ncclInvalidUsage", 16)) ||
-                (q - s == 19 && !memcmp(s, "ncclInvalidArgument", 19)))
-                consider(m, MT_LOGEV_NCCL_ERROR);
-        } else if (AT("node lost") || AT("node failure")) {
-            consider(m, MT_LOGEV_INFRA);
-        } else if (AT("no CUDA GPU is visible")) {
-            /* moetune-cuda-moe on a node without a usable GPU: the node's fault */
-            consider(m, MT_LOGEV_INFRA);
-        }
-        break;
-    case 'X':
-        if (AT("Xid") && (e - s == 3 || s[3] == ' ' || s[3] == ':' || s[3] == '('))
-            consider(m, MT_LOGEV_INFRA);
-        break;
+/* ---- the words of an event line ----
+ * Each entry: a word's literal text, and either the event it is (consider
+ * it) or what to do when it stands at a word start (act: a capture with its
+ * priority, a word that counts only in context).  The first entry whose
+ * text matches decides; the entries of one first letter keep their order. */
+typedef void (*word_act)(lp_match *m, const char *t, const char *s, const char *e);
 
-    case 'f':
-        if (AT("found NaN") || AT("found Inf") || AT("found nan") || AT("found inf"))
-            consider(m, MT_LOGEV_NAN);
-        else if (AT("fallen off the bus"))
-            consider(m, MT_LOGEV_INFRA);
-        else if (AT("falling back to"))
-            consider(m, MT_LOGEV_FALLBACK);
-        break;
-    case 'F':
-        if (AT("Falling back to"))
-            consider(m, MT_LOGEV_FALLBACK);
-        else if (AT("Fatal Python error"))
-            consider(m, MT_LOGEV_CRASH);
-        break;
-    case 'U':
-        if (AT("Unexpected result nan") || AT("Unexpected result inf"))
-            consider(m, MT_LOGEV_NAN);
-        break;
-    case 'W':
-    case 'w':
-        if (STARTS(s + 1, e, "atchdog")) {
-            const char *w = s + 8, *we = e - w > 48 ? w + 48 : e;
-            if (FIND(w, we, "caught") || FIND(w, we, "terminated") || FIND(w, we, "stuck") ||
-                FIND(w, we, "timed out") || FIND(w, we, "timeout"))
-                consider(m, MT_LOGEV_WATCHDOG);
-        }
-        break;
-    case 'I':
-        if (AT("ImportError"))
-            consider(m, MT_LOGEV_IMPORT_ERROR);
-        else if (AT("IBV_WC_"))
-            consider(m, MT_LOGEV_INFRA);
-        break;
-    case 'M':
-        if (AT("ModuleNotFoundError"))
-            consider(m, MT_LOGEV_IMPORT_ERROR);
-        break;
-    case 'i':
-        if (AT("ibv_") && line_failure(m, t, e))
-            consider(m, MT_LOGEV_INFRA);
-        break;
-    case 't':
-        if (AT("transport retry counter exceeded"))
-            consider(m, MT_LOGEV_INFRA);
-        else if (AT("too few GPUs visible")) /* moetune-cuda-moe: this node cannot host the EP */
-            consider(m, MT_LOGEV_INFRA);
-        break;
-    case 'u':
-        if (AT("uncorrectable ECC"))
-            consider(m, MT_LOGEV_INFRA);
-        break;
-    case 'c':
-        if (AT("core dumped"))
-            consider(m, MT_LOGEV_CRASH);
-        break;
-    default:
-        break;
+static void capture_at(lp_match *m, int pri, double value)
+{
+    consider(m, MT_LOGEV_CAPTURE);
+    if (m->capture_pri < pri) {
+        m->capture_pri = pri;
+        if (pri >= 2)
+            m->value = value;
     }
-#undef AT
 }
 
-/* First bytes that can begin a word match_word knows. */
-static const unsigned char candidate[256] = {
-    ['O'] = 1, ['o'] = 1, ['C'] = 1, ['S'] = 1, ['T'] = 1, ['D'] = 1, ['N'] = 1,
-    ['n'] = 1, ['X'] = 1, ['f'] = 1, ['F'] = 1, ['U'] = 1, ['W'] = 1, ['w'] = 1,
-    ['I'] = 1, ['M'] = 1, ['i'] = 1, ['t'] = 1, ['u'] = 1, ['c'] = 1,
+/* "CUDA error: out of memory"; a warning that mentions memory is not an OOM */
+static void act_out_of_memory(lp_match *m, const char *t, const char *s, const char *e)
+{
+    (void)e;
+    if (s - t >= 7 && !memcmp(s - 7, "error: ", 7))
+        consider(m, MT_LOGEV_OOM);
+}
+
+static void act_capture_training(lp_match *m, const char *t, const char *s, const char *e)
+{
+    (void)t, (void)s, (void)e;
+    capture_at(m, 1, NAN);
+}
+
+static void act_creating(lp_match *m, const char *t, const char *s, const char *e)
+{
+    const char *q = s + 9;
+    int64_t n;
+    (void)t;
+    if (parse_i64(&q, e, &n) == 0 && STARTS(q, e, " CUDA graphs"))
+        capture_at(m, 2, (double)n);
+}
+
+static void act_capture_start(lp_match *m, const char *t, const char *s, const char *e)
+{
+    (void)t, (void)s, (void)e;
+    capture_at(m, 0, NAN);
+}
+
+static void act_capture_time(lp_match *m, const char *t, const char *s, const char *e)
+{
+    (void)t;
+    /* the seconds only once a line: reading them scans to its end */
+    capture_at(m, 3, m->capture_pri < 3 ? capture_seconds(s, e) : NAN);
+}
+
+/* NCCL's InfiniBand transport failing is the fabric, not NCCL */
+static void act_nccl_warn(lp_match *m, const char *t, const char *s, const char *e)
+{
+    (void)s;
+    consider(m, line_ib(m, t, e) ? MT_LOGEV_INFRA : MT_LOGEV_NCCL_ERROR);
+}
+
+/* ncclSystemError, ncclInternalError, ncclInvalidUsage, ... */
+static void act_nccl_code(lp_match *m, const char *t, const char *s, const char *e)
+{
+    const char *q = s + 4;
+    (void)t;
+    if (!(e - s > 5 && s[4] >= 'A' && s[4] <= 'Z'))
+        return;
+    while (q < e && is_alpha((unsigned char)*q))
+        q++;
+    if ((q - s >= 9 && !memcmp(q - 5, "Error", 5)) ||
+        (q - s == 16 && !memcmp(s, "ncclInvalidUsage", 16)) ||
+        (q - s == 19 && !memcmp(s, "ncclInvalidArgument", 19)))
+        consider(m, MT_LOGEV_NCCL_ERROR);
+}
+
+/* "Xid" as a word of its own: a GPU's error report */
+static void act_xid(lp_match *m, const char *t, const char *s, const char *e)
+{
+    (void)t;
+    if (e - s == 3 || s[3] == ' ' || s[3] == ':' || s[3] == '(')
+        consider(m, MT_LOGEV_INFRA);
+}
+
+static void act_watchdog(lp_match *m, const char *t, const char *s, const char *e)
+{
+    const char *w = s + 8, *we = e - w > 48 ? w + 48 : e;
+    (void)t;
+    if (FIND(w, we, "caught") || FIND(w, we, "terminated") || FIND(w, we, "stuck") ||
+        FIND(w, we, "timed out") || FIND(w, we, "timeout"))
+        consider(m, MT_LOGEV_WATCHDOG);
+}
+
+static void act_ibv(lp_match *m, const char *t, const char *s, const char *e)
+{
+    (void)s;
+    if (line_failure(m, t, e))
+        consider(m, MT_LOGEV_INFRA);
+}
+
+typedef struct log_word {
+    const char *text;
+    size_t len;
+    int kind;     /* MT_LOGEV_*, when act is NULL */
+    word_act act;
+} log_word;
+#define W_(text, kind) {text, sizeof(text) - 1, kind, NULL}
+#define A_(text, act) {text, sizeof(text) - 1, -1, act}
+static const log_word log_words[] = {
+    W_("OutOfMemoryError", MT_LOGEV_OOM),
+    A_("out of memory", act_out_of_memory),
+    W_("CUDA out of memory", MT_LOGEV_OOM),
+    A_("Capture CUDA graph for training", act_capture_training),
+    A_("Creating ", act_creating),
+    A_("Start CUDA Graphs capture", act_capture_start),
+    W_("Segmentation fault", MT_LOGEV_CRASH),
+    W_("SIGSEGV", MT_LOGEV_CRASH),
+    W_("SIGABRT", MT_LOGEV_CRASH),
+    W_("SIGBUS", MT_LOGEV_CRASH),
+    W_("SIGILL", MT_LOGEV_CRASH),
+    W_("SIGFPE", MT_LOGEV_CRASH),
+    A_("Time spent in CUDA Graphs capture", act_capture_time),
+    W_("Traceback (most recent call last)", MT_LOGEV_TRACEBACK),
+    W_("DistBackendError", MT_LOGEV_NCCL_ERROR),
+    A_("NCCL WARN", act_nccl_warn),
+    W_("NCCL error", MT_LOGEV_NCCL_ERROR),
+    W_("NCCL communicator was aborted", MT_LOGEV_NCCL_ERROR),
+    W_("NODE FAILURE", MT_LOGEV_INFRA),
+    W_("NODE_FAIL", MT_LOGEV_INFRA),
+    W_("Node failure", MT_LOGEV_INFRA),
+    A_("nccl", act_nccl_code),
+    W_("node lost", MT_LOGEV_INFRA),
+    W_("node failure", MT_LOGEV_INFRA),
+    /* moetune-cuda-moe on a node without a usable GPU: the node's fault */
+    W_("no CUDA GPU is visible", MT_LOGEV_INFRA),
+    A_("Xid", act_xid),
+    W_("found NaN", MT_LOGEV_NAN),
+    W_("found Inf", MT_LOGEV_NAN),
+    W_("found nan", MT_LOGEV_NAN),
+    W_("found inf", MT_LOGEV_NAN),
+    W_("fallen off the bus", MT_LOGEV_INFRA),
+    W_("falling back to", MT_LOGEV_FALLBACK),
+    W_("Falling back to", MT_LOGEV_FALLBACK),
+    W_("Fatal Python error", MT_LOGEV_CRASH),
+    W_("Unexpected result nan", MT_LOGEV_NAN),
+    W_("Unexpected result inf", MT_LOGEV_NAN),
+    A_("Watchdog", act_watchdog),
+    A_("watchdog", act_watchdog),
+    W_("ImportError", MT_LOGEV_IMPORT_ERROR),
+    W_("IBV_WC_", MT_LOGEV_INFRA),
+    W_("ModuleNotFoundError", MT_LOGEV_IMPORT_ERROR),
+    A_("ibv_", act_ibv),
+    W_("transport retry counter exceeded", MT_LOGEV_INFRA),
+    /* moetune-cuda-moe: this node cannot host the EP */
+    W_("too few GPUs visible", MT_LOGEV_INFRA),
+    W_("uncorrectable ECC", MT_LOGEV_INFRA),
+    W_("core dumped", MT_LOGEV_CRASH),
 };
+#undef W_
+#undef A_
+
+/* For each byte, 1 + the index of the first log_words entry it begins
+ * (0: no word begins with it), built once. */
+static unsigned char word_first[256];
+static pthread_once_t word_first_once = PTHREAD_ONCE_INIT;
+
+static void word_first_build(void)
+{
+    size_t i = sizeof log_words / sizeof log_words[0];
+    while (i-- > 0)
+        word_first[(unsigned char)log_words[i].text[0]] = (unsigned char)(i + 1);
+}
+
+/* The word at s (a word start) of line [t, e). */
+static void match_word(lp_match *m, const char *t, const char *s, const char *e)
+{
+    size_t i = word_first[(unsigned char)*s];
+    for (i = i ? i - 1 : sizeof log_words / sizeof log_words[0];
+         i < sizeof log_words / sizeof log_words[0]; i++) {
+        const log_word *w = &log_words[i];
+        if (w->text[0] != *s)
+            continue;
+        if (!starts(s, e, w->text, w->len))
+            continue;
+        if (w->act)
+            w->act(m, t, s, e);
+        else
+            consider(m, w->kind);
+        return;
+    }
+}
 
 /* "SomeError: ..." / "pkg.mod.SomeException: ..." at the start of a line. */
 static int exception_line(const char *t, const char *e)
@@ -1833,6 +1816,7 @@ static void event_line(mt_logparse *p, int rank, uint64_t line, const char *t, c
     lp_match m = {-1, -1, NAN, -1, -1};
     const char *s;
     int ctrl = 0;
+    pthread_once(&word_first_once, word_first_build);
     for (s = t; s < e; s++) {
         unsigned char c = (unsigned char)*s;
         if (c < 0x20 || c == 0x7f) {
@@ -1840,7 +1824,7 @@ static void event_line(mt_logparse *p, int rank, uint64_t line, const char *t, c
                 ctrl = 1;
             continue;
         }
-        if (!candidate[c] || (s > t && is_word((unsigned char)s[-1])))
+        if (!word_first[c] || (s > t && is_word((unsigned char)s[-1])))
             continue;
         match_word(&m, t, s, e);
     }

@@ -1011,10 +1011,10 @@ mt_trace *mt_trace_parse(const char *text, size_t len, const char *label, mt_dia
     return trace__load(&r, label ? label : "(trace)", d);
 }
 
-mt_trace *mt_trace_open(const char *path, mt_diag *d)
+mt_trace *mt__trace_json_open(const char *path, mt_diag *d)
 {
     trace__reader r;
-    unsigned char magic[16] = {0};
+    unsigned char magic[2] = {0};
     size_t got;
     mt_trace *t;
     memset(&r, 0, sizeof r);
@@ -1023,10 +1023,6 @@ mt_trace *mt_trace_open(const char *path, mt_diag *d)
         return NULL;
     }
     got = fread(magic, 1, sizeof magic, r.f);
-    if (got == sizeof magic && !memcmp(magic, "SQLite format 3", 16)) {
-        fclose(r.f);
-        return mt__trace_nsys_open(path, d);
-    }
     if (got >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
         fclose(r.f);
         r.f = NULL;

@@ -1,6 +1,7 @@
 /*
  * trace_int.h - the trace's internals, shared by the readers (trace.c for
- * Chrome/Kineto JSON, trace_nsys.c for Nsight Systems SQLite exports).
+ * Chrome/Kineto JSON, trace_nsys.c for Nsight Systems SQLite exports) and
+ * by trace_open.c above both, which tells a file's format and picks one.
  * Not part of any public interface.
  */
 #ifndef MT_TRACE_INT_H
@@ -66,5 +67,9 @@ int mt__trace_check_streams(const mt_trace *t, const char *label, mt_diag *d);
 /* Reads an Nsight Systems SQLite export (trace_nsys.c).  NULL with one
  * entry in d on any problem. */
 mt_trace *mt__trace_nsys_open(const char *path, mt_diag *d);
+
+/* Reads a Chrome/Kineto JSON trace, plain or gzip (trace.c).  NULL with
+ * entries in d on any problem. */
+mt_trace *mt__trace_json_open(const char *path, mt_diag *d);
 
 #endif

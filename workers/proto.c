@@ -18,16 +18,6 @@
 
 /* ---- errors ------------------------------------------------------------------------ */
 
-int mt_proto_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    va_list ap;
-    if (err && errlen) {
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 #define fail mt_proto_fail
 
 /* Up to 40 bytes of untrusted data, printable: quotes, backslashes and

@@ -30,7 +30,9 @@
 #include "store.h"
 
 #include <cjson/cJSON.h>
+#include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #define MT_PROTO_VERSION 1
 #define MT_PROTO_TAG "moetune/1"
@@ -139,9 +141,20 @@ int mt_proto_send(void *socket, const void *identity, size_t idlen, int command,
 int mt_proto_recv(void *socket, int router, mt_proto_msg *out, char *err, size_t errlen);
 
 /* Formats one error line into err (when given) and returns rc: the one
- * error helper of proto.c, result_json.c and keys.c. */
-int mt_proto_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+ * error helper of proto.c, result_json.c and keys.c (here, so that none of
+ * them calls another for it). */
+static inline int mt_proto_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+static inline int mt_proto_fail(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    va_list ap;
+    if (err && errlen) {
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
 
 /* ---- typed views of a decoded message ----------------------------------------- */
 /* Each get returns 0 and fills *out with strings borrowed from m->body, or

@@ -5,6 +5,7 @@
  */
 #include "sim.h"
 
+#include "dialect.h"
 #include "hardware.h"
 #include "kv.h"
 #include "sha256.h"
@@ -12,6 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A Megatron-LM version name as its flag table spells it ("core_v0.15.0"),
+ * or NULL when no table has it. */
+const char *sim_megatron_version(const char *name)
+{
+    const mt_mlm_dialect *d = mt_dialect_find(name && *name ? name : "main");
+    return d ? mt_dialect_name(d) : NULL;
+}
 
 enum ftype { T_INT, T_BOOL, T_DOUBLE, T_STR, T_ENUM, T_BITS };
 

@@ -1868,12 +1868,6 @@ static int te_code(const char *te)
     return maj * 100 + min;
 }
 
-const char *sim_megatron_version(const char *name)
-{
-    const mt_mlm_dialect *d = mt_dialect_find(name && *name ? name : "main");
-    return d ? mt_dialect_name(d) : NULL;
-}
-
 static void chk_init(chk *k, const sim_stack *st, const mt_kv *ns, sim_verdict *v)
 {
     memset(k, 0, sizeof *k);
