@@ -9,33 +9,8 @@
  * start-up and runtime violations, the pipeline layout expansion) are in
  * moetune/kit.h, which this includes; what is here only plugins use.
  *
- * Evidence keys read by verify() (written by the log parser and the trace
- * analyser of the host; absent when unknown):
- *   args.<name>              value from the Megatron arguments dump
- *   log.dispatcher_fallback  the "... Falling back to alltoall." line
- *   log.import_error         an ImportError line naming DeepEP / HybridEP
- *   log.cuda_graph_capture   a capture line (TE, local or full iteration)
- *   log.world                the "using world size: ..." line
- *   log.oom, log.nan         the out-of-memory / NaN line, when the run had one
- *   log.nccl_error           an NCCL error line
- *   log.infra, log.watchdog  a lost node / Xid / IB line; a collective watchdog line
- *   env.<NAME>               an environment variable the run was launched with
- *   launch.<key>             a launcher setting the run was launched with
- *   trace.available          "true" when a profiled run was analysed
- *   trace.fp8_gemm           count of FP8 GEMM kernels
- *   trace.mxfp8_gemm         count of MXFP8 (block-scaled) GEMM kernels
- *   trace.nvfp4_gemm         count of NVFP4 GEMM kernels
- *   trace.deepep_kernels     count of DeepEP dispatch/combine kernels
- *   trace.hybridep_kernels   count of HybridEP dispatch/combine kernels
- *   trace.alltoall_kernels   count of NCCL all-to-all / send-recv kernels
- *   trace.graph_launches     count of CUDA graph launches
- *   trace.kernel_launches    count of individual kernel launches (runtime API)
- *   trace.comm_hidden_fraction  hidden / all communication time (unions)
- *   trace.steps              steps the trace marks (ProfilerStep#N ranges)
- *   trace.graph_steps        ... of which hold a graph launch
- *   trace.graph_first_step, trace.graph_last_step  the first and last of those
- *   trace.launches_per_graph_step, trace.launches_per_eager_step
- *                            kernel launches per step with / without graphs
+ * The evidence keys verify() reads, with their meaning, are listed in
+ * moetune/plugin.h (above mt_ctx_v1).
  */
 #ifndef MOETUNE_PLUGINKIT_H
 #define MOETUNE_PLUGINKIT_H
