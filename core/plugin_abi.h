@@ -36,9 +36,9 @@ typedef int (*mt_plugin_adapt_fn)(const void *sym, const char *path, mt_plugin_d
                                   const mt_plugin_desc **desc, mt_diag *d);
 
 typedef struct mt_plugin_abi {
-    uint32_t version;          /* the ABI version (MT_PLUGIN_ABI_VERSION of its header) */
-    const char *symbol;        /* the descriptor symbol ("moetune_plugin_v1") */
-    mt_plugin_adapt_fn adapt;  /* core/plugin_v<version>.c */
+    uint32_t version;         /* the ABI version (MT_PLUGIN_ABI_VERSION of its header) */
+    const char *symbol;       /* the descriptor symbol ("moetune_plugin_v1") */
+    mt_plugin_adapt_fn adapt; /* core/plugin_v<version>.c */
 } mt_plugin_abi;
 
 /* core/plugin_v1.c */
