@@ -1,6 +1,6 @@
 #include "derive.h"
 
-#include "../plugins/pluginkit.h"
+#include <moetune/kit.h>
 
 #include <stdio.h>
 #include <stdlib.h>

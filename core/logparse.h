@@ -292,7 +292,8 @@ const char *mt_logevent_kind_name(mt_logevent_kind kind);
 
 const mt_logparse_counts *mt_logparse_counts_get(const mt_logparse *p);
 
-/* Adds the evidence keys the plugins' verify() reads (plugins/pluginkit.h):
+/* Adds the evidence keys the plugins' verify() reads (abi/moetune/plugin.h
+ * lists them all, with the trace's):
  *   args.<name>              every entry of the arguments dump (or Bridge's
  *                            configuration block), as printed except that an
  *                            enum is its member name ("AttnBackend.auto",

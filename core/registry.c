@@ -2,6 +2,7 @@
 
 #include "callguard.h"
 #include "dialect.h"
+#include "plugin_abi.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -56,6 +57,14 @@ static const mt_knob_v1 core_knobs[] = {
     CK("seed", MT_TYPE_INT, "1234"),
 };
 #define N_CORE (sizeof core_knobs / sizeof core_knobs[0])
+
+/* The descriptor symbols this host loads, newest first, each with the
+ * adapter that turns it into the internal form (core/plugin_abi.h).  A new
+ * ABI version is one more line here, at the top, and one adapter file. */
+static const mt_plugin_abi abis[] = {
+    {1, MT_PLUGIN_SYMBOL_V1, mt_plugin_adapt_v1},
+};
+#define N_ABIS (sizeof abis / sizeof abis[0])
 
 typedef struct ext_entry {
     const char *knob;
@@ -242,10 +251,12 @@ static int resolve_file(const char *path, char abs[PATH_MAX], mt_diag *d)
 int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
 {
     mt_plugin *p;
-    const mt_plugin_v1 *desc;
+    const mt_plugin_desc *desc = NULL;
+    mt_plugin_desc converted;
+    const void *sym = NULL;
     void *h;
     uint32_t k;
-    size_t i;
+    size_t i, v;
     int rc;
     char abs[PATH_MAX];
 
@@ -265,29 +276,25 @@ int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
         mt_diag_add(d, path, 0, NULL, "cannot load plugin: %s", e ? e : "dlopen failed");
         return -ENOEXEC;
     }
-    desc = dlsym(h, MT_PLUGIN_SYMBOL_V1);
-    if (!desc) {
+    for (v = 0; v < N_ABIS && !(sym = dlsym(h, abis[v].symbol)); v++)
+        ;
+    if (!sym) {
+        char tried[256];
+        size_t off = 0;
+        for (v = 0; v < N_ABIS && off < sizeof tried; v++)
+            off += (size_t)snprintf(tried + off, sizeof tried - off, "%s%s", v ? " or " : "",
+                                    abis[v].symbol);
         mt_diag_add(d, path, 0, NULL,
                     "missing symbol %s: not a moetune plugin, or the descriptor is not exported "
                     "(declare it MT_PLUGIN_EXPORT)",
-                    MT_PLUGIN_SYMBOL_V1);
+                    tried);
         dlclose(h);
         return -ENOENT;
     }
-    if (desc->abi_version != MT_PLUGIN_ABI_VERSION) {
-        mt_diag_add(d, path, 0, NULL,
-                    "ABI version mismatch: expected %d, found %u; rebuild the plugin against "
-                    "this moetune's moetune/plugin.h",
-                    MT_PLUGIN_ABI_VERSION, desc->abi_version);
+    rc = abis[v].adapt(sym, path, &converted, &desc, d);
+    if (rc) {
         dlclose(h);
-        return -EPROTO;
-    }
-    if (desc->struct_size < offsetof(mt_plugin_v1, verify) + sizeof desc->verify) {
-        mt_diag_add(d, path, 0, NULL,
-                    "descriptor too small: struct_size %u, version 1 needs at least %zu",
-                    desc->struct_size, offsetof(mt_plugin_v1, verify) + sizeof desc->verify);
-        dlclose(h);
-        return -EPROTO;
+        return rc;
     }
     if (!valid_name(desc->name)) {
         mt_diag_add(d, path, 0, NULL, "invalid plugin name \"%s\": use [a-z0-9_-]+",
@@ -372,6 +379,11 @@ int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
     }
     p->path = strdup(abs);
     p->origin = r->origin ? r->origin : "file";
+    p->abi_version = abis[v].version;
+    if (desc == &converted) {
+        p->converted = converted;
+        desc = &p->converted;
+    }
     p->desc = desc;
     p->handle = h;
     r->plugins[r->n++] = p;

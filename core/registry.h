@@ -2,8 +2,9 @@
  * registry.h - the plugin loader and the knob universe.
  *
  * Built-in plugins and third-party ones go through exactly the same path:
- * dlopen(RTLD_NOW | RTLD_LOCAL), the versioned descriptor symbol, ABI and size
- * checks, knob ownership, extensions, init.  A plugin that fails any step is
+ * dlopen(RTLD_NOW | RTLD_LOCAL), the versioned descriptor symbols newest
+ * first, that version's adapter (ABI and size checks, translation into the
+ * internal form: core/plugin_abi.h), knob ownership, extensions, init.  A plugin that fails any step is
  * reported (file named) and left out; the others go on.
  *
  * The registry also owns the core's base knobs (model shape, sequence, GBS,
@@ -14,6 +15,7 @@
 
 #include "diag.h"
 #include "kv.h"
+#include "plugin_abi.h"
 #include "sink.h"
 
 #include <moetune/plugin.h>
@@ -22,7 +24,11 @@ typedef struct mt_plugin {
     char *path;         /* the absolute file it was opened from */
     const char *origin; /* how it was found: "built-in", "MOETUNE_PLUGIN_PATH",
                            "launch.plugin_path", or "file" (a direct load) */
-    const mt_plugin_v1 *desc;
+    uint32_t abi_version; /* the ABI version it was loaded through (its symbol's) */
+    const mt_plugin_desc *desc; /* the internal form: the exported descriptor, or
+                                   converted when an older version's adapter
+                                   translated it */
+    mt_plugin_desc converted;
     void *handle;
     void *state;
     int enabled;

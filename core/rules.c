@@ -1,6 +1,6 @@
 #include "rules.h"
 
-#include "../plugins/pluginkit.h"
+#include <moetune/kit.h>
 
 #include <limits.h>
 

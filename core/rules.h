@@ -4,7 +4,7 @@
  * fixed arguments no plugin owns (position embedding, tokenizer, ...).
  *
  * They are written with the same kit as the plugins' rules
- * (plugins/pluginkit.h: header-only, nothing but the ABI), over ctx->args.
+ * (abi/moetune/kit.h: header-only, nothing but the ABI), over ctx->args.
  */
 #ifndef MT_RULES_H
 #define MT_RULES_H

@@ -7,10 +7,13 @@
  * disabled, the rest go on), a name loaded twice; the permission check
  * looks at the very file dlopen opens (a bare name is not searched on
  * LD_LIBRARY_PATH, a link is resolved) and at every directory above it.
+ * A real v1 plugin loads through the newest-first symbol table and the v1
+ * adapter (core/plugin_abi.h).
  */
 #include "testkit.h"
 
 #include <check.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -327,6 +330,46 @@ START_TEST(directories_above_are_checked)
 }
 END_TEST
 
+/* A real v1 plugin goes through the newest-first symbol lookup and the v1
+ * adapter: it is seen as v1, its exported descriptor is the internal form
+ * unchanged (v1 is the newest), and it works: its knobs are known and it
+ * renders the contract's config. */
+START_TEST(v1_plugin_loads_through_the_v1_adapter)
+{
+    tk *t = tk_open("qwen3-30b-a3b-h100x16.cfg");
+    mt_diag *d = mt_diag_new();
+    mt_registry *r = mt_registry_new();
+    const mt_plugin *p;
+    mt_rendered out;
+    mt_ctx_v1 ctx;
+    char canon[64], why[256];
+    size_t i;
+    int hit = 0;
+    ck_assert_int_eq(mt_registry_load_file(r, MT_BUILD_DIR "/plugins/dispatcher.so", d), 0);
+    ck_assert_int_eq(mt_registry_finish(r, d), 0);
+    ck_assert_uint_eq(mt_diag_count(d), 0);
+    p = mt_registry_find(r, "dispatcher");
+    ck_assert_ptr_nonnull(p);
+    ck_assert(p->enabled);
+    ck_assert_uint_eq(p->abi_version, 1);
+    ck_assert_ptr_eq(p->desc, dlsym(p->handle, MT_PLUGIN_SYMBOL_V1));
+    ck_assert_uint_eq(p->desc->abi_version, MT_PLUGIN_ABI_VERSION);
+    ck_assert_int_eq(mt_registry_normalize(r, "moe_token_dispatcher_type", "alltoall", canon,
+                                           sizeof canon, why, sizeof why),
+                     0);
+    mt_rendered_init(&out);
+    ctx = mt_ctx_make(t->contract, t->cfg, NULL, NULL);
+    ck_assert_int_eq(mt_registry_render(r, &ctx, MT_DIALECT_MLM, &out, d), 0);
+    for (i = 0; i < out.argv.n; i++)
+        hit |= !strcmp(out.argv.v[i], "--moe-token-dispatcher-type");
+    ck_assert_msg(hit, "dispatcher did not render --moe-token-dispatcher-type");
+    mt_rendered_free(&out);
+    mt_registry_destroy(&r);
+    mt_diag_destroy(&d);
+    tk_close(&t);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("loader");
@@ -346,6 +389,7 @@ int main(void)
     tcase_add_test(tc, missing_file);
     tcase_add_test(tc, bare_name_is_not_searched);
     tcase_add_test(tc, directories_above_are_checked);
+    tcase_add_test(tc, v1_plugin_loads_through_the_v1_adapter);
     suite_add_tcase(s, tc);
     return tk_run(s);
 }

@@ -1,9 +1,11 @@
 /*
  * moetune/plugin.h - the moetune candidate plugin ABI, version 1.
  *
- * STATUS: v1 is PROVISIONAL until the policy engine works end to end; after
- * that it is frozen and any incompatible change is made by adding a v2
- * symbol and structs beside v1 (the host tries the newest symbol first).
+ * STATUS: v1 is frozen.  Nothing declared here changes: not a struct's
+ * layout, a symbol, a constant, an enum value, or a rule this comment
+ * states.  A later version adds a new symbol and new structs beside v1
+ * (moetune_plugin_v2, mt_plugin_v2, mt_host_v2, ...) and never edits v1's;
+ * the host keeps loading v1 plugins unchanged (see "Loading").
  *
  * This header is self-contained: it uses only <stddef.h> and <stdint.h>. A
  * plugin copies or includes it and never links against the host.
@@ -21,6 +23,16 @@
  * integers in decimal, booleans "true"/"false", enums as their Megatron
  * spelling, module lists as space-separated names in canonical order (the order
  * of the knob's value list), the empty string for an empty list.
+ *
+ * Loading.  The host dlopens the file (RTLD_NOW | RTLD_LOCAL) and looks up
+ * the descriptor symbols of every ABI version it knows, newest first
+ * ("moetune_plugin_v1" is the only one so far); the first one the file
+ * exports is checked by that version's rules and translated into the
+ * host's current form by a small adapter, the way NCCL loads its net and
+ * tuner plugins.  A v1 descriptor must have abi_version 1 and a
+ * struct_size covering every v1 field; its knob, extension and variable
+ * tables are checked as "Struct growth" says.  A file that fails any check
+ * is reported (file named) and left out; the others load.
  *
  * Ownership and lifetime.
  *   - Every pointer the host passes (host table, context, key/value views,
@@ -46,9 +58,13 @@
  *     during a call, including the file's constructors while it is opened,
  *     makes the host print the plugin, its file and the call, then die of
  *     the signal.
- *   - Each call has a time limit (default 60 s; the host's --plugin-timeout
- *     S or MOETUNE_PLUGIN_TIMEOUT, 0 for none).  A call past it ends the
- *     host with exit 1, the plugin and the call named.
+ *   - Each call has a time limit, the same for every call and counted per
+ *     call (not summed): init, fini, each entry point, and the file's
+ *     constructors while it is opened.  The default is 60 s; the host's
+ *     --plugin-timeout S (any command) sets it, else MOETUNE_PLUGIN_TIMEOUT
+ *     (seconds; a value that is not a number >= 0 is warned about and the
+ *     default used); 0 means no limit.  A call past it ends the host with
+ *     exit 1, the plugin, the call and the limit named.
  *   - exit() inside a call ends the host with exit 1, the plugin and the call
  *     named, whatever status the plugin gave.  (_exit() cannot be caught.)
  *   - Output is capped per call: at most MT_PLUGIN_MAX_CANDIDATES candidates
@@ -57,17 +73,36 @@
  *     builder plus MT_PLUGIN_ITEM_BYTES per builder call.  Past a cap every
  *     builder returns -E2BIG (a negative value) and stores nothing, and the
  *     call is reported as failed, naming the cap; what came before it is
- *     kept.
+ *     kept.  The caps are per call: the next call starts from zero.
  *   None of this is a sandbox: a plugin has the host's privileges, which is
  *   why the host loads only files that it has checked (see the README's
  *   security section).
  *
  * Struct growth.  Every struct that crosses the boundary starts with its own
  * size.  A reader must only read the fields the writer's struct_size covers;
- * use MT_HAS_FIELD() for fields added after v1.  The knob, extension and
- * variable tables are arrays, so their element size is fixed per ABI
- * version: the host refuses a v1 table whose entries are not exactly the v1
- * size (a larger entry would need a new table in a v2 descriptor).
+ * use MT_HAS_FIELD() for the fields v1 hosts gained after the first ones
+ * (mt_host_v1.sink_violation_class, mt_ctx_v1.args), which older v1 hosts
+ * lack.  Those were the last: with v1 frozen, a new field or service comes
+ * in a new version's struct.  The knob, extension and variable tables are
+ * arrays, so their element size is fixed per ABI version: the host refuses
+ * a v1 table whose entries are not exactly the v1 size (a larger entry
+ * would need a new table in a v2 descriptor).
+ *
+ * Versions.  A plugin's own version (mt_plugin_v1.version) should be
+ * dotted decimal numbers, "1.4.0".  The host compares versions number by
+ * number from the left, a missing number counting as 0 ("1.4" equals
+ * "1.4.0", "1.10" is newer than "1.9"), and a NULL or empty version is 0.
+ * Keep to digits and dots: other characters between numbers only separate
+ * them ("1.4.0-rc1" compares as 1.4.0.1, newer than 1.4.0), and a version
+ * that does not start with a digit reads as 0 first ("v1.2" as 0.1.2).
+ * A contract names the plugins it needs in launch.plugins, each "NAME" or
+ * "NAME >= VERSION" (a plugin name, a version of digits and dots):
+ *     plugins = ["flexdemo >= 1.0.0"];
+ * The host refuses the contract (exit 2, naming the plugin and why) unless
+ * a plugin of that name is loaded, enabled (its init succeeded) and, with
+ * a VERSION, its own version compares >= VERSION.  The same comparison
+ * reads the stack versions of the contract view ("stack.megatron_core"
+ * >= "0.18").
  */
 #ifndef MOETUNE_PLUGIN_H
 #define MOETUNE_PLUGIN_H
@@ -79,6 +114,9 @@
 extern "C" {
 #endif
 
+/* What a v1 descriptor carries in abi_version, and the symbol it is
+ * exported under.  Frozen like the rest: a later version defines its own
+ * constants beside these. */
 #define MT_PLUGIN_ABI_VERSION 1
 #define MT_PLUGIN_SYMBOL_V1 "moetune_plugin_v1"
 
@@ -195,7 +233,8 @@ typedef struct mt_sink mt_sink;
 /* Log levels for mt_host_v1.log. */
 enum mt_log_level { MT_LOG_DEBUG = 0, MT_LOG_INFO = 1, MT_LOG_WARN = 2, MT_LOG_ERROR = 3 };
 
-/* Services the host hands to a plugin at init.  Only grows at the end. */
+/* Services the host hands to a plugin at init.  Frozen as it is here: new
+ * services come in a later version's host table (see "Struct growth"). */
 typedef struct mt_host_v1 {
     uint32_t struct_size;
     uint32_t abi_version;
@@ -261,11 +300,12 @@ typedef struct mt_host_v1 {
  *             "moe_router_topk", "multi_latent_attention", ...
  *   contract  contract settings: "routing" (forced|natural), "drop_and_pad"
  *             (true|false), "labels" (space-separated allowed labels),
- *             "space.<knob>" (the declared values, one per line: a value
- *             may contain spaces, e.g. a module list, or '|', a layout).
- *   evidence  what is known about the latest run (may be empty):
- *             "args.<name>" from the arguments dump, "log.<fact>",
- *             "trace.<fact>", "wall" (the dominant wall when profiled).
+ *             "dialect" (mlm|bridge: the command-line dialect the contract
+ *             renders in), "space.<knob>" (the declared values, one per
+ *             line: a value may contain spaces, e.g. a module list, or '|',
+ *             a layout), and the stack keys below.
+ *   evidence  what is known about the latest run (may be empty); the keys
+ *             are listed below.
  *   changed   repair() only: the knobs the candidate changed, with their new
  *             values; NULL in other calls.
  *   args      check() only: the argument namespace the training program's
@@ -278,11 +318,68 @@ typedef struct mt_host_v1 {
  *             and when the command line does not parse (the host then
  *             reports the parser's error itself).  Added after the first v1
  *             hosts: test with MT_HAS_FIELD(ctx, mt_ctx_v1, args).
- * The contract view also holds the stack: "stack.megatron_lm" (as
- * declared), "stack.dialect" (the dialect it is judged by),
- * "stack.megatron_core" (that dialect's package version, "0.18.0"),
- * "stack.transformer_engine", "stack.pytorch"; the hardware view holds
+ * Stack keys of the contract view: "stack.<key>" for every entry of the
+ * contract's stack group, as declared ("stack.megatron_lm",
+ * "stack.transformer_engine", "stack.pytorch", "stack.megatron_bridge",
+ * "stack.container", ...; absent when not declared), and two the host sets:
+ *   stack.dialect        the known Megatron-LM version the stack is judged
+ *                        by ("core_r0.15.0", "core_v0.18.0", "main"): the
+ *                        declared stack.dialect, else stack.megatron_lm
+ *   stack.megatron_core  that version's Megatron-Core package version
+ *                        ("0.18.0"), what start-up rules compare against
+ * Versions compare as "Versions" above says.  The hardware view also holds
  * "compute_capability" ("9.0", "10.0", "10.3").
+ *
+ * Evidence keys (verify() reads them; each is absent when unknown):
+ *   args.<name>              every entry of the training program's
+ *                            arguments dump (or Megatron-Bridge's
+ *                            configuration block), as printed, except that
+ *                            an enum is its member name ("AttnBackend.auto"
+ *                            -> "auto") and a list of enums its names
+ *                            separated by spaces
+ *   log.world                the "using world size: ..." line
+ *   log.dispatcher_fallback  the first dispatcher "... Falling back to
+ *                            alltoall." line
+ *   log.import_error         the first ImportError naming DeepEP / HybridEP
+ *   log.cuda_graph_capture   the most telling CUDA graph capture line (TE,
+ *                            local or full iteration: time spent > graphs
+ *                            created > full-iteration capture > start)
+ *   log.oom, log.nan         the first out-of-memory / NaN line, when the
+ *                            run had one (log.nan: a NaN error line, else
+ *                            "iteration N: ..." from the iteration lines)
+ *   log.nccl_error           the first NCCL error line
+ *   log.infra, log.watchdog  the first lost node / Xid / IB line; the first
+ *                            collective watchdog line
+ *   env.<NAME>               an environment variable the run was launched
+ *                            with
+ *   launch.<key>             a launcher setting the run was launched with
+ *   wall                     the dominant wall of the latest profile
+ *                            ("memory", "communication", "host",
+ *                            "compute"), when candidates follow a profile
+ * and, from the Kineto trace of a profiled run:
+ *   trace.available          "true" when a profiled run's trace was
+ *                            analysed; the trace keys below come only with
+ *                            it
+ *   trace.wall               the dominant wall the profile shows (same
+ *                            names as "wall")
+ *   trace.fp8_gemm           count of FP8 GEMM kernels
+ *   trace.mxfp8_gemm         count of MXFP8 (block-scaled) GEMM kernels
+ *   trace.nvfp4_gemm         count of NVFP4 GEMM kernels
+ *   trace.deepep_kernels     count of DeepEP dispatch/combine kernels
+ *   trace.hybridep_kernels   count of HybridEP dispatch/combine kernels
+ *   trace.alltoall_kernels   count of NCCL all-to-all / send-recv kernels
+ *   trace.graph_launches     count of CUDA graph launches
+ *   trace.kernel_launches    count of individual kernel launches (runtime
+ *                            API)
+ *   trace.comm_hidden_fraction  hidden / all communication time (interval
+ *                            unions over the devices), from 0 to 1
+ *   trace.steps              steps the trace marks (ProfilerStep#N ranges)
+ *   trace.graph_steps        ... of which hold a graph launch
+ *   trace.graph_first_step, trace.graph_last_step  the first and last of
+ *                            those
+ *   trace.launches_per_graph_step, trace.launches_per_eager_step
+ *                            kernel launches per step with / without graphs
+ * Counts are decimal integers, fractions decimal numbers.
  */
 typedef struct mt_ctx_v1 {
     uint32_t struct_size;
