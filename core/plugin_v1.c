@@ -5,6 +5,8 @@
  * as it is: this checks what makes the object readable as a v1 descriptor
  * and hands it back.  When v2 becomes the internal form, this file
  * translates a v1 descriptor into *storage instead (see plugin_abi.h).
+ *
+ * Its interface: core/plugin_abi.h.
  */
 #include "plugin_abi.h"
 

@@ -19,6 +19,9 @@
  * follows the kept events and never the size of the file.  Every value read
  * is checked for its type; the first bad one ends the read with one entry
  * naming the file, the table, the row (rowid) and the column.
+ *
+ * Its interface: core/trace_int.h (mt__trace_nsys_open), read through
+ * mt_trace_open (core/trace.h).
  */
 #include "trace_int.h"
 

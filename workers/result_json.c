@@ -12,6 +12,8 @@
  * writes losses; int64 values are exact integers (a decimal string beyond
  * +-2^53).  The exact numbers are raw cJSON items on the sending side and
  * ordinary numbers once parsed; the readers here accept both.
+ *
+ * Its interface: workers/proto.h.
  */
 #include "proto.h"
 

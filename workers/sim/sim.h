@@ -159,6 +159,10 @@ void sim_cfg_defaults(sim_cfg *c);
  * (an unknown name: -2).  Boolean flags take "true"/"false". */
 int sim_cfg_set(sim_cfg *c, const char *name, const char *value, char *err, size_t errlen);
 
+/* The value names of an enum or bit-set setting (index = value, bit i),
+ * NULL-terminated; NULL for another or an unknown name. */
+const char *const *sim_cfg_values(const char *name);
+
 /* Fills c from a moetune config (canonical knob names), the hardware view
  * (gpu, gpus_per_node, nodes, nvlink_domain) and the contract view
  * (routing).  Environment knobs the sim has no use for are skipped.  0, or

@@ -1297,21 +1297,19 @@ static int cmp_entry(const void *a, const void *b)
 
 void sim_args_dump(const sim_cfg *c, const sim_opts *o, sim_dump_fn fn, void *ctx)
 {
-    static const char *const gran_v[] = {"none", "full", "selective", NULL};
-    static const char *const method_v[] = {"none", "uniform", "block", NULL};
-    static const char *const rc_v[] = {"core_attn", "moe_act", "layernorm", "mla_up_proj",
-                                       "mlp", "moe", "shared_experts", "gdn_norm_out", NULL};
-    static const char *const off_v[] = {"attn_norm", "qkv_linear", "core_attn", "attn_proj",
-                                        "mlp_norm", "expert_fc1", "moe_act", NULL};
-    static const char *const disp_v[] = {"allgather", "alltoall", "flex", NULL};
-    static const char *const backend_v[] = {"none", "deepep", "hybridep", "ncclep", NULL};
-    static const char *const fp8f_v[] = {"none", "e4m3", "hybrid", NULL};
-    static const char *const fp8r_v[] = {"none", "delayed", "tensorwise", "blockwise", "mxfp8", NULL};
-    static const char *const fp4f_v[] = {"none", "e2m1", NULL};
-    static const char *const fp4r_v[] = {"none", "nvfp4", NULL};
-    static const char *const cg_impl_v[] = {"none", "local", "transformer_engine", "full_iteration",
-                                            NULL};
-    static const char *const cg_v[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess", NULL};
+    /* the value names are the settings' own (simcfg.c) */
+    const char *const *gran_v = sim_cfg_values("recompute_granularity");
+    const char *const *method_v = sim_cfg_values("recompute_method");
+    const char *const *rc_v = sim_cfg_values("recompute_modules");
+    const char *const *off_v = sim_cfg_values("offload_modules");
+    const char *const *disp_v = sim_cfg_values("moe_token_dispatcher_type");
+    const char *const *backend_v = sim_cfg_values("moe_flex_dispatcher_backend");
+    const char *const *fp8f_v = sim_cfg_values("fp8_format");
+    const char *const *fp8r_v = sim_cfg_values("fp8_recipe");
+    const char *const *fp4f_v = sim_cfg_values("fp4_format");
+    const char *const *fp4r_v = sim_cfg_values("fp4_recipe");
+    const char *const *cg_impl_v = sim_cfg_values("cuda_graph_impl");
+    const char *const *cg_v = sim_cfg_values("cuda_graph_modules");
     static dump d; /* large: static, filled and emitted once per run */
     int heads = c->num_attention_heads > 0 ? c->num_attention_heads : 1;
     int pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;

@@ -2,6 +2,8 @@
  * simcfg.c - the sim's settings: defaults and the one name -> field mapping
  * every front end (Megatron-LM flags, Bridge overrides, moetune in-process)
  * goes through.
+ *
+ * Its interface: workers/sim/sim.h.
  */
 #include "sim.h"
 
@@ -153,6 +155,12 @@ static const setting *find(const char *name)
         if (!strcmp(settings[i].name, name))
             return &settings[i];
     return NULL;
+}
+
+const char *const *sim_cfg_values(const char *name)
+{
+    const setting *st = find(name);
+    return st && (st->type == T_ENUM || st->type == T_BITS) ? st->values : NULL;
 }
 
 static int parse_int(const char *v, int *out)

@@ -28,6 +28,8 @@
  * sim_runtime_check(): the sim prints its start-up lines first, then fails
  * there.  A dispatcher backend the GPU cannot run is no error at all: the
  * model falls back to alltoall with a warning (simmodel.c).
+ *
+ * Its interface: workers/sim/sim.h.
  */
 #include "sim.h"
 

@@ -9,6 +9,8 @@
  * a hardware fact (shared/facts/calibration.md), a published measurement, or
  * the fit (`moetune-sim calibrate --fit` over the points declared fitted in
  * simcalib.c).
+ *
+ * Its interface: workers/sim/sim.h.
  */
 #include "sim.h"
 

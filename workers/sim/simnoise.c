@@ -3,6 +3,8 @@
  * (shared/facts/statistics.md): a per-run Gaussian offset (SD 1% by default)
  * and per-step AR(1) jitter (CV 2%, lag-1 autocorrelation 0.5), seeded by
  * (seed, config id, replicate) so replicates differ and reruns repeat.
+ *
+ * Its interface: workers/sim/sim.h.
  */
 #include "sim.h"
 

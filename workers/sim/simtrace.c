@@ -162,6 +162,47 @@ typedef struct names {
     const char *dispatch, *combine;
 } names;
 
+/* The block-scaled Blackwell GEMMs' kernel names, as CUTLASS prints them:
+ * forward, dgrad, wgrad, and Transformer Engine's quantize kernel. */
+static const char *const nvfp4_names[4] = {
+    "cutlass3x_sm100_bstensorop_s256x128x256gemm_block_scaled_ue4m3xe2m1_ue4m3xe2m1_"
+    "f32_bf16_bf16_256x128x256_2x1x1_0_tnn_align32_2sm_nvf4",
+    "cutlass3x_sm100_bstensorop_s256x128x256gemm_block_scaled_ue4m3xe2m1_ue4m3xe2m1_"
+    "f32_bf16_bf16_256x128x256_2x1x1_0_nnn_align32_2sm_nvf4",
+    "cutlass3x_sm100_bstensorop_s256x128x128gemm_block_scaled_ue8m0xe4m3_ue8m0xe4m3_"
+    "f32_bf16_bf16_256x128x128_2x1x1_0_ntn_align32_2sm_mxf8f6f4",
+    "void transformer_engine::nvfp4::quantize_transpose_kernel<__nv_bfloat16, __nv_fp4_e2m1>(...)",
+};
+static const char *const mxfp8_names[4] = {
+    "cutlass3x_sm100_bstensorop_s256x128x128gemm_block_scaled_ue8m0xe4m3_ue8m0xe4m3_"
+    "f32_bf16_bf16_256x128x128_2x1x1_0_tnn_align32_2sm_mxf8f6f4",
+    "cutlass3x_sm100_bstensorop_s256x128x128gemm_block_scaled_ue8m0xe4m3_ue8m0xe4m3_"
+    "f32_bf16_bf16_256x128x128_2x1x1_0_nnn_align32_2sm_mxf8f6f4",
+    "cutlass3x_sm100_bstensorop_s256x128x128gemm_block_scaled_ue8m0xe4m3_ue8m0xe4m3_"
+    "f32_bf16_bf16_256x128x128_2x1x1_0_ntn_align32_2sm_mxf8f6f4",
+    "void transformer_engine::mxfp8::quantize_mxfp8_kernel<__nv_bfloat16, __nv_fp8_e4m3, true, "
+    "true>(...)",
+};
+
+static void fixed_names(names *nm, const char *const v[4])
+{
+    snprintf(nm->gemm_fwd, sizeof nm->gemm_fwd, "%s", v[0]);
+    snprintf(nm->gemm_dgrad, sizeof nm->gemm_dgrad, "%s", v[1]);
+    snprintf(nm->gemm_wgrad, sizeof nm->gemm_wgrad, "%s", v[2]);
+    snprintf(nm->quant, sizeof nm->quant, "%s", v[3]);
+}
+
+/* cuBLAS's xmma GEMMs: forward (tn), dgrad (nn) and wgrad (nt), each with
+ * its input types (fwd, then the two backward ones) and tile. */
+static void xmma_names(names *nm, const char *sm, const char *fwd_types, const char *bwd_types,
+                       const char *acc, const char *tile)
+{
+    static const char fmt[] = "%s_xmma_gemm_%s_%s_f32_%s_n_%s_execute_segment_k_off_kernel__5x_cublas";
+    snprintf(nm->gemm_fwd, sizeof nm->gemm_fwd, fmt, sm, fwd_types, acc, "tn", tile);
+    snprintf(nm->gemm_dgrad, sizeof nm->gemm_dgrad, fmt, sm, bwd_types, acc, "nn", tile);
+    snprintf(nm->gemm_wgrad, sizeof nm->gemm_wgrad, fmt, sm, bwd_types, acc, "nt", tile);
+}
+
 static void gemm_names(const sim_cfg *c, const mt_gpu_spec *g, names *nm)
 {
     int bw = g && !strcmp(g->arch, "blackwell");
@@ -172,31 +213,9 @@ static void gemm_names(const sim_cfg *c, const mt_gpu_spec *g, names *nm)
     int fp8 = c->fp8_recipe != SIM_FP8R_NONE || c->fp8_format != SIM_FP8F_NONE;
 
     if (fp4 && bw) {
-        snprintf(nm->gemm_fwd, sizeof nm->gemm_fwd,
-                 "cutlass3x_sm100_bstensorop_s256x128x256gemm_block_scaled_ue4m3xe2m1_ue4m3xe2m1_"
-                 "f32_bf16_bf16_256x128x256_2x1x1_0_tnn_align32_2sm_nvf4");
-        snprintf(nm->gemm_dgrad, sizeof nm->gemm_dgrad,
-                 "cutlass3x_sm100_bstensorop_s256x128x256gemm_block_scaled_ue4m3xe2m1_ue4m3xe2m1_"
-                 "f32_bf16_bf16_256x128x256_2x1x1_0_nnn_align32_2sm_nvf4");
-        snprintf(nm->gemm_wgrad, sizeof nm->gemm_wgrad,
-                 "cutlass3x_sm100_bstensorop_s256x128x128gemm_block_scaled_ue8m0xe4m3_ue8m0xe4m3_"
-                 "f32_bf16_bf16_256x128x128_2x1x1_0_ntn_align32_2sm_mxf8f6f4");
-        snprintf(nm->quant, sizeof nm->quant,
-                 "void transformer_engine::nvfp4::quantize_transpose_kernel<__nv_bfloat16, "
-                 "__nv_fp4_e2m1>(...)");
+        fixed_names(nm, nvfp4_names);
     } else if (fp8 && c->fp8_recipe == SIM_FP8R_MXFP8 && bw) {
-        snprintf(nm->gemm_fwd, sizeof nm->gemm_fwd,
-                 "cutlass3x_sm100_bstensorop_s256x128x128gemm_block_scaled_ue8m0xe4m3_ue8m0xe4m3_"
-                 "f32_bf16_bf16_256x128x128_2x1x1_0_tnn_align32_2sm_mxf8f6f4");
-        snprintf(nm->gemm_dgrad, sizeof nm->gemm_dgrad,
-                 "cutlass3x_sm100_bstensorop_s256x128x128gemm_block_scaled_ue8m0xe4m3_ue8m0xe4m3_"
-                 "f32_bf16_bf16_256x128x128_2x1x1_0_nnn_align32_2sm_mxf8f6f4");
-        snprintf(nm->gemm_wgrad, sizeof nm->gemm_wgrad,
-                 "cutlass3x_sm100_bstensorop_s256x128x128gemm_block_scaled_ue8m0xe4m3_ue8m0xe4m3_"
-                 "f32_bf16_bf16_256x128x128_2x1x1_0_ntn_align32_2sm_mxf8f6f4");
-        snprintf(nm->quant, sizeof nm->quant,
-                 "void transformer_engine::mxfp8::quantize_mxfp8_kernel<__nv_bfloat16, "
-                 "__nv_fp8_e4m3, true, true>(...)");
+        fixed_names(nm, mxfp8_names);
     } else if (fp8 && c->fp8_recipe == SIM_FP8R_BLOCKWISE) {
         const char *t = bw ? "256x128_128x4_2x1_2cta" : "128x128_128x4_1x1";
         snprintf(nm->gemm_fwd, sizeof nm->gemm_fwd, "nvjet_tst_%s_v_bz_blockscale_TNT_fp8", t);
@@ -207,29 +226,13 @@ static void gemm_names(const sim_cfg *c, const mt_gpu_spec *g, names *nm)
                  "__nv_bfloat16, __nv_fp8_e4m3>(...)");
     } else if (fp8) {
         /* delayed / tensorwise; the hybrid format takes gradients in E5M2 */
-        const char *bwdt = c->fp8_format == SIM_FP8F_HYBRID ? "e5m2e4m3" : "e4m3e4m3";
-        snprintf(nm->gemm_fwd, sizeof nm->gemm_fwd,
-                 "%s_xmma_gemm_e4m3bf16_e4m3f32_f32_tn_n_%s_execute_segment_k_off_kernel__5x_cublas",
-                 sm, tile8);
-        snprintf(nm->gemm_dgrad, sizeof nm->gemm_dgrad,
-                 "%s_xmma_gemm_%sbf16_e4m3f32_f32_nn_n_%s_execute_segment_k_off_kernel__5x_cublas",
-                 sm, bwdt, tile8);
-        snprintf(nm->gemm_wgrad, sizeof nm->gemm_wgrad,
-                 "%s_xmma_gemm_%sbf16_e4m3f32_f32_nt_n_%s_execute_segment_k_off_kernel__5x_cublas",
-                 sm, bwdt, tile8);
+        xmma_names(nm, sm, "e4m3bf16", c->fp8_format == SIM_FP8F_HYBRID ? "e5m2e4m3bf16" : "e4m3e4m3bf16",
+                   "e4m3f32", tile8);
         snprintf(nm->quant, sizeof nm->quant,
                  "void transformer_engine::cast_transpose_fused_kernel<__nv_bfloat16, "
                  "__nv_fp8_e4m3>(...)");
     } else {
-        snprintf(nm->gemm_fwd, sizeof nm->gemm_fwd,
-                 "%s_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_%s_execute_segment_k_off_kernel__5x_cublas",
-                 sm, tile);
-        snprintf(nm->gemm_dgrad, sizeof nm->gemm_dgrad,
-                 "%s_xmma_gemm_bf16bf16_bf16f32_f32_nn_n_%s_execute_segment_k_off_kernel__5x_cublas",
-                 sm, tile);
-        snprintf(nm->gemm_wgrad, sizeof nm->gemm_wgrad,
-                 "%s_xmma_gemm_bf16bf16_bf16f32_f32_nt_n_%s_execute_segment_k_off_kernel__5x_cublas",
-                 sm, tile);
+        xmma_names(nm, sm, "bf16bf16", "bf16bf16", "bf16f32", tile);
         nm->quant[0] = '\0';
     }
     /* grouped expert GEMMs: the same math, one launch over all local experts */
