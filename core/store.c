@@ -1525,40 +1525,79 @@ static int grow(void **v, size_t *cap, size_t n, size_t elem)
     return 0;
 }
 
-int mt_store_list_runs(mt_store *s, const char *config_id, const char *kind, mt_store_run **out,
-                       size_t *n, mt_diag *d)
+/* Fills one element from the current row; 0, or -1 to stop with an error. */
+typedef int (*row_fill)(mt_store *s, sqlite3_stmt *st, void *elem);
+/* Frees n elements read so far (the list's own _free). */
+typedef void (*rows_free)(void *v, size_t n);
+
+/* Every row of st (prepared and bound; finalized here) into a new array of
+ * elem-sized elements, each filled by fill.  0 with *out and *n set, or -1
+ * with what said in d and nothing kept. */
+static int read_rows(mt_store *s, sqlite3_stmt *st, size_t elem, row_fill fill, rows_free release,
+                     void **out, size_t *n, const char *what, mt_diag *d)
 {
-    sqlite3_stmt *st = NULL;
-    mt_store_run *v = NULL;
+    char *v = NULL;
     size_t k = 0, cap = 0;
-    int rc;
-    *out = NULL, *n = 0;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT r.id, r.config_id, c.canonical, r.kind, r.replicate, r.retry, "
-                           "r.outcome, r.evidence, r.worker, r.fingerprint, r.started, r.ended, "
-                           "r.wall_s, r.sim_s, r.gpu_hours, r.log_path FROM runs r "
-                           "JOIN configs c ON c.id = r.config_id "
-                           "WHERE (?1 IS NULL OR r.config_id = ?1) AND (?2 IS NULL OR r.kind = "
-                           "?2) ORDER BY r.id",
-                           -1, &st, NULL) != SQLITE_OK) {
-        db_error(s, d, "cannot list runs");
-        return -1;
-    }
-    bind_text(st, 1, config_id);
-    bind_text(st, 2, kind);
+    int rc, bad = 0;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&v, &cap, k, sizeof *v))
+        if (grow((void **)&v, &cap, k, elem))
             break;
-        fill_run(st, &v[k++]);
+        if (fill(s, st, v + elem * k++)) {
+            bad = 1;
+            break;
+        }
     }
     sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        db_error(s, d, "cannot list runs");
-        mt_store_runs_free(v, k);
+    if (rc != SQLITE_DONE || bad) {
+        db_error(s, d, what);
+        release(v, k);
         return -1;
     }
     *out = v, *n = k;
     return 0;
+}
+
+/* sql prepared into *st; 0, or -1 with what said in d. */
+static int prepare_list(mt_store *s, const char *sql, sqlite3_stmt **st, const char *what,
+                        mt_diag *d)
+{
+    *st = NULL;
+    if (sqlite3_prepare_v2(s->db, sql, -1, st, NULL) == SQLITE_OK)
+        return 0;
+    db_error(s, d, what);
+    return -1;
+}
+
+static int fill_run_row(mt_store *s, sqlite3_stmt *st, void *elem)
+{
+    (void)s;
+    fill_run(st, elem);
+    return 0;
+}
+
+static void free_runs(void *v, size_t n)
+{
+    mt_store_runs_free(v, n);
+}
+
+int mt_store_list_runs(mt_store *s, const char *config_id, const char *kind, mt_store_run **out,
+                       size_t *n, mt_diag *d)
+{
+    sqlite3_stmt *st;
+    *out = NULL, *n = 0;
+    if (prepare_list(s,
+                     "SELECT r.id, r.config_id, c.canonical, r.kind, r.replicate, r.retry, "
+                     "r.outcome, r.evidence, r.worker, r.fingerprint, r.started, r.ended, "
+                     "r.wall_s, r.sim_s, r.gpu_hours, r.log_path FROM runs r "
+                     "JOIN configs c ON c.id = r.config_id "
+                     "WHERE (?1 IS NULL OR r.config_id = ?1) AND (?2 IS NULL OR r.kind = "
+                     "?2) ORDER BY r.id",
+                     &st, "cannot list runs", d))
+        return -1;
+    bind_text(st, 1, config_id);
+    bind_text(st, 2, kind);
+    return read_rows(s, st, sizeof **out, fill_run_row, free_runs, (void **)out, n,
+                     "cannot list runs", d);
 }
 
 void mt_store_runs_free(mt_store_run *v, size_t n)
@@ -1607,43 +1646,36 @@ static int parse_losses(const char *text, mt_store_sample *v)
     return k == n ? 0 : -1;
 }
 
+static int fill_sample(mt_store *s, sqlite3_stmt *st, void *elem)
+{
+    mt_store_sample *x = elem;
+    (void)s;
+    x->iteration = (long)sqlite3_column_int64(st, 0);
+    x->elapsed_ms = col_real(st, 1);
+    x->tflops = col_real(st, 2);
+    x->grad_norm = col_real(st, 4);
+    x->skipped = (long)sqlite3_column_int64(st, 5);
+    x->nan = (long)sqlite3_column_int64(st, 6);
+    return parse_losses((const char *)sqlite3_column_text(st, 3), x) ? -1 : 0;
+}
+
+static void free_samples(void *v, size_t n)
+{
+    mt_store_samples_free(v, n);
+}
+
 int mt_store_samples(mt_store *s, int64_t run_id, mt_store_sample **out, size_t *n, mt_diag *d)
 {
-    sqlite3_stmt *st = NULL;
-    mt_store_sample *v = NULL;
-    size_t k = 0, cap = 0;
-    int rc;
+    sqlite3_stmt *st;
     *out = NULL, *n = 0;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT iteration, elapsed_ms, tflops, losses, grad_norm, skipped, "
-                           "nan FROM samples WHERE run_id = ?1 ORDER BY iteration",
-                           -1, &st, NULL) != SQLITE_OK) {
-        db_error(s, d, "cannot read samples");
+    if (prepare_list(s,
+                     "SELECT iteration, elapsed_ms, tflops, losses, grad_norm, skipped, "
+                     "nan FROM samples WHERE run_id = ?1 ORDER BY iteration",
+                     &st, "cannot read samples", d))
         return -1;
-    }
     sqlite3_bind_int64(st, 1, run_id);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        mt_store_sample *x;
-        if (grow((void **)&v, &cap, k, sizeof *v))
-            break;
-        x = &v[k++];
-        x->iteration = (long)sqlite3_column_int64(st, 0);
-        x->elapsed_ms = col_real(st, 1);
-        x->tflops = col_real(st, 2);
-        x->grad_norm = col_real(st, 4);
-        x->skipped = (long)sqlite3_column_int64(st, 5);
-        x->nan = (long)sqlite3_column_int64(st, 6);
-        if (parse_losses((const char *)sqlite3_column_text(st, 3), x))
-            break;
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        db_error(s, d, "cannot read samples");
-        mt_store_samples_free(v, k);
-        return -1;
-    }
-    *out = v, *n = k;
-    return 0;
+    return read_rows(s, st, sizeof **out, fill_sample, free_samples, (void **)out, n,
+                     "cannot read samples", d);
 }
 
 void mt_store_samples_free(mt_store_sample *v, size_t n)
@@ -1657,42 +1689,36 @@ void mt_store_samples_free(mt_store_sample *v, size_t n)
     free(v);
 }
 
+static int fill_gpu_mem(mt_store *s, sqlite3_stmt *st, void *elem)
+{
+    mt_store_gpu_mem *x = elem;
+    (void)s;
+    x->rank = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 0);
+    x->host = col_dup(st, 1);
+    x->gpu = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 2);
+    x->peak_bytes = sqlite3_column_int64(st, 3);
+    x->alloc_bytes = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
+    x->source = col_dup(st, 5);
+    return 0;
+}
+
+static void free_gpu_mems(void *v, size_t n)
+{
+    mt_store_gpu_memory_free(v, n);
+}
+
 int mt_store_gpu_memory(mt_store *s, int64_t run_id, mt_store_gpu_mem **out, size_t *n, mt_diag *d)
 {
-    sqlite3_stmt *st = NULL;
-    mt_store_gpu_mem *v = NULL;
-    size_t k = 0, cap = 0;
-    int rc;
+    sqlite3_stmt *st;
     *out = NULL, *n = 0;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT rank, host, gpu, peak_bytes, alloc_bytes, source FROM "
-                           "gpu_memory WHERE run_id = ?1 ORDER BY peak_bytes DESC, id",
-                           -1, &st, NULL) != SQLITE_OK) {
-        db_error(s, d, "cannot read GPU memory");
+    if (prepare_list(s,
+                     "SELECT rank, host, gpu, peak_bytes, alloc_bytes, source FROM "
+                     "gpu_memory WHERE run_id = ?1 ORDER BY peak_bytes DESC, id",
+                     &st, "cannot read GPU memory", d))
         return -1;
-    }
     sqlite3_bind_int64(st, 1, run_id);
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        mt_store_gpu_mem *x;
-        if (grow((void **)&v, &cap, k, sizeof *v))
-            break;
-        x = &v[k++];
-        x->rank = sqlite3_column_type(st, 0) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 0);
-        x->host = col_dup(st, 1);
-        x->gpu = sqlite3_column_type(st, 2) == SQLITE_NULL ? -1 : sqlite3_column_int(st, 2);
-        x->peak_bytes = sqlite3_column_int64(st, 3);
-        x->alloc_bytes =
-            sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
-        x->source = col_dup(st, 5);
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        db_error(s, d, "cannot read GPU memory");
-        mt_store_gpu_memory_free(v, k);
-        return -1;
-    }
-    *out = v, *n = k;
-    return 0;
+    return read_rows(s, st, sizeof **out, fill_gpu_mem, free_gpu_mems, (void **)out, n,
+                     "cannot read GPU memory", d);
 }
 
 void mt_store_gpu_memory_free(mt_store_gpu_mem *v, size_t n)
@@ -1729,49 +1755,42 @@ static int read_links(mt_store *s, int64_t dec, const char *arm, const int64_t *
     return rc == SQLITE_DONE ? 0 : -1;
 }
 
+static int fill_decision(mt_store *s, sqlite3_stmt *st, void *elem)
+{
+    mt_store_decision *x = elem;
+    x->id = sqlite3_column_int64(st, 0);
+    x->kind = col_dup(st, 1);
+    x->variable = col_dup(st, 2);
+    x->candidate_id = col_dup(st, 3);
+    x->candidate_canonical = col_dup(st, 4);
+    x->control_id = col_dup(st, 5);
+    x->control_canonical = col_dup(st, 6);
+    x->verdict = col_dup(st, 7);
+    x->statistics = col_dup(st, 8);
+    x->evidence = col_dup(st, 9);
+    x->created = col_real(st, 10);
+    return read_links(s, x->id, "candidate", &x->candidate_runs, &x->n_candidate_runs) |
+           read_links(s, x->id, "control", &x->control_runs, &x->n_control_runs);
+}
+
+static void free_decisions(void *v, size_t n)
+{
+    mt_store_decisions_free(v, n);
+}
+
 int mt_store_list_decisions(mt_store *s, mt_store_decision **out, size_t *n, mt_diag *d)
 {
-    sqlite3_stmt *st = NULL;
-    mt_store_decision *v = NULL;
-    size_t k = 0, cap = 0;
-    int rc, bad = 0;
+    sqlite3_stmt *st;
     *out = NULL, *n = 0;
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT d.id, d.kind, d.variable, d.candidate_id, a.canonical, "
-                           "d.control_id, b.canonical, d.verdict, d.statistics, d.evidence, "
-                           "d.created FROM decisions d JOIN configs a ON a.id = d.candidate_id "
-                           "LEFT JOIN configs b ON b.id = d.control_id ORDER BY d.id",
-                           -1, &st, NULL) != SQLITE_OK) {
-        db_error(s, d, "cannot list decisions");
+    if (prepare_list(s,
+                     "SELECT d.id, d.kind, d.variable, d.candidate_id, a.canonical, "
+                     "d.control_id, b.canonical, d.verdict, d.statistics, d.evidence, "
+                     "d.created FROM decisions d JOIN configs a ON a.id = d.candidate_id "
+                     "LEFT JOIN configs b ON b.id = d.control_id ORDER BY d.id",
+                     &st, "cannot list decisions", d))
         return -1;
-    }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        mt_store_decision *x;
-        if (grow((void **)&v, &cap, k, sizeof *v))
-            break;
-        x = &v[k++];
-        x->id = sqlite3_column_int64(st, 0);
-        x->kind = col_dup(st, 1);
-        x->variable = col_dup(st, 2);
-        x->candidate_id = col_dup(st, 3);
-        x->candidate_canonical = col_dup(st, 4);
-        x->control_id = col_dup(st, 5);
-        x->control_canonical = col_dup(st, 6);
-        x->verdict = col_dup(st, 7);
-        x->statistics = col_dup(st, 8);
-        x->evidence = col_dup(st, 9);
-        x->created = col_real(st, 10);
-        bad |= read_links(s, x->id, "candidate", &x->candidate_runs, &x->n_candidate_runs);
-        bad |= read_links(s, x->id, "control", &x->control_runs, &x->n_control_runs);
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE || bad) {
-        db_error(s, d, "cannot list decisions");
-        mt_store_decisions_free(v, k);
-        return -1;
-    }
-    *out = v, *n = k;
-    return 0;
+    return read_rows(s, st, sizeof **out, fill_decision, free_decisions, (void **)out, n,
+                     "cannot list decisions", d);
 }
 
 void mt_store_decisions_free(mt_store_decision *v, size_t n)
@@ -1793,35 +1812,31 @@ void mt_store_decisions_free(mt_store_decision *v, size_t n)
     free(v);
 }
 
+static int fill_event(mt_store *s, sqlite3_stmt *st, void *elem)
+{
+    mt_store_event *x = elem;
+    (void)s;
+    x->id = sqlite3_column_int64(st, 0);
+    x->time = col_real(st, 1);
+    x->kind = col_dup(st, 2);
+    x->text = col_dup(st, 3);
+    return 0;
+}
+
+static void free_events(void *v, size_t n)
+{
+    mt_store_events_free(v, n);
+}
+
 int mt_store_list_events(mt_store *s, mt_store_event **out, size_t *n, mt_diag *d)
 {
-    sqlite3_stmt *st = NULL;
-    mt_store_event *v = NULL;
-    size_t k = 0, cap = 0;
-    int rc;
+    sqlite3_stmt *st;
     *out = NULL, *n = 0;
-    if (sqlite3_prepare_v2(s->db, "SELECT id, time, kind, text FROM events ORDER BY time, id", -1,
-                           &st, NULL) != SQLITE_OK) {
-        db_error(s, d, "cannot list events");
+    if (prepare_list(s, "SELECT id, time, kind, text FROM events ORDER BY time, id", &st,
+                     "cannot list events", d))
         return -1;
-    }
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (grow((void **)&v, &cap, k, sizeof *v))
-            break;
-        v[k].id = sqlite3_column_int64(st, 0);
-        v[k].time = col_real(st, 1);
-        v[k].kind = col_dup(st, 2);
-        v[k].text = col_dup(st, 3);
-        k++;
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) {
-        db_error(s, d, "cannot list events");
-        mt_store_events_free(v, k);
-        return -1;
-    }
-    *out = v, *n = k;
-    return 0;
+    return read_rows(s, st, sizeof **out, fill_event, free_events, (void **)out, n,
+                     "cannot list events", d);
 }
 
 void mt_store_events_free(mt_store_event *v, size_t n)
