@@ -1557,6 +1557,19 @@ static int read_rows(mt_store *s, sqlite3_stmt *st, size_t elem, row_fill fill, 
     return 0;
 }
 
+/* The rows_free of each list: its public _free. */
+#define ROWS_FREE(name, fn)                                                                      \
+    static void name(void *v, size_t n)                                                          \
+    {                                                                                            \
+        fn(v, n);                                                                                \
+    }
+ROWS_FREE(free_runs, mt_store_runs_free)
+ROWS_FREE(free_samples, mt_store_samples_free)
+ROWS_FREE(free_gpu_mems, mt_store_gpu_memory_free)
+ROWS_FREE(free_decisions, mt_store_decisions_free)
+ROWS_FREE(free_events, mt_store_events_free)
+#undef ROWS_FREE
+
 /* sql prepared into *st; 0, or -1 with what said in d. */
 static int prepare_list(mt_store *s, const char *sql, sqlite3_stmt **st, const char *what,
                         mt_diag *d)
@@ -1573,11 +1586,6 @@ static int fill_run_row(mt_store *s, sqlite3_stmt *st, void *elem)
     (void)s;
     fill_run(st, elem);
     return 0;
-}
-
-static void free_runs(void *v, size_t n)
-{
-    mt_store_runs_free(v, n);
 }
 
 int mt_store_list_runs(mt_store *s, const char *config_id, const char *kind, mt_store_run **out,
@@ -1659,11 +1667,6 @@ static int fill_sample(mt_store *s, sqlite3_stmt *st, void *elem)
     return parse_losses((const char *)sqlite3_column_text(st, 3), x) ? -1 : 0;
 }
 
-static void free_samples(void *v, size_t n)
-{
-    mt_store_samples_free(v, n);
-}
-
 int mt_store_samples(mt_store *s, int64_t run_id, mt_store_sample **out, size_t *n, mt_diag *d)
 {
     sqlite3_stmt *st;
@@ -1700,11 +1703,6 @@ static int fill_gpu_mem(mt_store *s, sqlite3_stmt *st, void *elem)
     x->alloc_bytes = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
     x->source = col_dup(st, 5);
     return 0;
-}
-
-static void free_gpu_mems(void *v, size_t n)
-{
-    mt_store_gpu_memory_free(v, n);
 }
 
 int mt_store_gpu_memory(mt_store *s, int64_t run_id, mt_store_gpu_mem **out, size_t *n, mt_diag *d)
@@ -1773,11 +1771,6 @@ static int fill_decision(mt_store *s, sqlite3_stmt *st, void *elem)
            read_links(s, x->id, "control", &x->control_runs, &x->n_control_runs);
 }
 
-static void free_decisions(void *v, size_t n)
-{
-    mt_store_decisions_free(v, n);
-}
-
 int mt_store_list_decisions(mt_store *s, mt_store_decision **out, size_t *n, mt_diag *d)
 {
     sqlite3_stmt *st;
@@ -1821,11 +1814,6 @@ static int fill_event(mt_store *s, sqlite3_stmt *st, void *elem)
     x->kind = col_dup(st, 2);
     x->text = col_dup(st, 3);
     return 0;
-}
-
-static void free_events(void *v, size_t n)
-{
-    mt_store_events_free(v, n);
 }
 
 int mt_store_list_events(mt_store *s, mt_store_event **out, size_t *n, mt_diag *d)
