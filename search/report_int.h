@@ -1,0 +1,254 @@
+/*
+ * report_int.h - what the report's files share (internal to search/report_*.c;
+ * the public entry point is report.h):
+ *
+ *   report_read.c  reads bundle.json into a model (every field checked, each
+ *                  problem named by its JSON path), writes the two files
+ *   report_text.c  growing text, escaping, figures, and the wording both
+ *                  views say alike
+ *   report_md.c    REPORT.md from a model
+ *   report_html.c  report.html from a model, with its inline SVG plots
+ *
+ * A model and every string it points to live in report_read.c's arena until
+ * mt_report_write returns; the views only read it.
+ */
+#ifndef MT_REPORT_INT_H
+#define MT_REPORT_INT_H
+
+#include <stddef.h>
+
+#define PATH_LEN 256
+
+/* ---- growing text ----------------------------------------------------- */
+
+/* Caller-owned text: zero it to start, free(s) when done; oom is set (and
+ * further appends are dropped) when memory ran out. */
+typedef struct sb {
+    char *s;
+    size_t n, cap;
+    int oom;
+} sb;
+
+
+void mt__sb_putn(sb *b, const char *s, size_t n);
+void mt__sb_puts(sb *b, const char *s);
+void mt__sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* HTML text or attribute value; NULL (a JSON null) reads "n/a". */
+void mt__sb_html(sb *b, const char *s);
+/* Markdown inline text, safe in a table cell. */
+void mt__sb_md(sb *b, const char *s);
+
+/* Figures; NaN (a JSON null) reads "n/a". */
+void mt__sb_num(sb *b, const char *fmt, double x) __attribute__((format(printf, 2, 0)));
+void mt__sb_pct(sb *b, double frac);
+void mt__sb_ci(sb *b, int has, const double ci[2]);
+void mt__sb_p(sb *b, double p);
+void mt__sb_secs(sb *b, double s);
+
+/* ---- the model -------------------------------------------------------- */
+
+typedef struct vec {
+    double *v; /* NaN where the bundle says null */
+    size_t n;
+} vec;
+
+typedef struct strs {
+    const char **v;
+    size_t n;
+} strs;
+
+typedef struct map {
+    const char **key, **val;
+    size_t n;
+} map;
+
+typedef struct change {
+    const char *knob, *from, *to;
+} change;
+
+typedef struct changes {
+    change *v;
+    size_t n;
+} changes;
+
+typedef struct arm {
+    int present;
+    vec s;
+    double median, tflops, tokens; /* NaN: null */
+    const char *tflops_source;     /* "logged" | "computed"; NULL: absent */
+    const char *config_id;         /* validation arms: the runs' config id; NULL: not given */
+    strs log_dirs;                 /* ... and their log directories */
+} arm;
+
+typedef struct decision {
+    double index;
+    const char *phase, *variable, *wall, *verdict, *reason;
+    changes change;
+    strs repairs;
+    arm control, candidate;
+    double gain, p, ci[2];
+    int has_ci;
+    map evidence;
+    /* a multi-arm screen's value (arms, optional): value of of, selected */
+    double arm_value, arm_of;
+    int arm_selected;
+} decision;
+
+typedef struct tpoint {
+    double run, gpu_hours, tflops, best;
+    const char *phase;
+    size_t order;
+} tpoint;
+
+/* The hottest GPU of one role (memory[].roles). */
+typedef struct mem_role {
+    const char *role;
+    double rank, peak, median;
+} mem_role;
+
+/* More GPUs than this: the chart shows the hottest of each role. */
+#define MEM_EVERY_GPU 16
+
+typedef struct mem {
+    const char *name;
+    double capacity, headroom;
+    vec per_gpu;
+    const char *source; /* NULL: not given (bundles before it) */
+    int has_hot;
+    double hot_rank, hot_peak;
+    const char *hot_role, *hot_why;
+    mem_role *roles;
+    size_t nroles;
+} mem;
+
+/* A wall's shares partition its profiled window (search/BUNDLE.md): they
+ * add up to 1.  Hidden communication is compute time with communication
+ * under it, a share of its own beside compute with nothing under it. */
+#define NSHARES 6
+#define SHARE_OTHER 5 /* optional in the bundle (bundles before it: 0) */
+
+typedef struct wall {
+    int present;
+    const char *wall, *runner_up;
+    double confidence, window_s, share[NSHARES];
+    int has_steps;
+    double steps[2]; /* the profiled steps, inclusive */
+} wall;
+
+/* The shares' names in both views, in share order (report_text.c). */
+extern const char *const mt__share_names[NSHARES];
+
+typedef struct ablation {
+    const char *knob, *to, *reason;
+    double gain_without, p;
+    int kept;
+} ablation;
+
+/* validation.natural: the natural-routing arms (absent or null: none). */
+typedef struct natural {
+    int present;
+    const char *status, *reason, *label; /* measured | skipped | off */
+    double gain, p, ci[2];
+    int has_ci, confirmed;
+    arm base, win;
+} natural;
+
+typedef struct validation {
+    int present;
+    double window[2], steps, gain, p, ci[2];
+    int has_ci, confirmed;
+    arm base, win;
+    const char *recommendation;
+    natural nat;
+} validation;
+
+/* baseline.fit: what the fit phase found of the base (absent or null: no
+ * fit phase ran, nothing is said). */
+typedef struct basefit {
+    int present;
+    int fits; /* 1, 0, -1 unknown (the base does not run) */
+    double est, usable, uncertainty, probe_peak;
+    const char *probe_outcome; /* NULL: not probed */
+    int has_fitted;
+    changes fitted; /* the fit phase's change, when one fits */
+    const char *reason;
+} basefit;
+
+typedef struct model {
+    const char *version, *created;
+    const char *contract_name, *contract_path, *fingerprint;
+    map stack;
+    const char *gpu;
+    double gpus, gpus_per_node, memory_gb;
+    const char *strategy, *status;
+    double gh_limit, gh_used, runs_limit, runs_used;
+    const char *deadline, *stopped_because;
+    map base_config;
+    const char *base_label;
+    strs base_reasons, reasons; /* label_reasons (absent in older bundles) */
+    int ablation_complete;      /* -1: not said (older bundles) */
+    basefit fit;
+    map config;
+    const char *label;
+    changes change;
+    strs megatron_args, bridge_overrides, command_diff;
+    strs notes; /* recipe.notes (optional): what to know before training with it */
+    map env;
+    const char *mesh_attention, *mesh_moe;
+    decision *dec;
+    size_t ndec;
+    tpoint *tl;
+    size_t ntl;
+    mem *mem;
+    size_t nmem;
+    wall before, after;
+    ablation *abl;
+    size_t nabl;
+    validation val;
+    double total_gain;
+} model;
+
+
+/* ---- report_read.c ---------------------------------------------------- */
+
+/* The value of key in m; NULL when m has no such key. */
+const char *mt__map_get(const map *m, const char *key);
+
+/* ---- report_text.c: the wording both views share ----------------------- */
+
+/* "value 2 of 3, selected" of a multi-arm screen's decision; "" otherwise. */
+void mt__arm_words(const decision *dc, char *buf, size_t n);
+/* The label's words (md: Markdown-escaped, else HTML-escaped). */
+void mt__sb_label_why(sb *b, const char *label, const strs *why, int md);
+void mt__sb_tflops(sb *b, const arm *a);
+void mt__sb_window(sb *b, const validation *v);
+/* The Megatron-LM arguments and the environment as shell text (unescaped). */
+void mt__sb_flags(sb *b, const model *m);
+void mt__sb_env(sb *b, const model *m);
+void mt__sb_used(sb *b, const char *fmt, double used, double limit)
+    __attribute__((format(printf, 2, 0)));
+void mt__sb_samples(sb *b, const vec *s);
+/* Plain text: the caller escapes it for its view. */
+void mt__fit_words(sb *t, const basefit *f);
+void mt__no_recipe_words(sb *t, const model *m);
+int mt__no_recipe(const model *m);
+int mt__has_samples(const decision *dc);
+void mt__sb_hottest(sb *b, const mem *e, int html);
+void mt__sb_wall_window(sb *b, const wall *w);
+
+/* What the two profiles are (search/engine.c: the first profile of the
+ * retune phase, and the winner's). */
+#define WALLS_NOTE_MD                                                                              \
+    "\"Before\" is the profile the retune phase began with, of the config after fit and "          \
+    "scale (the baseline only when those kept it); \"after\" is the winner's."
+#define WALLS_NOTE_HTML                                                                            \
+    "&quot;Before&quot; is the profile the retune phase began with, of the config after fit "     \
+    "and scale (the baseline only when those kept it); &quot;after&quot; is the winner&#39;s."
+
+/* ---- the views -------------------------------------------------------- */
+
+/* Appends the whole of REPORT.md / report.html for m to b. */
+void mt__report_md(sb *b, const model *m);
+void mt__report_html(sb *b, const model *m);
+
+#endif

@@ -1,0 +1,664 @@
+/*
+ * report_md.c - REPORT.md: text and tables, from a model (report_int.h).
+ * Every string from the bundle is escaped for Markdown: table cells ('|'),
+ * code spans and fenced blocks.
+ */
+#include "report_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static size_t longest_run(const char *s, char c)
+{
+    size_t run = 0, best = 0;
+    for (; s && *s; s++) {
+        run = *s == c ? run + 1 : 0;
+        if (run > best)
+            best = run;
+    }
+    return best;
+}
+
+/* A Markdown code span (knob names, values, flags), safe in a table cell. */
+static void sb_mdcode(sb *b, const char *s)
+{
+    size_t ticks, i;
+    const char *p;
+    if (!s) {
+        mt__sb_puts(b, "n/a");
+        return;
+    }
+    if (!*s) {
+        mt__sb_puts(b, "(empty)");
+        return;
+    }
+    ticks = longest_run(s, '`') + 1;
+    for (i = 0; i < ticks; i++)
+        mt__sb_putn(b, "`", 1);
+    if (s[0] == '`' || s[0] == ' ')
+        mt__sb_putn(b, " ", 1);
+    for (p = s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '|')
+            mt__sb_puts(b, "\\|");
+        else if (c < 0x20 || c == 0x7f)
+            mt__sb_putn(b, " ", 1);
+        else
+            mt__sb_putn(b, p, 1);
+    }
+    if (s[strlen(s) - 1] == '`' || s[strlen(s) - 1] == ' ')
+        mt__sb_putn(b, " ", 1);
+    for (i = 0; i < ticks; i++)
+        mt__sb_putn(b, "`", 1);
+}
+
+/* A fenced Markdown block whose fence no line of body can close. */
+static void sb_mdfence(sb *b, const char *info, const char *body)
+{
+    size_t ticks = longest_run(body, '`') + 1, i;
+    if (ticks < 3)
+        ticks = 3;
+    for (i = 0; i < ticks; i++)
+        mt__sb_putn(b, "`", 1);
+    mt__sb_printf(b, "%s\n%s", info, body);
+    if (b->n && b->s[b->n - 1] != '\n')
+        mt__sb_putn(b, "\n", 1);
+    for (i = 0; i < ticks; i++)
+        mt__sb_putn(b, "`", 1);
+    mt__sb_puts(b, "\n\n");
+}
+
+/* ---- REPORT.md -------------------------------------------------------- */
+
+static void md_changes(sb *b, const changes *c)
+{
+    size_t i;
+    for (i = 0; i < c->n; i++) {
+        if (i)
+            mt__sb_puts(b, "; ");
+        sb_mdcode(b, c->v[i].knob);
+        mt__sb_puts(b, ": ");
+        sb_mdcode(b, c->v[i].from);
+        mt__sb_puts(b, " -> ");
+        sb_mdcode(b, c->v[i].to);
+    }
+}
+
+static void md_banner(sb *b, const model *m)
+{
+    const validation *v = &m->val;
+    if (!v->present) {
+        mt__sb_puts(b, "> **No validation was run**, so no total gain is claimed (status: ");
+        mt__sb_md(b, m->status);
+        mt__sb_puts(b, ").\n\n");
+        return;
+    }
+    if (v->confirmed) {
+        mt__sb_puts(b, "> **Validated gain: ");
+        mt__sb_pct(b, v->gain);
+        mt__sb_puts(b, "** shorter median step time, winner against baseline over ");
+        mt__sb_window(b, v);
+        mt__sb_puts(b, " (");
+        mt__sb_secs(b, v->base.median);
+        mt__sb_puts(b, " -> ");
+        mt__sb_secs(b, v->win.median);
+        mt__sb_puts(b, "; CI ");
+        mt__sb_ci(b, v->has_ci, v->ci);
+        mt__sb_puts(b, ", p = ");
+        mt__sb_p(b, v->p);
+        mt__sb_puts(b, "). This is the total gain, as the final validation measured it.\n");
+        if (v->recommendation && !strncmp(v->recommendation, "benchmark only: ", 16)) {
+            mt__sb_puts(b, ">\n> **Recommendation:** ");
+            mt__sb_md(b, v->recommendation);
+            mt__sb_puts(b, "\n");
+        }
+        mt__sb_puts(b, "\n");
+        return;
+    }
+    mt__sb_puts(b, "> **Validation did not confirm the winner.** Measured over ");
+    mt__sb_window(b, v);
+    mt__sb_puts(b, ", the winner's gain was ");
+    mt__sb_pct(b, v->gain);
+    mt__sb_puts(b, " (CI ");
+    mt__sb_ci(b, v->has_ci, v->ci);
+    mt__sb_puts(b, ", p = ");
+    mt__sb_p(b, v->p);
+    mt__sb_puts(b, "), which does not confirm an improvement; no gain is claimed.\n>\n"
+               "> **Recommendation:** ");
+    mt__sb_md(b, v->recommendation);
+    mt__sb_puts(b, "\n\n");
+}
+
+static void md_arm(sb *b, const arm *a)
+{
+    if (!a->present) {
+        mt__sb_puts(b, "not run");
+        return;
+    }
+    mt__sb_secs(b, a->median);
+    mt__sb_printf(b, " (n=%zu)", a->s.n);
+}
+
+/* The natural-routing validation in REPORT.md (see h_natural). */
+static void md_natural(sb *b, const natural *n)
+{
+    if (!n->present)
+        return;
+    mt__sb_puts(b, "\n### With natural routing\n\n");
+    if (strcmp(n->status ? n->status : "", "measured")) {
+        mt__sb_puts(b, "No natural-routing validation: ");
+        mt__sb_md(b, n->reason);
+        mt__sb_puts(b, ".\n");
+        return;
+    }
+    mt__sb_puts(b, "| | baseline | winner |\n|---|---:|---:|\n| median step time | ");
+    mt__sb_secs(b, n->base.median);
+    mt__sb_puts(b, " | ");
+    mt__sb_secs(b, n->win.median);
+    mt__sb_puts(b, " |\n| TFLOP/s per GPU | ");
+    mt__sb_tflops(b, &n->base);
+    mt__sb_puts(b, " | ");
+    mt__sb_tflops(b, &n->win);
+    mt__sb_puts(b, " |\n| tokens/s per GPU | ");
+    mt__sb_num(b, "%.0f", n->base.tokens);
+    mt__sb_puts(b, " | ");
+    mt__sb_num(b, "%.0f", n->win.tokens);
+    mt__sb_puts(b, " |\n\n| | |\n|---|---|\n| gain (");
+    mt__sb_md(b, n->label);
+    mt__sb_puts(b, ") | ");
+    mt__sb_pct(b, n->gain);
+    mt__sb_puts(b, " |\n| CI | ");
+    mt__sb_ci(b, n->has_ci, n->ci);
+    mt__sb_puts(b, " |\n| p | ");
+    mt__sb_p(b, n->p);
+    mt__sb_printf(b, " |\n| confirmed | %s |\n| result | ", n->confirmed ? "yes" : "no");
+    mt__sb_md(b, n->reason);
+    mt__sb_puts(b, " |\n");
+}
+
+void mt__report_md(sb *b, const model *m)
+{
+    size_t i, j, maxg = 0;
+    sb body = {0};
+
+    mt__sb_puts(b, "# moetune report: ");
+    mt__sb_md(b, m->contract_name);
+    mt__sb_puts(b, "\n\nCreated ");
+    mt__sb_md(b, m->created);
+    mt__sb_puts(b, " by moetune ");
+    mt__sb_md(b, m->version);
+    mt__sb_puts(b, "; strategy ");
+    mt__sb_md(b, m->strategy);
+    mt__sb_puts(b, "; status ");
+    mt__sb_md(b, m->status);
+    mt__sb_puts(b, ". Plots: report.html (self-contained).\n\n");
+    md_banner(b, m);
+
+    mt__sb_puts(b, "## Summary\n\n| | |\n|---|---|\n| Contract | ");
+    mt__sb_md(b, m->contract_name);
+    mt__sb_puts(b, " (");
+    sb_mdcode(b, m->contract_path);
+    mt__sb_puts(b, ") |\n| Fingerprint | ");
+    sb_mdcode(b, m->fingerprint);
+    mt__sb_puts(b, " |\n| Hardware | ");
+    mt__sb_num(b, "%.0f", m->gpus);
+    mt__sb_puts(b, " x ");
+    mt__sb_md(b, m->gpu);
+    mt__sb_puts(b, " (");
+    mt__sb_num(b, "%.0f", m->gpus_per_node);
+    mt__sb_puts(b, " per node, ");
+    mt__sb_num(b, "%.4g", m->memory_gb);
+    mt__sb_puts(b, " GB each) |\n| Strategy | ");
+    mt__sb_md(b, m->strategy);
+    mt__sb_puts(b, " |\n| Status | ");
+    mt__sb_md(b, m->status);
+    mt__sb_puts(b, " |\n| Label | ");
+    mt__sb_md(b, m->label);
+    mt__sb_puts(b, " |\n| Total gain | ");
+    if (m->val.present && m->val.confirmed) {
+        mt__sb_pct(b, m->val.gain);
+        mt__sb_puts(b, " (validated)");
+    } else if (m->val.present) {
+        mt__sb_puts(b, "none claimed (validation measured ");
+        mt__sb_pct(b, m->val.gain);
+        mt__sb_puts(b, ", not confirmed)");
+    } else
+        mt__sb_puts(b, "none claimed (no validation)");
+    mt__sb_puts(b, " |\n| GPU hours | ");
+    mt__sb_used(b, "%.4g", m->gh_used, m->gh_limit);
+    mt__sb_puts(b, " |\n| Runs | ");
+    mt__sb_used(b, "%.0f", m->runs_used, m->runs_limit);
+    if (m->deadline) {
+        mt__sb_puts(b, " |\n| Deadline | ");
+        mt__sb_md(b, m->deadline);
+    }
+    mt__sb_puts(b, " |\n| Stopped because | ");
+    mt__sb_md(b, m->stopped_because);
+    mt__sb_puts(b, " |\n| Baseline | ");
+    if (m->base_reasons.n)
+        mt__sb_label_why(b, m->base_label, &m->base_reasons, 1);
+    else
+        mt__sb_md(b, m->base_label);
+    if (m->val.nat.present && m->val.nat.status && !strcmp(m->val.nat.status, "measured")) {
+        mt__sb_puts(b, " |\n| Gain with natural routing | ");
+        if (isfinite(m->val.nat.gain)) {
+            mt__sb_pct(b, m->val.nat.gain);
+            mt__sb_puts(b, " (");
+            mt__sb_md(b, m->val.nat.label);
+            mt__sb_puts(b, ")");
+        } else {
+            mt__sb_puts(b, "none measured: ");
+            mt__sb_md(b, m->val.nat.reason ? m->val.nat.reason : "no statistics");
+        }
+    }
+    if (m->ablation_complete == 0)
+        mt__sb_puts(b, " |\n| Ablation | winner not ablated: the budget left an accepted change "
+                   "without its leave-one-out A/B");
+    if (m->fit.present) {
+        sb t = {0};
+        mt__fit_words(&t, &m->fit);
+        mt__sb_puts(b, " |\n| Base fits in memory | ");
+        mt__sb_md(b, t.s ? t.s : "");
+        if (t.oom)
+            b->oom = 1;
+        free(t.s);
+    }
+    mt__sb_puts(b, " |\n\n### Stack\n\n");
+    if (!m->stack.n)
+        mt__sb_puts(b, "none recorded\n\n");
+    else {
+        mt__sb_puts(b, "| component | version |\n|---|---|\n");
+        for (i = 0; i < m->stack.n; i++) {
+            mt__sb_puts(b, "| ");
+            sb_mdcode(b, m->stack.key[i]);
+            mt__sb_puts(b, " | ");
+            sb_mdcode(b, m->stack.val[i]);
+            mt__sb_puts(b, " |\n");
+        }
+        mt__sb_puts(b, "\n");
+    }
+
+    mt__sb_puts(b, "## Recipe\n\nLabel: **");
+    mt__sb_md(b, m->label);
+    mt__sb_puts(b, "**: ");
+    mt__sb_label_why(b, m->label, &m->reasons, 1);
+    mt__sb_puts(b, ".\n\n");
+    if (m->val.present && !m->val.confirmed) {
+        mt__sb_puts(b, "Validation did not confirm the winner; the recommendation is: ");
+        mt__sb_md(b, m->val.recommendation);
+        mt__sb_puts(b, "\n\n");
+    }
+    if (mt__no_recipe(m)) {
+        sb t = {0};
+        mt__no_recipe_words(&t, m);
+        mt__sb_puts(b, "> **");
+        mt__sb_md(b, t.s ? t.s : "");
+        mt__sb_puts(b, "**\n\n");
+        if (t.oom)
+            b->oom = 1;
+        free(t.s);
+    }
+    mt__sb_puts(b, "### Changes from the baseline\n\n");
+    if (!m->change.n && mt__no_recipe(m))
+        mt__sb_puts(b, "None: the config shown is the base, not a recommendation.\n\n");
+    else if (!m->change.n)
+        mt__sb_puts(b, "None: the baseline is the recommendation.\n\n");
+    else {
+        mt__sb_puts(b, "| knob | from | to |\n|---|---|---|\n");
+        for (i = 0; i < m->change.n; i++) {
+            mt__sb_puts(b, "| ");
+            sb_mdcode(b, m->change.v[i].knob);
+            mt__sb_puts(b, " | ");
+            sb_mdcode(b, m->change.v[i].from);
+            mt__sb_puts(b, " | ");
+            sb_mdcode(b, m->change.v[i].to);
+            mt__sb_puts(b, " |\n");
+        }
+        mt__sb_puts(b, "\n");
+    }
+    if (m->notes.n) {
+        mt__sb_puts(b, "### Before you train with it\n\n");
+        for (i = 0; i < m->notes.n; i++) {
+            mt__sb_puts(b, "- ");
+            mt__sb_md(b, m->notes.v[i]);
+            mt__sb_puts(b, "\n");
+        }
+        mt__sb_puts(b, "\n");
+    }
+    mt__sb_puts(b, "### Megatron-LM flags\n\n");
+    mt__sb_flags(&body, m);
+    sb_mdfence(b, "sh", body.s ? body.s : "");
+    body.n = 0;
+    mt__sb_puts(b, "### Environment\n\n");
+    mt__sb_env(&body, m);
+    sb_mdfence(b, "sh", body.s ? body.s : "");
+    body.n = 0;
+    mt__sb_puts(b, "### Megatron-Bridge overrides\n\n");
+    for (i = 0; i < m->bridge_overrides.n; i++) {
+        mt__sb_puts(&body, m->bridge_overrides.v[i]);
+        mt__sb_putn(&body, "\n", 1);
+    }
+    sb_mdfence(b, "", m->bridge_overrides.n && body.s ? body.s : "(none)\n");
+    body.n = 0;
+    mt__sb_puts(b, "### Command diff against the baseline\n\n");
+    for (i = 0; i < m->command_diff.n; i++) {
+        mt__sb_puts(&body, m->command_diff.v[i]);
+        mt__sb_putn(&body, "\n", 1);
+    }
+    sb_mdfence(b, "diff", m->command_diff.n && body.s ? body.s : "(no difference)\n");
+    if (body.oom)
+        b->oom = 1;
+    free(body.s);
+
+    mt__sb_puts(b, "## Parallel folding meshes\n\n- Attention (TP x CP x DP x PP): ");
+    sb_mdcode(b, m->mesh_attention);
+    mt__sb_puts(b, "\n- MoE (ETP x EP x EDP x PP): ");
+    sb_mdcode(b, m->mesh_moe);
+    mt__sb_puts(b, "\n\n## Decisions\n\n");
+    if (!m->ndec)
+        mt__sb_puts(b, "No decisions were made.\n\n");
+    else {
+        mt__sb_puts(b, "| # | id | phase | variable | wall | change | repairs | verdict | "
+                   "control median | candidate median | gain | CI | p | evidence | reason |\n"
+                   "|---:|---:|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|\n");
+        for (i = 0; i < m->ndec; i++) {
+            const decision *dc = &m->dec[i];
+            mt__sb_printf(b, "| %zu | ", i + 1);
+            mt__sb_num(b, "%.0f", dc->index);
+            mt__sb_puts(b, " | ");
+            mt__sb_md(b, dc->phase);
+            mt__sb_puts(b, " | ");
+            sb_mdcode(b, dc->variable);
+            {
+                char aw[80];
+                mt__arm_words(dc, aw, sizeof aw);
+                if (aw[0]) {
+                    mt__sb_puts(b, " (");
+                    mt__sb_md(b, aw);
+                    mt__sb_puts(b, ")");
+                }
+            }
+            mt__sb_puts(b, " | ");
+            mt__sb_md(b, dc->wall ? dc->wall : "");
+            mt__sb_puts(b, " | ");
+            md_changes(b, &dc->change);
+            mt__sb_puts(b, " | ");
+            for (j = 0; j < dc->repairs.n; j++) {
+                if (j)
+                    mt__sb_puts(b, "; ");
+                mt__sb_md(b, dc->repairs.v[j]);
+            }
+            mt__sb_puts(b, " | ");
+            mt__sb_md(b, dc->verdict);
+            mt__sb_puts(b, " | ");
+            md_arm(b, &dc->control);
+            mt__sb_puts(b, " | ");
+            md_arm(b, &dc->candidate);
+            mt__sb_puts(b, " | ");
+            mt__sb_pct(b, dc->gain);
+            mt__sb_puts(b, " | ");
+            mt__sb_ci(b, dc->has_ci, dc->ci);
+            mt__sb_puts(b, " | ");
+            mt__sb_p(b, dc->p);
+            mt__sb_puts(b, " | ");
+            for (j = 0; j < dc->evidence.n; j++) {
+                if (j)
+                    mt__sb_puts(b, "; ");
+                sb_mdcode(b, dc->evidence.key[j]);
+                mt__sb_puts(b, " = ");
+                mt__sb_md(b, dc->evidence.val[j]);
+            }
+            mt__sb_puts(b, " | ");
+            mt__sb_md(b, dc->reason);
+            mt__sb_puts(b, " |\n");
+        }
+        mt__sb_puts(b, "\ngain: the candidate's median step time shorter than the control's, as a "
+                   "fraction of the control's. #: the decisions in the order they were taken. "
+                   "id: the decision's number in the store (`decision/ID` in moetune.db; its "
+                   "runs are replicates ID x 100 and up); profiled runs take numbers too, so "
+                   "ids may skip.\n\n### Samples (step times, s)\n\n");
+        for (i = 0; i < m->ndec; i++) {
+            const decision *dc = &m->dec[i];
+            if (!mt__has_samples(dc))
+                continue;
+            mt__sb_printf(b, "- #%zu (id %.0f) ", i + 1, dc->index);
+            sb_mdcode(b, dc->variable);
+            mt__sb_puts(b, ": control ");
+            mt__sb_samples(b, &dc->control.s);
+            mt__sb_puts(b, "; candidate ");
+            mt__sb_samples(b, &dc->candidate.s);
+            mt__sb_puts(b, "\n");
+        }
+        mt__sb_puts(b, "\n");
+    }
+
+    mt__sb_puts(b, "## Throughput over the tune\n\n");
+    if (!m->ntl)
+        mt__sb_puts(b, "No runs were recorded.\n\n");
+    else {
+        mt__sb_puts(b, "| run | phase | GPU hours | TFLOP/s per GPU | "
+                   "incumbent, median of its runs so far |\n"
+                   "|---:|---|---:|---:|---:|\n");
+        for (i = 0; i < m->ntl; i++) {
+            const tpoint *t = &m->tl[i];
+            mt__sb_puts(b, "| ");
+            mt__sb_num(b, "%.0f", t->run);
+            mt__sb_puts(b, " | ");
+            mt__sb_md(b, t->phase);
+            mt__sb_puts(b, " | ");
+            mt__sb_num(b, "%.4g", t->gpu_hours);
+            mt__sb_puts(b, " | ");
+            if (isnan(t->tflops))
+                mt__sb_puts(b, "failed");
+            else
+                mt__sb_num(b, "%.4g", t->tflops);
+            mt__sb_puts(b, " | ");
+            mt__sb_num(b, "%.4g", t->best);
+            mt__sb_puts(b, " |\n");
+        }
+        mt__sb_puts(b, "\n");
+    }
+
+    mt__sb_puts(b, "## Per-GPU peak memory (GB)\n\n");
+    for (i = 0; i < m->nmem; i++)
+        if (m->mem[i].has_hot) {
+            mt__sb_puts(b, "- ");
+            mt__sb_md(b, m->mem[i].name);
+            mt__sb_puts(b, ": hottest GPU: ");
+            mt__sb_hottest(b, &m->mem[i], 0);
+            mt__sb_puts(b, "\n");
+        }
+    if (m->nmem && m->mem[0].has_hot)
+        mt__sb_puts(b, "\n");
+    for (i = 0; i < m->nmem; i++)
+        if (m->mem[i].per_gpu.n > maxg)
+            maxg = m->mem[i].per_gpu.n;
+    if (m->nmem && maxg > MEM_EVERY_GPU) {
+        /* hundreds of GPUs: the hottest of each role (all in bundle.json) */
+        mt__sb_printf(b, "%zu GPUs: the hottest GPU of each role; every GPU's figure is in "
+                     "bundle.json.\n\n",
+                  maxg);
+        for (i = 0; i < m->nmem; i++) {
+            const mem *e = &m->mem[i];
+            mt__sb_puts(b, "| ");
+            mt__sb_md(b, e->name);
+            mt__sb_puts(b, ": role | GPU | peak | median GPU of its stage |\n|---|---:|---:|---:|\n");
+            for (j = 0; j < e->nroles; j++) {
+                mt__sb_puts(b, "| ");
+                mt__sb_md(b, e->roles[j].role);
+                mt__sb_printf(b, " | %.0f | %.2f | ", e->roles[j].rank, e->roles[j].peak);
+                mt__sb_num(b, "%.2f", e->roles[j].median);
+                mt__sb_puts(b, " |\n");
+            }
+            mt__sb_printf(b, "| capacity | | %.4g | |\n| limit (capacity - headroom) | | %.4g | |\n\n",
+                      e->capacity, e->capacity - e->headroom);
+        }
+    } else if (!m->nmem)
+        mt__sb_puts(b, "No memory figures were recorded.\n\n");
+    else {
+        mt__sb_puts(b, "| GPU |");
+        for (i = 0; i < m->nmem; i++) {
+            mt__sb_puts(b, " ");
+            mt__sb_md(b, m->mem[i].name);
+            mt__sb_puts(b, " |");
+        }
+        mt__sb_puts(b, "\n|---:|");
+        for (i = 0; i < m->nmem; i++)
+            mt__sb_puts(b, "---:|");
+        mt__sb_puts(b, "\n");
+        for (j = 0; j < maxg; j++) {
+            mt__sb_printf(b, "| %zu |", j);
+            for (i = 0; i < m->nmem; i++) {
+                mt__sb_puts(b, " ");
+                if (j < m->mem[i].per_gpu.n)
+                    mt__sb_num(b, "%.2f", m->mem[i].per_gpu.v[j]);
+                mt__sb_puts(b, " |");
+            }
+            mt__sb_puts(b, "\n");
+        }
+        mt__sb_puts(b, "| capacity |");
+        for (i = 0; i < m->nmem; i++)
+            mt__sb_printf(b, " %.4g |", m->mem[i].capacity);
+        mt__sb_puts(b, "\n| limit (capacity - headroom) |");
+        for (i = 0; i < m->nmem; i++)
+            mt__sb_printf(b, " %.4g |", m->mem[i].capacity - m->mem[i].headroom);
+        mt__sb_puts(b, "\n\n");
+    }
+
+    mt__sb_puts(b, "## Wall breakdown before and after\n\n");
+    if (!m->before.present && !m->after.present)
+        mt__sb_puts(b, "No profile was taken.\n\n");
+    else {
+        const wall *w[2] = {&m->before, &m->after};
+        mt__sb_puts(b, WALLS_NOTE_MD "\n\n");
+        mt__sb_puts(b, "| | before | after |\n|---|---:|---:|\n| dominant wall |");
+        for (i = 0; i < 2; i++) {
+            mt__sb_puts(b, " ");
+            if (!w[i]->present)
+                mt__sb_puts(b, "not profiled");
+            else {
+                mt__sb_md(b, w[i]->wall);
+                mt__sb_puts(b, " (runner-up ");
+                mt__sb_md(b, w[i]->runner_up);
+                mt__sb_puts(b, ", confidence ");
+                mt__sb_num(b, "%.2f", w[i]->confidence);
+                mt__sb_puts(b, ")");
+            }
+            mt__sb_puts(b, " |");
+        }
+        mt__sb_puts(b, "\n| window |");
+        for (i = 0; i < 2; i++) {
+            mt__sb_puts(b, " ");
+            if (w[i]->present)
+                mt__sb_wall_window(b, w[i]);
+            else
+                mt__sb_puts(b, "n/a");
+            mt__sb_puts(b, " |");
+        }
+        for (j = 0; j < NSHARES; j++) {
+            mt__sb_printf(b, "\n| %s |", mt__share_names[j]);
+            for (i = 0; i < 2; i++) {
+                mt__sb_puts(b, " ");
+                mt__sb_num(b, "%.1f%%", w[i]->present ? w[i]->share[j] * 100 : NAN);
+                mt__sb_puts(b, " |");
+            }
+        }
+        mt__sb_puts(b, "\n\nThe shares partition each profiled window and add up to 100%: compute "
+                   "time with communication hidden under it is its own share, beside compute "
+                   "with nothing under it; idle excludes the pipeline bubble, shown apart; "
+                   "other is time no trace class covers.\n\n");
+    }
+
+    mt__sb_puts(b, "## Ablation (leave one out)\n\n");
+    if (!m->nabl)
+        mt__sb_puts(b, "No ablation: no accepted change to remove.\n\n");
+    else {
+        mt__sb_puts(b, "| knob | to | gain without it | p | kept | reason |\n"
+                   "|---|---|---:|---:|---|---|\n");
+        for (i = 0; i < m->nabl; i++) {
+            const ablation *a = &m->abl[i];
+            mt__sb_puts(b, "| ");
+            sb_mdcode(b, a->knob);
+            mt__sb_puts(b, " | ");
+            sb_mdcode(b, a->to);
+            mt__sb_puts(b, " | ");
+            mt__sb_pct(b, a->gain_without);
+            mt__sb_puts(b, " | ");
+            mt__sb_p(b, a->p);
+            mt__sb_puts(b, a->kept ? " | kept | " : " | dropped | ");
+            mt__sb_md(b, a->reason);
+            mt__sb_puts(b, " |\n");
+        }
+        mt__sb_puts(b, "\n");
+    }
+
+    mt__sb_puts(b, "## Validation: baseline against winner\n\n");
+    if (!m->val.present)
+        mt__sb_puts(b, "No validation was run, so no total gain is claimed.\n");
+    else {
+        const validation *v = &m->val;
+        if (!v->confirmed) {
+            mt__sb_puts(b, "**Validation did not confirm the winner.** Recommendation: ");
+            mt__sb_md(b, v->recommendation);
+            mt__sb_puts(b, "\n\n");
+        }
+        mt__sb_puts(b, "| | baseline | winner |\n|---|---:|---:|\n| median step time | ");
+        mt__sb_secs(b, v->base.median);
+        mt__sb_puts(b, " | ");
+        mt__sb_secs(b, v->win.median);
+        mt__sb_printf(b, " |\n| samples | %zu | %zu |\n| TFLOP/s per GPU | ", v->base.s.n,
+                  v->win.s.n);
+        mt__sb_tflops(b, &v->base);
+        mt__sb_puts(b, " | ");
+        mt__sb_tflops(b, &v->win);
+        mt__sb_puts(b, " |\n| tokens/s per GPU | ");
+        mt__sb_num(b, "%.0f", v->base.tokens);
+        mt__sb_puts(b, " | ");
+        mt__sb_num(b, "%.0f", v->win.tokens);
+        if (v->base.config_id || v->win.config_id) {
+            const arm *arms2[2] = {&v->base, &v->win};
+            int k;
+            size_t i;
+            mt__sb_puts(b, " |\n| config id (runs) |");
+            for (k = 0; k < 2; k++) {
+                mt__sb_puts(b, " ");
+                sb_mdcode(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
+                mt__sb_puts(b, " |");
+            }
+            mt__sb_puts(b, "\n| log folders |");
+            for (k = 0; k < 2; k++) {
+                mt__sb_puts(b, " ");
+                for (i = 0; i < arms2[k]->log_dirs.n; i++) {
+                    if (i)
+                        mt__sb_puts(b, "<br>");
+                    sb_mdcode(b, arms2[k]->log_dirs.v[i]);
+                }
+                if (!arms2[k]->log_dirs.n)
+                    mt__sb_puts(b, "none kept");
+                if (!k)
+                    mt__sb_puts(b, " |"); /* the last cell is closed below */
+            }
+        }
+        mt__sb_puts(b, " |\n\n| | |\n|---|---|\n| window | ");
+        mt__sb_window(b, v);
+        mt__sb_puts(b, " of ");
+        mt__sb_num(b, "%.0f", v->steps);
+        mt__sb_puts(b, " steps |\n| gain | ");
+        mt__sb_pct(b, v->gain);
+        mt__sb_puts(b, " |\n| CI | ");
+        mt__sb_ci(b, v->has_ci, v->ci);
+        mt__sb_puts(b, " |\n| p | ");
+        mt__sb_p(b, v->p);
+        mt__sb_printf(b, " |\n| confirmed | %s |\n| recommendation | ", v->confirmed ? "yes" : "no");
+        mt__sb_md(b, v->recommendation);
+        mt__sb_puts(b, " |\n\nSamples (s): baseline ");
+        mt__sb_samples(b, &v->base.s);
+        mt__sb_puts(b, "; winner ");
+        mt__sb_samples(b, &v->win.s);
+        mt__sb_puts(b, "\n");
+        md_natural(b, &v->nat);
+    }
+}
+
