@@ -14,6 +14,33 @@
 static const char *const share_colors[NSHARES] = {"#4a78b5", "#7fa7d9", "#c0392b",
                                                   "#9aa5b1", "#8e6bbf", "#d0d7de"};
 
+const mt__markup mt__html_markup = {
+    .text = mt__sb_html,
+    .strong = "<strong>",
+    .unstrong = "</strong>",
+    .arrow = " &rarr; ",
+    .banner_ok = "<div class=\"banner ok\">",
+    .banner_bad = "<div class=\"banner bad\">",
+    .banner_warn = "<div class=\"banner warn\">",
+    .banner_end = "</div>\n",
+    .line_end = "",
+    .rec = "\n<p class=\"rec\">Recommendation: ",
+    .rec_end = "</p>",
+    .row = "<tr><th>",
+    .head = "</th><td>",
+    .head_n = "</th><td class=\"n\">",
+    .cell_n = "</td><td class=\"n\">",
+    .row_end = "</td></tr>\n",
+    .head_yes = "</th><td class=\"v-accepted\">",
+    .head_no = "</th><td class=\"v-failed\">",
+    .arms_table = "<table><tr><th></th><th>baseline</th><th>winner</th></tr>\n",
+    .arms_to_kv = "</table>\n<table>\n",
+    .kv_end = "</table>\n",
+    .natural_head = "<h3>With natural routing</h3>\n",
+    .note = "<p class=\"note\">",
+    .note_end = "</p>\n",
+};
+
 /* ---- plots (inline SVG) ----------------------------------------------- */
 
 typedef struct axis {
@@ -558,57 +585,10 @@ static void h_changes(sb *b, const changes *c)
     }
 }
 
-static void h_banner(sb *b, const model *m)
-{
-    const validation *v = &m->val;
-    if (!v->present) {
-        mt__sb_puts(b, "<div class=\"banner warn\"><strong>No validation was run</strong>, so no "
-                   "total gain is claimed (status: ");
-        mt__sb_html(b, m->status);
-        mt__sb_puts(b, ").</div>\n");
-        return;
-    }
-    if (v->confirmed) {
-        mt__sb_puts(b, "<div class=\"banner ok\"><strong>Validated gain: ");
-        mt__sb_pct(b, v->gain);
-        mt__sb_puts(b, "</strong> shorter median step time, winner against baseline over ");
-        mt__sb_window(b, v);
-        mt__sb_puts(b, " (");
-        mt__sb_secs(b, v->base.median);
-        mt__sb_puts(b, " &rarr; ");
-        mt__sb_secs(b, v->win.median);
-        mt__sb_puts(b, "; CI ");
-        mt__sb_ci(b, v->has_ci, v->ci);
-        mt__sb_puts(b, ", p = ");
-        mt__sb_p(b, v->p);
-        mt__sb_puts(b, "). This is the total gain, as the final validation measured it.");
-        if (v->recommendation && !strncmp(v->recommendation, "benchmark only: ", 16)) {
-            mt__sb_puts(b, "\n<p class=\"rec\">Recommendation: ");
-            mt__sb_html(b, v->recommendation);
-            mt__sb_puts(b, "</p>");
-        }
-        mt__sb_puts(b, "</div>\n");
-        return;
-    }
-    mt__sb_puts(b, "<div class=\"banner bad\"><strong>Validation did not confirm the winner.</strong> "
-               "Measured over ");
-    mt__sb_window(b, v);
-    mt__sb_puts(b, ", the winner's gain was ");
-    mt__sb_pct(b, v->gain);
-    mt__sb_puts(b, " (CI ");
-    mt__sb_ci(b, v->has_ci, v->ci);
-    mt__sb_puts(b, ", p = ");
-    mt__sb_p(b, v->p);
-    mt__sb_puts(b, "), which does not confirm an improvement; no gain is claimed.\n"
-               "<p class=\"rec\">Recommendation: ");
-    mt__sb_html(b, v->recommendation);
-    mt__sb_puts(b, "</p></div>\n");
-}
-
 static void h_summary(sb *b, const model *m)
 {
     mt__sb_puts(b, "<section id=\"summary\"><h2>Summary</h2>\n");
-    h_banner(b, m);
+    mt__banner(b, &mt__html_markup, m);
     mt__sb_puts(b, "<table>\n");
     h_kv(b, "Contract", m->contract_name);
     h_kv(b, "Contract file", m->contract_path);
@@ -632,53 +612,9 @@ static void h_summary(sb *b, const model *m)
     mt__sb_puts(b, m->val.present && m->val.confirmed ? "Total gain (validated)"
                                                   : "Total gain");
     mt__sb_puts(b, "</th><td>");
-    if (m->val.present && m->val.confirmed)
-        mt__sb_pct(b, m->val.gain);
-    else if (m->val.present) {
-        mt__sb_puts(b, "none claimed (validation measured ");
-        mt__sb_pct(b, m->val.gain);
-        mt__sb_puts(b, ", not confirmed)");
-    } else
-        mt__sb_puts(b, "none claimed (no validation)");
-    mt__sb_puts(b, "</td></tr>\n<tr><th>GPU hours</th><td>");
-    mt__sb_used(b, "%.4g", m->gh_used, m->gh_limit);
-    mt__sb_puts(b, "</td></tr>\n<tr><th>Runs</th><td>");
-    mt__sb_used(b, "%.0f", m->runs_used, m->runs_limit);
+    mt__total_gain(b, m, NULL);
     mt__sb_puts(b, "</td></tr>\n");
-    if (m->deadline)
-        h_kv(b, "Deadline", m->deadline);
-    h_kv(b, "Stopped because", m->stopped_because);
-    mt__sb_puts(b, "<tr><th>Baseline</th><td>");
-    if (m->base_reasons.n)
-        mt__sb_label_why(b, m->base_label, &m->base_reasons, 0);
-    else
-        mt__sb_html(b, m->base_label);
-    mt__sb_puts(b, "</td></tr>\n");
-    if (m->val.nat.present && m->val.nat.status && !strcmp(m->val.nat.status, "measured")) {
-        mt__sb_puts(b, "<tr><th>Gain with natural routing</th><td>");
-        if (isfinite(m->val.nat.gain)) {
-            mt__sb_pct(b, m->val.nat.gain);
-            mt__sb_puts(b, " (");
-            mt__sb_html(b, m->val.nat.label);
-            mt__sb_puts(b, ")");
-        } else {
-            mt__sb_puts(b, "none measured: ");
-            mt__sb_html(b, m->val.nat.reason ? m->val.nat.reason : "no statistics");
-        }
-        mt__sb_puts(b, "</td></tr>\n");
-    }
-    if (m->ablation_complete == 0)
-        h_kv(b, "Ablation",
-             "winner not ablated: the budget left an accepted change without "
-             "its leave-one-out A/B");
-    if (m->fit.present) {
-        sb t = {0};
-        mt__fit_words(&t, &m->fit);
-        h_kv(b, "Base fits in memory", t.s ? t.s : "");
-        if (t.oom)
-            b->oom = 1;
-        free(t.s);
-    }
+    mt__summary_rows(b, &mt__html_markup, m);
     mt__sb_puts(b, "</table>\n<h3>Stack</h3>\n");
     h_map_table(b, &m->stack, "component", "version");
     mt__sb_puts(b, "</section>\n");
@@ -692,7 +628,7 @@ static void h_recipe(sb *b, const model *m)
               m->label && !strcmp(m->label, "benchmark-only") ? "bo" : "te");
     mt__sb_html(b, m->label);
     mt__sb_puts(b, "</span> &mdash; ");
-    mt__sb_label_why(b, m->label, &m->reasons, 0);
+    mt__sb_label_why(b, m->label, &m->reasons, mt__sb_html);
     mt__sb_puts(b, ".</p>\n");
     if (m->val.present && !m->val.confirmed) {
         mt__sb_puts(b, "<p class=\"banner bad\">Validation did not confirm the winner; the "
@@ -1009,7 +945,7 @@ static void h_memory(sb *b, const model *m)
         mt__sb_puts(b, "</b>: ");
         if (e->has_hot) {
             mt__sb_puts(b, "<span class=\"hottest\">hottest GPU: ");
-            mt__sb_hottest(b, e, 1);
+            mt__sb_hottest(b, e, mt__sb_html);
             mt__sb_puts(b, "</span>");
         } else if (isnan(hot))
             mt__sb_puts(b, "no per-GPU figures");
@@ -1072,7 +1008,9 @@ static void h_walls(sb *b, const model *m)
         mt__sb_puts(b, "<p class=\"note\">No profile was taken.</p>\n</section>\n");
         return;
     }
-    mt__sb_puts(b, "<p class=\"note\">" WALLS_NOTE_HTML "</p>\n");
+    mt__sb_puts(b, "<p class=\"note\">");
+    mt__sb_html(b, MT__WALLS_NOTE);
+    mt__sb_puts(b, "</p>\n");
     svg_walls(b, &m->before, &m->after);
     mt__sb_puts(b, "\n<table><tr><th></th><th>dominant wall</th><th>window</th></tr>\n");
     h_wall_row(b, "before", &m->before);
@@ -1086,11 +1024,8 @@ static void h_walls(sb *b, const model *m)
         mt__sb_num(b, "%.1f%%", m->after.present ? m->after.share[j] * 100 : NAN);
         mt__sb_puts(b, "</td></tr>\n");
     }
-    mt__sb_puts(b, "</table>\n<p class=\"note\">The shares partition each profiled window and add "
-               "up to 100%: compute time with communication hidden under it is its own share, "
-               "beside compute with nothing under it; idle excludes the pipeline bubble, shown "
-               "apart; other is time no trace class covers (optimizer step, host work outside "
-               "kernels).</p>\n</section>\n");
+    mt__sb_puts(b, "</table>\n<p class=\"note\">" MT__SHARES_NOTE " (optimizer step, host work "
+                   "outside kernels).</p>\n</section>\n");
 }
 
 static void h_ablation(sb *b, const model *m)
@@ -1122,44 +1057,34 @@ static void h_ablation(sb *b, const model *m)
     mt__sb_puts(b, "</table>\n</section>\n");
 }
 
-/* The natural-routing validation beside the forced one: the
- * training-equivalent gain, or why there is none. */
-static void h_natural(sb *b, const natural *n)
+/* The validation runs' config ids and log folders, when the bundle names
+ * them. */
+static void h_validation_runs(sb *b, const validation *v)
 {
-    if (!n->present)
+    const arm *arms2[2] = {&v->base, &v->win};
+    int k;
+    size_t i;
+    if (!v->base.config_id && !v->win.config_id)
         return;
-    mt__sb_puts(b, "<h3>With natural routing</h3>\n");
-    if (strcmp(n->status ? n->status : "", "measured")) {
-        mt__sb_puts(b, "<p class=\"note\">No natural-routing validation: ");
-        mt__sb_html(b, n->reason);
-        mt__sb_puts(b, ".</p>\n");
-        return;
+    mt__sb_puts(b, "<tr><th>config id (runs)</th>");
+    for (k = 0; k < 2; k++) {
+        mt__sb_puts(b, "<td class=\"cfgid\">");
+        h_code(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
+        mt__sb_puts(b, "</td>");
     }
-    mt__sb_puts(b, "<table><tr><th></th><th>baseline</th><th>winner</th></tr>\n"
-               "<tr><th>median step time</th><td class=\"n\">");
-    mt__sb_secs(b, n->base.median);
-    mt__sb_puts(b, "</td><td class=\"n\">");
-    mt__sb_secs(b, n->win.median);
-    mt__sb_puts(b, "</td></tr>\n<tr><th>TFLOP/s per GPU</th><td class=\"n\">");
-    mt__sb_tflops(b, &n->base);
-    mt__sb_puts(b, "</td><td class=\"n\">");
-    mt__sb_tflops(b, &n->win);
-    mt__sb_puts(b, "</td></tr>\n<tr><th>tokens/s per GPU</th><td class=\"n\">");
-    mt__sb_num(b, "%.0f", n->base.tokens);
-    mt__sb_puts(b, "</td><td class=\"n\">");
-    mt__sb_num(b, "%.0f", n->win.tokens);
-    mt__sb_puts(b, "</td></tr>\n</table>\n<table>\n<tr><th>gain (");
-    mt__sb_html(b, n->label);
-    mt__sb_puts(b, ")</th><td>");
-    mt__sb_pct(b, n->gain);
-    mt__sb_puts(b, "</td></tr>\n<tr><th>CI</th><td>");
-    mt__sb_ci(b, n->has_ci, n->ci);
-    mt__sb_puts(b, "</td></tr>\n<tr><th>p</th><td>");
-    mt__sb_p(b, n->p);
-    mt__sb_printf(b, "</td></tr>\n<tr><th>confirmed</th><td class=\"%s\">%s</td></tr>\n",
-              n->confirmed ? "v-accepted" : "v-failed", n->confirmed ? "yes" : "no");
-    h_kv(b, "result", n->reason);
-    mt__sb_puts(b, "</table>\n");
+    mt__sb_puts(b, "</tr>\n<tr><th>log folders</th>");
+    for (k = 0; k < 2; k++) {
+        mt__sb_puts(b, "<td class=\"logdirs\">");
+        for (i = 0; i < arms2[k]->log_dirs.n; i++) {
+            if (i)
+                mt__sb_puts(b, "<br>");
+            h_code(b, arms2[k]->log_dirs.v[i]);
+        }
+        if (!arms2[k]->log_dirs.n)
+            mt__sb_puts(b, "none kept (the executor writes no logs)");
+        mt__sb_puts(b, "</td>");
+    }
+    mt__sb_puts(b, "</tr>\n");
 }
 
 static void h_validation(sb *b, const model *m)
@@ -1178,61 +1103,10 @@ static void h_validation(sb *b, const model *m)
         mt__sb_html(b, v->recommendation);
         mt__sb_puts(b, "</p></div>\n");
     }
-    mt__sb_puts(b, "<table><tr><th></th><th>baseline</th><th>winner</th></tr>\n"
-               "<tr><th>median step time</th><td class=\"n\">");
-    mt__sb_secs(b, v->base.median);
-    mt__sb_puts(b, "</td><td class=\"n\">");
-    mt__sb_secs(b, v->win.median);
-    mt__sb_printf(b, "</td></tr>\n<tr><th>samples</th><td class=\"n\">%zu</td><td class=\"n\">%zu"
-                 "</td></tr>\n<tr><th>TFLOP/s per GPU</th><td class=\"n\">",
-              v->base.s.n, v->win.s.n);
-    mt__sb_tflops(b, &v->base);
-    mt__sb_puts(b, "</td><td class=\"n\">");
-    mt__sb_tflops(b, &v->win);
-    mt__sb_puts(b, "</td></tr>\n<tr><th>tokens/s per GPU</th><td class=\"n\">");
-    mt__sb_num(b, "%.0f", v->base.tokens);
-    mt__sb_puts(b, "</td><td class=\"n\">");
-    mt__sb_num(b, "%.0f", v->win.tokens);
-    mt__sb_puts(b, "</td></tr>\n");
-    if (v->base.config_id || v->win.config_id) {
-        const arm *arms2[2] = {&v->base, &v->win};
-        int k;
-        size_t i;
-        mt__sb_puts(b, "<tr><th>config id (runs)</th>");
-        for (k = 0; k < 2; k++) {
-            mt__sb_puts(b, "<td class=\"cfgid\">");
-            h_code(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
-            mt__sb_puts(b, "</td>");
-        }
-        mt__sb_puts(b, "</tr>\n<tr><th>log folders</th>");
-        for (k = 0; k < 2; k++) {
-            mt__sb_puts(b, "<td class=\"logdirs\">");
-            for (i = 0; i < arms2[k]->log_dirs.n; i++) {
-                if (i)
-                    mt__sb_puts(b, "<br>");
-                h_code(b, arms2[k]->log_dirs.v[i]);
-            }
-            if (!arms2[k]->log_dirs.n)
-                mt__sb_puts(b, "none kept (the executor writes no logs)");
-            mt__sb_puts(b, "</td>");
-        }
-        mt__sb_puts(b, "</tr>\n");
-    }
-    mt__sb_puts(b, "</table>\n<table>\n<tr><th>window</th><td>");
-    mt__sb_window(b, v);
-    mt__sb_puts(b, " of ");
-    mt__sb_num(b, "%.0f", v->steps);
-    mt__sb_puts(b, " steps</td></tr>\n<tr><th>gain</th><td>");
-    mt__sb_pct(b, v->gain);
-    mt__sb_puts(b, "</td></tr>\n<tr><th>CI</th><td>");
-    mt__sb_ci(b, v->has_ci, v->ci);
-    mt__sb_puts(b, "</td></tr>\n<tr><th>p</th><td>");
-    mt__sb_p(b, v->p);
-    mt__sb_printf(b, "</td></tr>\n<tr><th>confirmed</th><td class=\"%s\">%s</td></tr>\n",
-              v->confirmed ? "v-accepted" : "v-failed", v->confirmed ? "yes" : "no");
-    h_kv(b, "recommendation", v->recommendation);
-    mt__sb_puts(b, "</table>\n");
-    h_natural(b, &v->nat);
+    mt__arm_rows(b, &mt__html_markup, &v->base, &v->win, 1);
+    h_validation_runs(b, v);
+    mt__validation_rows(b, &mt__html_markup, v);
+    mt__natural(b, &mt__html_markup, &v->nat);
     arms[0] = (arm_view){"baseline", &v->base.s, v->base.median, "#4a78b5"};
     arms[1] = (arm_view){"winner", &v->win.s, v->win.median, v->confirmed ? "#1e7b34" : "#d9822b"};
     if (v->base.s.n + v->win.s.n) {

@@ -218,8 +218,8 @@ const char *mt__map_get(const map *m, const char *key);
 
 /* "value 2 of 3, selected" of a multi-arm screen's decision; "" otherwise. */
 void mt__arm_words(const decision *dc, char *buf, size_t n);
-/* The label's words (md: Markdown-escaped, else HTML-escaped). */
-void mt__sb_label_why(sb *b, const char *label, const strs *why, int md);
+/* The label's words, escaped by text (mt__sb_md or mt__sb_html). */
+void mt__sb_label_why(sb *b, const char *label, const strs *why, void (*text)(sb *, const char *));
 void mt__sb_tflops(sb *b, const arm *a);
 void mt__sb_window(sb *b, const validation *v);
 /* The Megatron-LM arguments and the environment as shell text (unescaped). */
@@ -233,17 +233,59 @@ void mt__fit_words(sb *t, const basefit *f);
 void mt__no_recipe_words(sb *t, const model *m);
 int mt__no_recipe(const model *m);
 int mt__has_samples(const decision *dc);
-void mt__sb_hottest(sb *b, const mem *e, int html);
+void mt__sb_hottest(sb *b, const mem *e, void (*text)(sb *, const char *));
 void mt__sb_wall_window(sb *b, const wall *w);
 
 /* What the two profiles are (search/engine.c: the first profile of the
- * retune phase, and the winner's). */
-#define WALLS_NOTE_MD                                                                              \
+ * retune phase, and the winner's); each view escapes it. */
+#define MT__WALLS_NOTE                                                                             \
     "\"Before\" is the profile the retune phase began with, of the config after fit and "          \
     "scale (the baseline only when those kept it); \"after\" is the winner's."
-#define WALLS_NOTE_HTML                                                                            \
-    "&quot;Before&quot; is the profile the retune phase began with, of the config after fit "     \
-    "and scale (the baseline only when those kept it); &quot;after&quot; is the winner&#39;s."
+
+/* ---- report_text.c: the sections' text both views build alike ---------- */
+
+/* The few markup differences between REPORT.md and report.html where both
+ * say the same thing (report_md.c: mt__md_markup, report_html.c:
+ * mt__html_markup). */
+typedef struct mt__markup {
+    void (*text)(sb *b, const char *s); /* escaped text: mt__sb_md | mt__sb_html */
+    const char *strong, *unstrong;      /* strong emphasis */
+    const char *arrow;                  /* "from -> to" */
+    const char *banner_ok, *banner_bad, *banner_warn, *banner_end;
+    const char *line_end;              /* a banner's sentence ends */
+    const char *rec, *rec_end;         /* a banner's recommendation */
+    /* tables: a row is row LABEL head VALUE row_end; the baseline and winner
+     * table's number cells go head_n A cell_n B */
+    const char *row, *head, *head_n, *cell_n, *row_end;
+    const char *head_yes, *head_no; /* head of a yes / no verdict cell */
+    const char *arms_table;         /* opens the baseline and winner table */
+    const char *arms_to_kv;         /* closes it and opens the figures' table */
+    const char *kv_end;             /* closes the figures' table */
+    const char *natural_head, *note, *note_end;
+} mt__markup;
+
+extern const mt__markup mt__md_markup, mt__html_markup;
+
+/* The validation banner: the validated gain, or why none is claimed. */
+void mt__banner(sb *b, const mt__markup *k, const model *m);
+/* "none claimed (...)" unless the validation confirmed the gain, which reads
+ * as its figure and then validated (NULL: nothing). */
+void mt__total_gain(sb *b, const model *m, const char *validated);
+/* The summary's rows from GPU hours to whether the base fits. */
+void mt__summary_rows(sb *b, const mt__markup *k, const model *m);
+/* The baseline and winner table's rows (samples: with its samples row). */
+void mt__arm_rows(sb *b, const mt__markup *k, const arm *base, const arm *win, int samples);
+/* The validation's figures, from the window to the recommendation. */
+void mt__validation_rows(sb *b, const mt__markup *k, const validation *v);
+/* The natural-routing validation beside the forced one: the
+ * training-equivalent gain, or why there is none. */
+void mt__natural(sb *b, const mt__markup *k, const natural *n);
+
+/* The shares' note, up to where the HTML view says more. */
+#define MT__SHARES_NOTE                                                                            \
+    "The shares partition each profiled window and add up to 100%: compute time with "           \
+    "communication hidden under it is its own share, beside compute with nothing under it; "     \
+    "idle excludes the pipeline bubble, shown apart; other is time no trace class covers"
 
 /* ---- the views -------------------------------------------------------- */
 

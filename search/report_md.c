@@ -86,50 +86,33 @@ static void md_changes(sb *b, const changes *c)
     }
 }
 
-static void md_banner(sb *b, const model *m)
-{
-    const validation *v = &m->val;
-    if (!v->present) {
-        mt__sb_puts(b, "> **No validation was run**, so no total gain is claimed (status: ");
-        mt__sb_md(b, m->status);
-        mt__sb_puts(b, ").\n\n");
-        return;
-    }
-    if (v->confirmed) {
-        mt__sb_puts(b, "> **Validated gain: ");
-        mt__sb_pct(b, v->gain);
-        mt__sb_puts(b, "** shorter median step time, winner against baseline over ");
-        mt__sb_window(b, v);
-        mt__sb_puts(b, " (");
-        mt__sb_secs(b, v->base.median);
-        mt__sb_puts(b, " -> ");
-        mt__sb_secs(b, v->win.median);
-        mt__sb_puts(b, "; CI ");
-        mt__sb_ci(b, v->has_ci, v->ci);
-        mt__sb_puts(b, ", p = ");
-        mt__sb_p(b, v->p);
-        mt__sb_puts(b, "). This is the total gain, as the final validation measured it.\n");
-        if (v->recommendation && !strncmp(v->recommendation, "benchmark only: ", 16)) {
-            mt__sb_puts(b, ">\n> **Recommendation:** ");
-            mt__sb_md(b, v->recommendation);
-            mt__sb_puts(b, "\n");
-        }
-        mt__sb_puts(b, "\n");
-        return;
-    }
-    mt__sb_puts(b, "> **Validation did not confirm the winner.** Measured over ");
-    mt__sb_window(b, v);
-    mt__sb_puts(b, ", the winner's gain was ");
-    mt__sb_pct(b, v->gain);
-    mt__sb_puts(b, " (CI ");
-    mt__sb_ci(b, v->has_ci, v->ci);
-    mt__sb_puts(b, ", p = ");
-    mt__sb_p(b, v->p);
-    mt__sb_puts(b, "), which does not confirm an improvement; no gain is claimed.\n>\n"
-               "> **Recommendation:** ");
-    mt__sb_md(b, v->recommendation);
-    mt__sb_puts(b, "\n\n");
-}
+
+const mt__markup mt__md_markup = {
+    .text = mt__sb_md,
+    .strong = "**",
+    .unstrong = "**",
+    .arrow = " -> ",
+    .banner_ok = "> ",
+    .banner_bad = "> ",
+    .banner_warn = "> ",
+    .banner_end = "\n",
+    .line_end = "\n",
+    .rec = ">\n> **Recommendation:** ",
+    .rec_end = "\n",
+    .row = "| ",
+    .head = " | ",
+    .head_n = " | ",
+    .cell_n = " | ",
+    .row_end = " |\n",
+    .head_yes = " | ",
+    .head_no = " | ",
+    .arms_table = "| | baseline | winner |\n|---|---:|---:|\n",
+    .arms_to_kv = "\n| | |\n|---|---|\n",
+    .kv_end = "",
+    .natural_head = "\n### With natural routing\n\n",
+    .note = "",
+    .note_end = "\n",
+};
 
 static void md_arm(sb *b, const arm *a)
 {
@@ -141,48 +124,27 @@ static void md_arm(sb *b, const arm *a)
     mt__sb_printf(b, " (n=%zu)", a->s.n);
 }
 
-/* The natural-routing validation in REPORT.md (see h_natural). */
-static void md_natural(sb *b, const natural *n)
+/* A two-column table of code spans (the stack); "none recorded" when empty. */
+static void md_map_table(sb *b, const map *m, const char *k, const char *v)
 {
-    if (!n->present)
-        return;
-    mt__sb_puts(b, "\n### With natural routing\n\n");
-    if (strcmp(n->status ? n->status : "", "measured")) {
-        mt__sb_puts(b, "No natural-routing validation: ");
-        mt__sb_md(b, n->reason);
-        mt__sb_puts(b, ".\n");
+    size_t i;
+    if (!m->n) {
+        mt__sb_puts(b, "none recorded\n\n");
         return;
     }
-    mt__sb_puts(b, "| | baseline | winner |\n|---|---:|---:|\n| median step time | ");
-    mt__sb_secs(b, n->base.median);
-    mt__sb_puts(b, " | ");
-    mt__sb_secs(b, n->win.median);
-    mt__sb_puts(b, " |\n| TFLOP/s per GPU | ");
-    mt__sb_tflops(b, &n->base);
-    mt__sb_puts(b, " | ");
-    mt__sb_tflops(b, &n->win);
-    mt__sb_puts(b, " |\n| tokens/s per GPU | ");
-    mt__sb_num(b, "%.0f", n->base.tokens);
-    mt__sb_puts(b, " | ");
-    mt__sb_num(b, "%.0f", n->win.tokens);
-    mt__sb_puts(b, " |\n\n| | |\n|---|---|\n| gain (");
-    mt__sb_md(b, n->label);
-    mt__sb_puts(b, ") | ");
-    mt__sb_pct(b, n->gain);
-    mt__sb_puts(b, " |\n| CI | ");
-    mt__sb_ci(b, n->has_ci, n->ci);
-    mt__sb_puts(b, " |\n| p | ");
-    mt__sb_p(b, n->p);
-    mt__sb_printf(b, " |\n| confirmed | %s |\n| result | ", n->confirmed ? "yes" : "no");
-    mt__sb_md(b, n->reason);
-    mt__sb_puts(b, " |\n");
+    mt__sb_printf(b, "| %s | %s |\n|---|---|\n", k, v);
+    for (i = 0; i < m->n; i++) {
+        mt__sb_puts(b, "| ");
+        sb_mdcode(b, m->key[i]);
+        mt__sb_puts(b, " | ");
+        sb_mdcode(b, m->val[i]);
+        mt__sb_puts(b, " |\n");
+    }
+    mt__sb_puts(b, "\n");
 }
 
-void mt__report_md(sb *b, const model *m)
+static void md_header(sb *b, const model *m)
 {
-    size_t i, j, maxg = 0;
-    sb body = {0};
-
     mt__sb_puts(b, "# moetune report: ");
     mt__sb_md(b, m->contract_name);
     mt__sb_puts(b, "\n\nCreated ");
@@ -194,8 +156,11 @@ void mt__report_md(sb *b, const model *m)
     mt__sb_puts(b, "; status ");
     mt__sb_md(b, m->status);
     mt__sb_puts(b, ". Plots: report.html (self-contained).\n\n");
-    md_banner(b, m);
+    mt__banner(b, &mt__md_markup, m);
+}
 
+static void md_summary(sb *b, const model *m)
+{
     mt__sb_puts(b, "## Summary\n\n| | |\n|---|---|\n| Contract | ");
     mt__sb_md(b, m->contract_name);
     mt__sb_puts(b, " (");
@@ -217,73 +182,51 @@ void mt__report_md(sb *b, const model *m)
     mt__sb_puts(b, " |\n| Label | ");
     mt__sb_md(b, m->label);
     mt__sb_puts(b, " |\n| Total gain | ");
-    if (m->val.present && m->val.confirmed) {
-        mt__sb_pct(b, m->val.gain);
-        mt__sb_puts(b, " (validated)");
-    } else if (m->val.present) {
-        mt__sb_puts(b, "none claimed (validation measured ");
-        mt__sb_pct(b, m->val.gain);
-        mt__sb_puts(b, ", not confirmed)");
-    } else
-        mt__sb_puts(b, "none claimed (no validation)");
-    mt__sb_puts(b, " |\n| GPU hours | ");
-    mt__sb_used(b, "%.4g", m->gh_used, m->gh_limit);
-    mt__sb_puts(b, " |\n| Runs | ");
-    mt__sb_used(b, "%.0f", m->runs_used, m->runs_limit);
-    if (m->deadline) {
-        mt__sb_puts(b, " |\n| Deadline | ");
-        mt__sb_md(b, m->deadline);
-    }
-    mt__sb_puts(b, " |\n| Stopped because | ");
-    mt__sb_md(b, m->stopped_because);
-    mt__sb_puts(b, " |\n| Baseline | ");
-    if (m->base_reasons.n)
-        mt__sb_label_why(b, m->base_label, &m->base_reasons, 1);
-    else
-        mt__sb_md(b, m->base_label);
-    if (m->val.nat.present && m->val.nat.status && !strcmp(m->val.nat.status, "measured")) {
-        mt__sb_puts(b, " |\n| Gain with natural routing | ");
-        if (isfinite(m->val.nat.gain)) {
-            mt__sb_pct(b, m->val.nat.gain);
-            mt__sb_puts(b, " (");
-            mt__sb_md(b, m->val.nat.label);
-            mt__sb_puts(b, ")");
-        } else {
-            mt__sb_puts(b, "none measured: ");
-            mt__sb_md(b, m->val.nat.reason ? m->val.nat.reason : "no statistics");
-        }
-    }
-    if (m->ablation_complete == 0)
-        mt__sb_puts(b, " |\n| Ablation | winner not ablated: the budget left an accepted change "
-                   "without its leave-one-out A/B");
-    if (m->fit.present) {
-        sb t = {0};
-        mt__fit_words(&t, &m->fit);
-        mt__sb_puts(b, " |\n| Base fits in memory | ");
-        mt__sb_md(b, t.s ? t.s : "");
-        if (t.oom)
-            b->oom = 1;
-        free(t.s);
-    }
-    mt__sb_puts(b, " |\n\n### Stack\n\n");
-    if (!m->stack.n)
-        mt__sb_puts(b, "none recorded\n\n");
-    else {
-        mt__sb_puts(b, "| component | version |\n|---|---|\n");
-        for (i = 0; i < m->stack.n; i++) {
-            mt__sb_puts(b, "| ");
-            sb_mdcode(b, m->stack.key[i]);
-            mt__sb_puts(b, " | ");
-            sb_mdcode(b, m->stack.val[i]);
-            mt__sb_puts(b, " |\n");
-        }
-        mt__sb_puts(b, "\n");
-    }
+    mt__total_gain(b, m, " (validated)");
+    mt__sb_puts(b, " |\n");
+    mt__summary_rows(b, &mt__md_markup, m);
+    mt__sb_puts(b, "\n### Stack\n\n");
+    md_map_table(b, &m->stack, "component", "version");
+}
 
+/* A fenced block of lines (body: scratch text, emptied first). */
+static void md_lines(sb *b, sb *body, const char *info, const strs *l, const char *none)
+{
+    size_t i;
+    body->n = 0;
+    for (i = 0; i < l->n; i++) {
+        mt__sb_puts(body, l->v[i]);
+        mt__sb_putn(body, "\n", 1);
+    }
+    sb_mdfence(b, info, l->n && body->s ? body->s : none);
+}
+
+static void md_commands(sb *b, const model *m)
+{
+    sb body = {0};
+    mt__sb_puts(b, "### Megatron-LM flags\n\n");
+    mt__sb_flags(&body, m);
+    sb_mdfence(b, "sh", body.s ? body.s : "");
+    body.n = 0;
+    mt__sb_puts(b, "### Environment\n\n");
+    mt__sb_env(&body, m);
+    sb_mdfence(b, "sh", body.s ? body.s : "");
+    mt__sb_puts(b, "### Megatron-Bridge overrides\n\n");
+    md_lines(b, &body, "", &m->bridge_overrides, "(none)\n");
+    mt__sb_puts(b, "### Command diff against the baseline\n\n");
+    md_lines(b, &body, "diff", &m->command_diff, "(no difference)\n");
+    if (body.oom)
+        b->oom = 1;
+    free(body.s);
+}
+
+static void md_recipe(sb *b, const model *m)
+{
+    size_t i;
     mt__sb_puts(b, "## Recipe\n\nLabel: **");
     mt__sb_md(b, m->label);
     mt__sb_puts(b, "**: ");
-    mt__sb_label_why(b, m->label, &m->reasons, 1);
+    mt__sb_label_why(b, m->label, &m->reasons, mt__sb_md);
     mt__sb_puts(b, ".\n\n");
     if (m->val.present && !m->val.confirmed) {
         mt__sb_puts(b, "Validation did not confirm the winner; the recommendation is: ");
@@ -327,147 +270,201 @@ void mt__report_md(sb *b, const model *m)
         }
         mt__sb_puts(b, "\n");
     }
-    mt__sb_puts(b, "### Megatron-LM flags\n\n");
-    mt__sb_flags(&body, m);
-    sb_mdfence(b, "sh", body.s ? body.s : "");
-    body.n = 0;
-    mt__sb_puts(b, "### Environment\n\n");
-    mt__sb_env(&body, m);
-    sb_mdfence(b, "sh", body.s ? body.s : "");
-    body.n = 0;
-    mt__sb_puts(b, "### Megatron-Bridge overrides\n\n");
-    for (i = 0; i < m->bridge_overrides.n; i++) {
-        mt__sb_puts(&body, m->bridge_overrides.v[i]);
-        mt__sb_putn(&body, "\n", 1);
-    }
-    sb_mdfence(b, "", m->bridge_overrides.n && body.s ? body.s : "(none)\n");
-    body.n = 0;
-    mt__sb_puts(b, "### Command diff against the baseline\n\n");
-    for (i = 0; i < m->command_diff.n; i++) {
-        mt__sb_puts(&body, m->command_diff.v[i]);
-        mt__sb_putn(&body, "\n", 1);
-    }
-    sb_mdfence(b, "diff", m->command_diff.n && body.s ? body.s : "(no difference)\n");
-    if (body.oom)
-        b->oom = 1;
-    free(body.s);
+    md_commands(b, m);
+}
 
+static void md_meshes(sb *b, const model *m)
+{
     mt__sb_puts(b, "## Parallel folding meshes\n\n- Attention (TP x CP x DP x PP): ");
     sb_mdcode(b, m->mesh_attention);
     mt__sb_puts(b, "\n- MoE (ETP x EP x EDP x PP): ");
     sb_mdcode(b, m->mesh_moe);
-    mt__sb_puts(b, "\n\n## Decisions\n\n");
-    if (!m->ndec)
+    mt__sb_puts(b, "\n\n");
+}
+
+/* One decision's row of the decisions table. */
+static void md_decision(sb *b, const decision *dc, size_t no)
+{
+    char aw[80];
+    size_t j;
+    mt__sb_printf(b, "| %zu | ", no);
+    mt__sb_num(b, "%.0f", dc->index);
+    mt__sb_puts(b, " | ");
+    mt__sb_md(b, dc->phase);
+    mt__sb_puts(b, " | ");
+    sb_mdcode(b, dc->variable);
+    mt__arm_words(dc, aw, sizeof aw);
+    if (aw[0]) {
+        mt__sb_puts(b, " (");
+        mt__sb_md(b, aw);
+        mt__sb_puts(b, ")");
+    }
+    mt__sb_puts(b, " | ");
+    mt__sb_md(b, dc->wall ? dc->wall : "");
+    mt__sb_puts(b, " | ");
+    md_changes(b, &dc->change);
+    mt__sb_puts(b, " | ");
+    for (j = 0; j < dc->repairs.n; j++) {
+        if (j)
+            mt__sb_puts(b, "; ");
+        mt__sb_md(b, dc->repairs.v[j]);
+    }
+    mt__sb_puts(b, " | ");
+    mt__sb_md(b, dc->verdict);
+    mt__sb_puts(b, " | ");
+    md_arm(b, &dc->control);
+    mt__sb_puts(b, " | ");
+    md_arm(b, &dc->candidate);
+    mt__sb_puts(b, " | ");
+    mt__sb_pct(b, dc->gain);
+    mt__sb_puts(b, " | ");
+    mt__sb_ci(b, dc->has_ci, dc->ci);
+    mt__sb_puts(b, " | ");
+    mt__sb_p(b, dc->p);
+    mt__sb_puts(b, " | ");
+    for (j = 0; j < dc->evidence.n; j++) {
+        if (j)
+            mt__sb_puts(b, "; ");
+        sb_mdcode(b, dc->evidence.key[j]);
+        mt__sb_puts(b, " = ");
+        mt__sb_md(b, dc->evidence.val[j]);
+    }
+    mt__sb_puts(b, " | ");
+    mt__sb_md(b, dc->reason);
+    mt__sb_puts(b, " |\n");
+}
+
+static void md_decisions(sb *b, const model *m)
+{
+    size_t i;
+    mt__sb_puts(b, "## Decisions\n\n");
+    if (!m->ndec) {
         mt__sb_puts(b, "No decisions were made.\n\n");
-    else {
-        mt__sb_puts(b, "| # | id | phase | variable | wall | change | repairs | verdict | "
+        return;
+    }
+    mt__sb_puts(b, "| # | id | phase | variable | wall | change | repairs | verdict | "
                    "control median | candidate median | gain | CI | p | evidence | reason |\n"
                    "|---:|---:|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|\n");
-        for (i = 0; i < m->ndec; i++) {
-            const decision *dc = &m->dec[i];
-            mt__sb_printf(b, "| %zu | ", i + 1);
-            mt__sb_num(b, "%.0f", dc->index);
-            mt__sb_puts(b, " | ");
-            mt__sb_md(b, dc->phase);
-            mt__sb_puts(b, " | ");
-            sb_mdcode(b, dc->variable);
-            {
-                char aw[80];
-                mt__arm_words(dc, aw, sizeof aw);
-                if (aw[0]) {
-                    mt__sb_puts(b, " (");
-                    mt__sb_md(b, aw);
-                    mt__sb_puts(b, ")");
-                }
-            }
-            mt__sb_puts(b, " | ");
-            mt__sb_md(b, dc->wall ? dc->wall : "");
-            mt__sb_puts(b, " | ");
-            md_changes(b, &dc->change);
-            mt__sb_puts(b, " | ");
-            for (j = 0; j < dc->repairs.n; j++) {
-                if (j)
-                    mt__sb_puts(b, "; ");
-                mt__sb_md(b, dc->repairs.v[j]);
-            }
-            mt__sb_puts(b, " | ");
-            mt__sb_md(b, dc->verdict);
-            mt__sb_puts(b, " | ");
-            md_arm(b, &dc->control);
-            mt__sb_puts(b, " | ");
-            md_arm(b, &dc->candidate);
-            mt__sb_puts(b, " | ");
-            mt__sb_pct(b, dc->gain);
-            mt__sb_puts(b, " | ");
-            mt__sb_ci(b, dc->has_ci, dc->ci);
-            mt__sb_puts(b, " | ");
-            mt__sb_p(b, dc->p);
-            mt__sb_puts(b, " | ");
-            for (j = 0; j < dc->evidence.n; j++) {
-                if (j)
-                    mt__sb_puts(b, "; ");
-                sb_mdcode(b, dc->evidence.key[j]);
-                mt__sb_puts(b, " = ");
-                mt__sb_md(b, dc->evidence.val[j]);
-            }
-            mt__sb_puts(b, " | ");
-            mt__sb_md(b, dc->reason);
-            mt__sb_puts(b, " |\n");
-        }
-        mt__sb_puts(b, "\ngain: the candidate's median step time shorter than the control's, as a "
+    for (i = 0; i < m->ndec; i++)
+        md_decision(b, &m->dec[i], i + 1);
+    mt__sb_puts(b, "\ngain: the candidate's median step time shorter than the control's, as a "
                    "fraction of the control's. #: the decisions in the order they were taken. "
                    "id: the decision's number in the store (`decision/ID` in moetune.db; its "
                    "runs are replicates ID x 100 and up); profiled runs take numbers too, so "
                    "ids may skip.\n\n### Samples (step times, s)\n\n");
-        for (i = 0; i < m->ndec; i++) {
-            const decision *dc = &m->dec[i];
-            if (!mt__has_samples(dc))
-                continue;
-            mt__sb_printf(b, "- #%zu (id %.0f) ", i + 1, dc->index);
-            sb_mdcode(b, dc->variable);
-            mt__sb_puts(b, ": control ");
-            mt__sb_samples(b, &dc->control.s);
-            mt__sb_puts(b, "; candidate ");
-            mt__sb_samples(b, &dc->candidate.s);
-            mt__sb_puts(b, "\n");
-        }
+    for (i = 0; i < m->ndec; i++) {
+        const decision *dc = &m->dec[i];
+        if (!mt__has_samples(dc))
+            continue;
+        mt__sb_printf(b, "- #%zu (id %.0f) ", i + 1, dc->index);
+        sb_mdcode(b, dc->variable);
+        mt__sb_puts(b, ": control ");
+        mt__sb_samples(b, &dc->control.s);
+        mt__sb_puts(b, "; candidate ");
+        mt__sb_samples(b, &dc->candidate.s);
         mt__sb_puts(b, "\n");
     }
+    mt__sb_puts(b, "\n");
+}
 
+static void md_throughput(sb *b, const model *m)
+{
+    size_t i;
     mt__sb_puts(b, "## Throughput over the tune\n\n");
-    if (!m->ntl)
+    if (!m->ntl) {
         mt__sb_puts(b, "No runs were recorded.\n\n");
-    else {
-        mt__sb_puts(b, "| run | phase | GPU hours | TFLOP/s per GPU | "
+        return;
+    }
+    mt__sb_puts(b, "| run | phase | GPU hours | TFLOP/s per GPU | "
                    "incumbent, median of its runs so far |\n"
                    "|---:|---|---:|---:|---:|\n");
-        for (i = 0; i < m->ntl; i++) {
-            const tpoint *t = &m->tl[i];
+    for (i = 0; i < m->ntl; i++) {
+        const tpoint *t = &m->tl[i];
+        mt__sb_puts(b, "| ");
+        mt__sb_num(b, "%.0f", t->run);
+        mt__sb_puts(b, " | ");
+        mt__sb_md(b, t->phase);
+        mt__sb_puts(b, " | ");
+        mt__sb_num(b, "%.4g", t->gpu_hours);
+        mt__sb_puts(b, " | ");
+        if (isnan(t->tflops))
+            mt__sb_puts(b, "failed");
+        else
+            mt__sb_num(b, "%.4g", t->tflops);
+        mt__sb_puts(b, " | ");
+        mt__sb_num(b, "%.4g", t->best);
+        mt__sb_puts(b, " |\n");
+    }
+    mt__sb_puts(b, "\n");
+}
+
+/* Hundreds of GPUs: the hottest of each role (all in bundle.json). */
+static void md_memory_roles(sb *b, const model *m, size_t maxg)
+{
+    size_t i, j;
+    mt__sb_printf(b, "%zu GPUs: the hottest GPU of each role; every GPU's figure is in "
+                     "bundle.json.\n\n",
+                  maxg);
+    for (i = 0; i < m->nmem; i++) {
+        const mem *e = &m->mem[i];
+        mt__sb_puts(b, "| ");
+        mt__sb_md(b, e->name);
+        mt__sb_puts(b, ": role | GPU | peak | median GPU of its stage |\n|---|---:|---:|---:|\n");
+        for (j = 0; j < e->nroles; j++) {
             mt__sb_puts(b, "| ");
-            mt__sb_num(b, "%.0f", t->run);
-            mt__sb_puts(b, " | ");
-            mt__sb_md(b, t->phase);
-            mt__sb_puts(b, " | ");
-            mt__sb_num(b, "%.4g", t->gpu_hours);
-            mt__sb_puts(b, " | ");
-            if (isnan(t->tflops))
-                mt__sb_puts(b, "failed");
-            else
-                mt__sb_num(b, "%.4g", t->tflops);
-            mt__sb_puts(b, " | ");
-            mt__sb_num(b, "%.4g", t->best);
+            mt__sb_md(b, e->roles[j].role);
+            mt__sb_printf(b, " | %.0f | %.2f | ", e->roles[j].rank, e->roles[j].peak);
+            mt__sb_num(b, "%.2f", e->roles[j].median);
             mt__sb_puts(b, " |\n");
+        }
+        mt__sb_printf(b, "| capacity | | %.4g | |\n| limit (capacity - headroom) | | %.4g | |\n\n",
+                      e->capacity, e->capacity - e->headroom);
+    }
+}
+
+/* Every GPU's figure, a column per memory entry. */
+static void md_memory_gpus(sb *b, const model *m, size_t maxg)
+{
+    size_t i, j;
+    mt__sb_puts(b, "| GPU |");
+    for (i = 0; i < m->nmem; i++) {
+        mt__sb_puts(b, " ");
+        mt__sb_md(b, m->mem[i].name);
+        mt__sb_puts(b, " |");
+    }
+    mt__sb_puts(b, "\n|---:|");
+    for (i = 0; i < m->nmem; i++)
+        mt__sb_puts(b, "---:|");
+    mt__sb_puts(b, "\n");
+    for (j = 0; j < maxg; j++) {
+        mt__sb_printf(b, "| %zu |", j);
+        for (i = 0; i < m->nmem; i++) {
+            mt__sb_puts(b, " ");
+            if (j < m->mem[i].per_gpu.n)
+                mt__sb_num(b, "%.2f", m->mem[i].per_gpu.v[j]);
+            mt__sb_puts(b, " |");
         }
         mt__sb_puts(b, "\n");
     }
+    mt__sb_puts(b, "| capacity |");
+    for (i = 0; i < m->nmem; i++)
+        mt__sb_printf(b, " %.4g |", m->mem[i].capacity);
+    mt__sb_puts(b, "\n| limit (capacity - headroom) |");
+    for (i = 0; i < m->nmem; i++)
+        mt__sb_printf(b, " %.4g |", m->mem[i].capacity - m->mem[i].headroom);
+    mt__sb_puts(b, "\n\n");
+}
 
+static void md_memory(sb *b, const model *m)
+{
+    size_t i, maxg = 0;
     mt__sb_puts(b, "## Per-GPU peak memory (GB)\n\n");
     for (i = 0; i < m->nmem; i++)
         if (m->mem[i].has_hot) {
             mt__sb_puts(b, "- ");
             mt__sb_md(b, m->mem[i].name);
             mt__sb_puts(b, ": hottest GPU: ");
-            mt__sb_hottest(b, &m->mem[i], 0);
+            mt__sb_hottest(b, &m->mem[i], mt__sb_md);
             mt__sb_puts(b, "\n");
         }
     if (m->nmem && m->mem[0].has_hot)
@@ -475,190 +472,151 @@ void mt__report_md(sb *b, const model *m)
     for (i = 0; i < m->nmem; i++)
         if (m->mem[i].per_gpu.n > maxg)
             maxg = m->mem[i].per_gpu.n;
-    if (m->nmem && maxg > MEM_EVERY_GPU) {
-        /* hundreds of GPUs: the hottest of each role (all in bundle.json) */
-        mt__sb_printf(b, "%zu GPUs: the hottest GPU of each role; every GPU's figure is in "
-                     "bundle.json.\n\n",
-                  maxg);
-        for (i = 0; i < m->nmem; i++) {
-            const mem *e = &m->mem[i];
-            mt__sb_puts(b, "| ");
-            mt__sb_md(b, e->name);
-            mt__sb_puts(b, ": role | GPU | peak | median GPU of its stage |\n|---|---:|---:|---:|\n");
-            for (j = 0; j < e->nroles; j++) {
-                mt__sb_puts(b, "| ");
-                mt__sb_md(b, e->roles[j].role);
-                mt__sb_printf(b, " | %.0f | %.2f | ", e->roles[j].rank, e->roles[j].peak);
-                mt__sb_num(b, "%.2f", e->roles[j].median);
-                mt__sb_puts(b, " |\n");
-            }
-            mt__sb_printf(b, "| capacity | | %.4g | |\n| limit (capacity - headroom) | | %.4g | |\n\n",
-                      e->capacity, e->capacity - e->headroom);
-        }
-    } else if (!m->nmem)
+    if (m->nmem && maxg > MEM_EVERY_GPU)
+        md_memory_roles(b, m, maxg);
+    else if (!m->nmem)
         mt__sb_puts(b, "No memory figures were recorded.\n\n");
-    else {
-        mt__sb_puts(b, "| GPU |");
-        for (i = 0; i < m->nmem; i++) {
-            mt__sb_puts(b, " ");
-            mt__sb_md(b, m->mem[i].name);
-            mt__sb_puts(b, " |");
-        }
-        mt__sb_puts(b, "\n|---:|");
-        for (i = 0; i < m->nmem; i++)
-            mt__sb_puts(b, "---:|");
-        mt__sb_puts(b, "\n");
-        for (j = 0; j < maxg; j++) {
-            mt__sb_printf(b, "| %zu |", j);
-            for (i = 0; i < m->nmem; i++) {
-                mt__sb_puts(b, " ");
-                if (j < m->mem[i].per_gpu.n)
-                    mt__sb_num(b, "%.2f", m->mem[i].per_gpu.v[j]);
-                mt__sb_puts(b, " |");
-            }
-            mt__sb_puts(b, "\n");
-        }
-        mt__sb_puts(b, "| capacity |");
-        for (i = 0; i < m->nmem; i++)
-            mt__sb_printf(b, " %.4g |", m->mem[i].capacity);
-        mt__sb_puts(b, "\n| limit (capacity - headroom) |");
-        for (i = 0; i < m->nmem; i++)
-            mt__sb_printf(b, " %.4g |", m->mem[i].capacity - m->mem[i].headroom);
-        mt__sb_puts(b, "\n\n");
-    }
-
-    mt__sb_puts(b, "## Wall breakdown before and after\n\n");
-    if (!m->before.present && !m->after.present)
-        mt__sb_puts(b, "No profile was taken.\n\n");
-    else {
-        const wall *w[2] = {&m->before, &m->after};
-        mt__sb_puts(b, WALLS_NOTE_MD "\n\n");
-        mt__sb_puts(b, "| | before | after |\n|---|---:|---:|\n| dominant wall |");
-        for (i = 0; i < 2; i++) {
-            mt__sb_puts(b, " ");
-            if (!w[i]->present)
-                mt__sb_puts(b, "not profiled");
-            else {
-                mt__sb_md(b, w[i]->wall);
-                mt__sb_puts(b, " (runner-up ");
-                mt__sb_md(b, w[i]->runner_up);
-                mt__sb_puts(b, ", confidence ");
-                mt__sb_num(b, "%.2f", w[i]->confidence);
-                mt__sb_puts(b, ")");
-            }
-            mt__sb_puts(b, " |");
-        }
-        mt__sb_puts(b, "\n| window |");
-        for (i = 0; i < 2; i++) {
-            mt__sb_puts(b, " ");
-            if (w[i]->present)
-                mt__sb_wall_window(b, w[i]);
-            else
-                mt__sb_puts(b, "n/a");
-            mt__sb_puts(b, " |");
-        }
-        for (j = 0; j < NSHARES; j++) {
-            mt__sb_printf(b, "\n| %s |", mt__share_names[j]);
-            for (i = 0; i < 2; i++) {
-                mt__sb_puts(b, " ");
-                mt__sb_num(b, "%.1f%%", w[i]->present ? w[i]->share[j] * 100 : NAN);
-                mt__sb_puts(b, " |");
-            }
-        }
-        mt__sb_puts(b, "\n\nThe shares partition each profiled window and add up to 100%: compute "
-                   "time with communication hidden under it is its own share, beside compute "
-                   "with nothing under it; idle excludes the pipeline bubble, shown apart; "
-                   "other is time no trace class covers.\n\n");
-    }
-
-    mt__sb_puts(b, "## Ablation (leave one out)\n\n");
-    if (!m->nabl)
-        mt__sb_puts(b, "No ablation: no accepted change to remove.\n\n");
-    else {
-        mt__sb_puts(b, "| knob | to | gain without it | p | kept | reason |\n"
-                   "|---|---|---:|---:|---|---|\n");
-        for (i = 0; i < m->nabl; i++) {
-            const ablation *a = &m->abl[i];
-            mt__sb_puts(b, "| ");
-            sb_mdcode(b, a->knob);
-            mt__sb_puts(b, " | ");
-            sb_mdcode(b, a->to);
-            mt__sb_puts(b, " | ");
-            mt__sb_pct(b, a->gain_without);
-            mt__sb_puts(b, " | ");
-            mt__sb_p(b, a->p);
-            mt__sb_puts(b, a->kept ? " | kept | " : " | dropped | ");
-            mt__sb_md(b, a->reason);
-            mt__sb_puts(b, " |\n");
-        }
-        mt__sb_puts(b, "\n");
-    }
-
-    mt__sb_puts(b, "## Validation: baseline against winner\n\n");
-    if (!m->val.present)
-        mt__sb_puts(b, "No validation was run, so no total gain is claimed.\n");
-    else {
-        const validation *v = &m->val;
-        if (!v->confirmed) {
-            mt__sb_puts(b, "**Validation did not confirm the winner.** Recommendation: ");
-            mt__sb_md(b, v->recommendation);
-            mt__sb_puts(b, "\n\n");
-        }
-        mt__sb_puts(b, "| | baseline | winner |\n|---|---:|---:|\n| median step time | ");
-        mt__sb_secs(b, v->base.median);
-        mt__sb_puts(b, " | ");
-        mt__sb_secs(b, v->win.median);
-        mt__sb_printf(b, " |\n| samples | %zu | %zu |\n| TFLOP/s per GPU | ", v->base.s.n,
-                  v->win.s.n);
-        mt__sb_tflops(b, &v->base);
-        mt__sb_puts(b, " | ");
-        mt__sb_tflops(b, &v->win);
-        mt__sb_puts(b, " |\n| tokens/s per GPU | ");
-        mt__sb_num(b, "%.0f", v->base.tokens);
-        mt__sb_puts(b, " | ");
-        mt__sb_num(b, "%.0f", v->win.tokens);
-        if (v->base.config_id || v->win.config_id) {
-            const arm *arms2[2] = {&v->base, &v->win};
-            int k;
-            size_t i;
-            mt__sb_puts(b, " |\n| config id (runs) |");
-            for (k = 0; k < 2; k++) {
-                mt__sb_puts(b, " ");
-                sb_mdcode(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
-                mt__sb_puts(b, " |");
-            }
-            mt__sb_puts(b, "\n| log folders |");
-            for (k = 0; k < 2; k++) {
-                mt__sb_puts(b, " ");
-                for (i = 0; i < arms2[k]->log_dirs.n; i++) {
-                    if (i)
-                        mt__sb_puts(b, "<br>");
-                    sb_mdcode(b, arms2[k]->log_dirs.v[i]);
-                }
-                if (!arms2[k]->log_dirs.n)
-                    mt__sb_puts(b, "none kept");
-                if (!k)
-                    mt__sb_puts(b, " |"); /* the last cell is closed below */
-            }
-        }
-        mt__sb_puts(b, " |\n\n| | |\n|---|---|\n| window | ");
-        mt__sb_window(b, v);
-        mt__sb_puts(b, " of ");
-        mt__sb_num(b, "%.0f", v->steps);
-        mt__sb_puts(b, " steps |\n| gain | ");
-        mt__sb_pct(b, v->gain);
-        mt__sb_puts(b, " |\n| CI | ");
-        mt__sb_ci(b, v->has_ci, v->ci);
-        mt__sb_puts(b, " |\n| p | ");
-        mt__sb_p(b, v->p);
-        mt__sb_printf(b, " |\n| confirmed | %s |\n| recommendation | ", v->confirmed ? "yes" : "no");
-        mt__sb_md(b, v->recommendation);
-        mt__sb_puts(b, " |\n\nSamples (s): baseline ");
-        mt__sb_samples(b, &v->base.s);
-        mt__sb_puts(b, "; winner ");
-        mt__sb_samples(b, &v->win.s);
-        mt__sb_puts(b, "\n");
-        md_natural(b, &v->nat);
-    }
+    else
+        md_memory_gpus(b, m, maxg);
 }
 
+static void md_walls(sb *b, const model *m)
+{
+    const wall *w[2] = {&m->before, &m->after};
+    size_t i;
+    int j;
+    mt__sb_puts(b, "## Wall breakdown before and after\n\n");
+    if (!m->before.present && !m->after.present) {
+        mt__sb_puts(b, "No profile was taken.\n\n");
+        return;
+    }
+    mt__sb_puts(b, MT__WALLS_NOTE "\n\n");
+    mt__sb_puts(b, "| | before | after |\n|---|---:|---:|\n| dominant wall |");
+    for (i = 0; i < 2; i++) {
+        mt__sb_puts(b, " ");
+        if (!w[i]->present)
+            mt__sb_puts(b, "not profiled");
+        else {
+            mt__sb_md(b, w[i]->wall);
+            mt__sb_puts(b, " (runner-up ");
+            mt__sb_md(b, w[i]->runner_up);
+            mt__sb_puts(b, ", confidence ");
+            mt__sb_num(b, "%.2f", w[i]->confidence);
+            mt__sb_puts(b, ")");
+        }
+        mt__sb_puts(b, " |");
+    }
+    mt__sb_puts(b, "\n| window |");
+    for (i = 0; i < 2; i++) {
+        mt__sb_puts(b, " ");
+        if (w[i]->present)
+            mt__sb_wall_window(b, w[i]);
+        else
+            mt__sb_puts(b, "n/a");
+        mt__sb_puts(b, " |");
+    }
+    for (j = 0; j < NSHARES; j++) {
+        mt__sb_printf(b, "\n| %s |", mt__share_names[j]);
+        for (i = 0; i < 2; i++) {
+            mt__sb_puts(b, " ");
+            mt__sb_num(b, "%.1f%%", w[i]->present ? w[i]->share[j] * 100 : NAN);
+            mt__sb_puts(b, " |");
+        }
+    }
+    mt__sb_puts(b, "\n\n" MT__SHARES_NOTE ".\n\n");
+}
+
+static void md_ablation(sb *b, const model *m)
+{
+    size_t i;
+    mt__sb_puts(b, "## Ablation (leave one out)\n\n");
+    if (!m->nabl) {
+        mt__sb_puts(b, "No ablation: no accepted change to remove.\n\n");
+        return;
+    }
+    mt__sb_puts(b, "| knob | to | gain without it | p | kept | reason |\n"
+                   "|---|---|---:|---:|---|---|\n");
+    for (i = 0; i < m->nabl; i++) {
+        const ablation *a = &m->abl[i];
+        mt__sb_puts(b, "| ");
+        sb_mdcode(b, a->knob);
+        mt__sb_puts(b, " | ");
+        sb_mdcode(b, a->to);
+        mt__sb_puts(b, " | ");
+        mt__sb_pct(b, a->gain_without);
+        mt__sb_puts(b, " | ");
+        mt__sb_p(b, a->p);
+        mt__sb_puts(b, a->kept ? " | kept | " : " | dropped | ");
+        mt__sb_md(b, a->reason);
+        mt__sb_puts(b, " |\n");
+    }
+    mt__sb_puts(b, "\n");
+}
+
+/* The validation runs' config ids and log folders, when the bundle names
+ * them. */
+static void md_validation_runs(sb *b, const validation *v)
+{
+    const arm *arms2[2] = {&v->base, &v->win};
+    int k;
+    size_t i;
+    if (!v->base.config_id && !v->win.config_id)
+        return;
+    mt__sb_puts(b, "| config id (runs) |");
+    for (k = 0; k < 2; k++) {
+        mt__sb_puts(b, " ");
+        sb_mdcode(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
+        mt__sb_puts(b, " |");
+    }
+    mt__sb_puts(b, "\n| log folders |");
+    for (k = 0; k < 2; k++) {
+        mt__sb_puts(b, " ");
+        for (i = 0; i < arms2[k]->log_dirs.n; i++) {
+            if (i)
+                mt__sb_puts(b, "<br>");
+            sb_mdcode(b, arms2[k]->log_dirs.v[i]);
+        }
+        if (!arms2[k]->log_dirs.n)
+            mt__sb_puts(b, "none kept");
+        mt__sb_puts(b, " |");
+    }
+    mt__sb_puts(b, "\n");
+}
+
+static void md_validation(sb *b, const model *m)
+{
+    const validation *v = &m->val;
+    mt__sb_puts(b, "## Validation: baseline against winner\n\n");
+    if (!v->present) {
+        mt__sb_puts(b, "No validation was run, so no total gain is claimed.\n");
+        return;
+    }
+    if (!v->confirmed) {
+        mt__sb_puts(b, "**Validation did not confirm the winner.** Recommendation: ");
+        mt__sb_md(b, v->recommendation);
+        mt__sb_puts(b, "\n\n");
+    }
+    mt__arm_rows(b, &mt__md_markup, &v->base, &v->win, 1);
+    md_validation_runs(b, v);
+    mt__validation_rows(b, &mt__md_markup, v);
+    mt__sb_puts(b, "\nSamples (s): baseline ");
+    mt__sb_samples(b, &v->base.s);
+    mt__sb_puts(b, "; winner ");
+    mt__sb_samples(b, &v->win.s);
+    mt__sb_puts(b, "\n");
+    mt__natural(b, &mt__md_markup, &v->nat);
+}
+
+void mt__report_md(sb *b, const model *m)
+{
+    md_header(b, m);
+    md_summary(b, m);
+    md_recipe(b, m);
+    md_meshes(b, m);
+    md_decisions(b, m);
+    md_throughput(b, m);
+    md_memory(b, m);
+    md_walls(b, m);
+    md_ablation(b, m);
+    md_validation(b, m);
+}

@@ -215,18 +215,18 @@ static const char *label_words(const char *label)
 
 /* The label's words: the settings that make it benchmark-only when the
  * bundle names them (label_reasons), else label_words. */
-void mt__sb_label_why(sb *b, const char *label, const strs *why, int md)
+void mt__sb_label_why(sb *b, const char *label, const strs *why, void (*text)(sb *, const char *))
 {
     size_t i;
     if (!why->n) {
-        (md ? mt__sb_md : mt__sb_html)(b, label_words(label));
+        text(b, label_words(label));
         return;
     }
     mt__sb_puts(b, "benchmark-only because ");
     for (i = 0; i < why->n; i++) {
         if (i)
             mt__sb_puts(b, "; ");
-        (md ? mt__sb_md : mt__sb_html)(b, why->v[i]);
+        text(b, why->v[i]);
     }
 }
 
@@ -378,20 +378,13 @@ int mt__no_recipe(const model *m) { return is_failed(m) || base_unusable(m); }
 int mt__has_samples(const decision *dc) { return dc->control.s.n + dc->candidate.s.n > 0; }
 
 /* The hottest GPU in words: "rank 3 at 71.10 GB (first stage): why". */
-void mt__sb_hottest(sb *b, const mem *e, int html)
+void mt__sb_hottest(sb *b, const mem *e, void (*text)(sb *, const char *))
 {
     mt__sb_printf(b, "rank %.0f at %.2f GB (", e->hot_rank, e->hot_peak);
-    if (html)
-        mt__sb_html(b, e->hot_role);
-    else
-        mt__sb_md(b, e->hot_role);
+    text(b, e->hot_role);
     mt__sb_puts(b, "): ");
-    if (html)
-        mt__sb_html(b, e->hot_why);
-    else
-        mt__sb_md(b, e->hot_why);
+    text(b, e->hot_why);
 }
-
 
 /* The window a wall came from: "steps 3-5 (6.21 s)", "one modelled step
  * (2.07 s)" (a wall without steps, as the model executor writes it). */
@@ -416,4 +409,222 @@ void mt__sb_wall_window(sb *b, const wall *w)
     }
 }
 
+/* ---- the sections' text both views build alike ------------------------- */
 
+static void row(sb *b, const mt__markup *k, const char *label)
+{
+    mt__sb_puts(b, k->row);
+    mt__sb_puts(b, label);
+    mt__sb_puts(b, k->head);
+}
+
+void mt__banner(sb *b, const mt__markup *k, const model *m)
+{
+    const validation *v = &m->val;
+    if (!v->present) {
+        mt__sb_puts(b, k->banner_warn);
+        mt__sb_puts(b, k->strong);
+        mt__sb_puts(b, "No validation was run");
+        mt__sb_puts(b, k->unstrong);
+        mt__sb_puts(b, ", so no total gain is claimed (status: ");
+        k->text(b, m->status);
+        mt__sb_puts(b, ").");
+        mt__sb_puts(b, k->line_end);
+        mt__sb_puts(b, k->banner_end);
+        return;
+    }
+    if (v->confirmed) {
+        mt__sb_puts(b, k->banner_ok);
+        mt__sb_puts(b, k->strong);
+        mt__sb_puts(b, "Validated gain: ");
+        mt__sb_pct(b, v->gain);
+        mt__sb_puts(b, k->unstrong);
+        mt__sb_puts(b, " shorter median step time, winner against baseline over ");
+        mt__sb_window(b, v);
+        mt__sb_puts(b, " (");
+        mt__sb_secs(b, v->base.median);
+        mt__sb_puts(b, k->arrow);
+        mt__sb_secs(b, v->win.median);
+        mt__sb_puts(b, "; CI ");
+    } else {
+        mt__sb_puts(b, k->banner_bad);
+        mt__sb_puts(b, k->strong);
+        mt__sb_puts(b, "Validation did not confirm the winner.");
+        mt__sb_puts(b, k->unstrong);
+        mt__sb_puts(b, " Measured over ");
+        mt__sb_window(b, v);
+        mt__sb_puts(b, ", the winner's gain was ");
+        mt__sb_pct(b, v->gain);
+        mt__sb_puts(b, " (CI ");
+    }
+    mt__sb_ci(b, v->has_ci, v->ci);
+    mt__sb_puts(b, ", p = ");
+    mt__sb_p(b, v->p);
+    mt__sb_puts(b, v->confirmed ? "). This is the total gain, as the final validation measured it."
+                                : "), which does not confirm an improvement; no gain is claimed.");
+    mt__sb_puts(b, k->line_end);
+    /* a validated gain names its recommendation only when it is benchmark-only */
+    if (!v->confirmed ||
+        (v->recommendation && !strncmp(v->recommendation, "benchmark only: ", 16))) {
+        mt__sb_puts(b, k->rec);
+        k->text(b, v->recommendation);
+        mt__sb_puts(b, k->rec_end);
+    }
+    mt__sb_puts(b, k->banner_end);
+}
+
+void mt__total_gain(sb *b, const model *m, const char *validated)
+{
+    if (m->val.present && m->val.confirmed) {
+        mt__sb_pct(b, m->val.gain);
+        if (validated)
+            mt__sb_puts(b, validated);
+    } else if (m->val.present) {
+        mt__sb_puts(b, "none claimed (validation measured ");
+        mt__sb_pct(b, m->val.gain);
+        mt__sb_puts(b, ", not confirmed)");
+    } else
+        mt__sb_puts(b, "none claimed (no validation)");
+}
+
+void mt__summary_rows(sb *b, const mt__markup *k, const model *m)
+{
+    const natural *n = &m->val.nat;
+    row(b, k, "GPU hours");
+    mt__sb_used(b, "%.4g", m->gh_used, m->gh_limit);
+    mt__sb_puts(b, k->row_end);
+    row(b, k, "Runs");
+    mt__sb_used(b, "%.0f", m->runs_used, m->runs_limit);
+    mt__sb_puts(b, k->row_end);
+    if (m->deadline) {
+        row(b, k, "Deadline");
+        k->text(b, m->deadline);
+        mt__sb_puts(b, k->row_end);
+    }
+    row(b, k, "Stopped because");
+    k->text(b, m->stopped_because);
+    mt__sb_puts(b, k->row_end);
+    row(b, k, "Baseline");
+    if (m->base_reasons.n)
+        mt__sb_label_why(b, m->base_label, &m->base_reasons, k->text);
+    else
+        k->text(b, m->base_label);
+    mt__sb_puts(b, k->row_end);
+    if (n->present && n->status && !strcmp(n->status, "measured")) {
+        row(b, k, "Gain with natural routing");
+        if (isfinite(n->gain)) {
+            mt__sb_pct(b, n->gain);
+            mt__sb_puts(b, " (");
+            k->text(b, n->label);
+            mt__sb_puts(b, ")");
+        } else {
+            mt__sb_puts(b, "none measured: ");
+            k->text(b, n->reason ? n->reason : "no statistics");
+        }
+        mt__sb_puts(b, k->row_end);
+    }
+    if (m->ablation_complete == 0) {
+        row(b, k, "Ablation");
+        k->text(b, "winner not ablated: the budget left an accepted change without its "
+                   "leave-one-out A/B");
+        mt__sb_puts(b, k->row_end);
+    }
+    if (m->fit.present) {
+        sb t = {0};
+        mt__fit_words(&t, &m->fit);
+        row(b, k, "Base fits in memory");
+        k->text(b, t.s ? t.s : "");
+        mt__sb_puts(b, k->row_end);
+        if (t.oom)
+            b->oom = 1;
+        free(t.s);
+    }
+}
+
+void mt__arm_rows(sb *b, const mt__markup *k, const arm *base, const arm *win, int samples)
+{
+    mt__sb_puts(b, k->arms_table);
+    mt__sb_puts(b, k->row);
+    mt__sb_puts(b, "median step time");
+    mt__sb_puts(b, k->head_n);
+    mt__sb_secs(b, base->median);
+    mt__sb_puts(b, k->cell_n);
+    mt__sb_secs(b, win->median);
+    mt__sb_puts(b, k->row_end);
+    if (samples)
+        mt__sb_printf(b, "%ssamples%s%zu%s%zu%s", k->row, k->head_n, base->s.n, k->cell_n,
+                      win->s.n, k->row_end);
+    mt__sb_puts(b, k->row);
+    mt__sb_puts(b, "TFLOP/s per GPU");
+    mt__sb_puts(b, k->head_n);
+    mt__sb_tflops(b, base);
+    mt__sb_puts(b, k->cell_n);
+    mt__sb_tflops(b, win);
+    mt__sb_puts(b, k->row_end);
+    mt__sb_puts(b, k->row);
+    mt__sb_puts(b, "tokens/s per GPU");
+    mt__sb_puts(b, k->head_n);
+    mt__sb_num(b, "%.0f", base->tokens);
+    mt__sb_puts(b, k->cell_n);
+    mt__sb_num(b, "%.0f", win->tokens);
+    mt__sb_puts(b, k->row_end);
+}
+
+/* A gain's CI, p and whether it is confirmed, then what it comes to (label:
+ * words). */
+static void verdict_rows(sb *b, const mt__markup *k, int has_ci, const double ci[2], double p,
+                         int confirmed, const char *label, const char *words)
+{
+    row(b, k, "CI");
+    mt__sb_ci(b, has_ci, ci);
+    mt__sb_puts(b, k->row_end);
+    row(b, k, "p");
+    mt__sb_p(b, p);
+    mt__sb_puts(b, k->row_end);
+    mt__sb_printf(b, "%sconfirmed%s%s%s", k->row, confirmed ? k->head_yes : k->head_no,
+                  confirmed ? "yes" : "no", k->row_end);
+    row(b, k, label);
+    k->text(b, words);
+    mt__sb_puts(b, k->row_end);
+    mt__sb_puts(b, k->kv_end);
+}
+
+void mt__validation_rows(sb *b, const mt__markup *k, const validation *v)
+{
+    mt__sb_puts(b, k->arms_to_kv);
+    row(b, k, "window");
+    mt__sb_window(b, v);
+    mt__sb_puts(b, " of ");
+    mt__sb_num(b, "%.0f", v->steps);
+    mt__sb_puts(b, " steps");
+    mt__sb_puts(b, k->row_end);
+    row(b, k, "gain");
+    mt__sb_pct(b, v->gain);
+    mt__sb_puts(b, k->row_end);
+    verdict_rows(b, k, v->has_ci, v->ci, v->p, v->confirmed, "recommendation", v->recommendation);
+}
+
+void mt__natural(sb *b, const mt__markup *k, const natural *n)
+{
+    if (!n->present)
+        return;
+    mt__sb_puts(b, k->natural_head);
+    if (strcmp(n->status ? n->status : "", "measured")) {
+        mt__sb_puts(b, k->note);
+        mt__sb_puts(b, "No natural-routing validation: ");
+        k->text(b, n->reason);
+        mt__sb_puts(b, ".");
+        mt__sb_puts(b, k->note_end);
+        return;
+    }
+    mt__arm_rows(b, k, &n->base, &n->win, 0);
+    mt__sb_puts(b, k->arms_to_kv);
+    mt__sb_puts(b, k->row);
+    mt__sb_puts(b, "gain (");
+    k->text(b, n->label);
+    mt__sb_puts(b, ")");
+    mt__sb_puts(b, k->head);
+    mt__sb_pct(b, n->gain);
+    mt__sb_puts(b, k->row_end);
+    verdict_rows(b, k, n->has_ci, n->ci, n->p, n->confirmed, "result", n->reason);
+}
