@@ -671,26 +671,14 @@ static void read_mem_more(rd *r, const cJSON *e, const char *ep, mem *me, double
     me->nroles = i;
 }
 
-static void read_bundle(rd *r, const cJSON *root, model *m)
+/* Who wrote the bundle, of what, on what, and the budget. */
+static void read_top(rd *r, const cJSON *root, model *m)
 {
     static const char *const statuses[] = {"validated", "not_confirmed", "baseline_only", "failed",
                                            NULL};
-    static const char *const labels[] = {"training-equivalent", "benchmark-only", NULL};
-    char path[PATH_LEN], ep[PATH_LEN];
-    const cJSON *o, *e, *a;
-    double schema;
-    size_t i;
+    char path[PATH_LEN];
+    const cJSON *o;
 
-    if (!cJSON_IsObject(root)) {
-        problem(r, NULL, "the bundle is not a JSON object");
-        return;
-    }
-    schema = get_num(r, root, "", "schema", J_INT);
-    if (!isnan(schema) && schema != 1) {
-        problem(r, "schema", "schema version %.0f is not supported (this moetune reads version 1)",
-                schema);
-        return;
-    }
     m->version = get_str(r, root, "", "moetune_version", 0);
     m->created = get_str(r, root, "", "created", 0);
 
@@ -716,6 +704,14 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
     m->runs_used = get_num(r, o, path, "runs_used", J_INT);
     m->deadline = get_str(r, o, path, "deadline", 1);
     m->stopped_because = get_str(r, o, path, "stopped_because", 0);
+}
+
+/* The baseline and the recipe. */
+static void read_recipe(rd *r, const cJSON *root, model *m)
+{
+    static const char *const labels[] = {"training-equivalent", "benchmark-only", NULL};
+    char path[PATH_LEN], ep[PATH_LEN];
+    const cJSON *o;
 
     o = get(r, root, "", "baseline", J_OBJ, path);
     m->base_config = get_map(r, o, path, "config", 0);
@@ -737,6 +733,13 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
     o = get(r, o, path, "meshes", J_OBJ, ep);
     m->mesh_attention = get_str(r, o, ep, "attention", 0);
     m->mesh_moe = get_str(r, o, ep, "moe", 0);
+}
+
+static void read_decisions(rd *r, const cJSON *root, model *m)
+{
+    char path[PATH_LEN], ep[PATH_LEN];
+    const cJSON *e, *a;
+    size_t i;
 
     a = get(r, root, "", "decisions", J_ARR, NULL);
     if (a && (m->dec = ar_alloc(r->ar, array_len(a) * sizeof(decision)))) {
@@ -766,6 +769,13 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
             }
         }
     }
+}
+
+static void read_timeline(rd *r, const cJSON *root, model *m)
+{
+    char ep[PATH_LEN];
+    const cJSON *e, *a;
+    size_t i;
 
     a = get(r, root, "", "timeline", J_ARR, NULL);
     if (a && (m->tl = ar_alloc(r->ar, array_len(a) * sizeof(tpoint)))) {
@@ -788,6 +798,13 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
         if (!r->problems)
             qsort(m->tl, m->ntl, sizeof *m->tl, tpoint_cmp);
     }
+}
+
+static void read_memory(rd *r, const cJSON *root, model *m)
+{
+    char ep[PATH_LEN];
+    const cJSON *e, *a;
+    size_t i;
 
     a = get(r, root, "", "memory", J_ARR, NULL);
     if (a && (m->mem = ar_alloc(r->ar, array_len(a) * sizeof(mem)))) {
@@ -806,6 +823,14 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
         }
         m->nmem = i;
     }
+}
+
+/* The walls and the ablation. */
+static void read_ablation(rd *r, const cJSON *root, model *m)
+{
+    char path[PATH_LEN], ep[PATH_LEN];
+    const cJSON *o, *e, *a;
+    size_t i;
 
     o = get(r, root, "", "walls", J_OBJ | J_NULL, path);
     if (o) {
@@ -832,7 +857,11 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
         }
         m->nabl = i;
     }
+}
 
+/* The validation and what it comes to. */
+static void read_totals(rd *r, const cJSON *root, model *m)
+{
     read_validation(r, root, &m->val);
     m->ablation_complete = -1;
     if (cJSON_GetObjectItemCaseSensitive(root, "ablation_complete"))
@@ -852,6 +881,29 @@ static void read_bundle(rd *r, const cJSON *root, model *m)
                     "validation measured, never a sum of earlier A/Bs",
                     m->total_gain, m->val.gain);
     }
+}
+
+static void read_bundle(rd *r, const cJSON *root, model *m)
+{
+    double schema;
+
+    if (!cJSON_IsObject(root)) {
+        problem(r, NULL, "the bundle is not a JSON object");
+        return;
+    }
+    schema = get_num(r, root, "", "schema", J_INT);
+    if (!isnan(schema) && schema != 1) {
+        problem(r, "schema", "schema version %.0f is not supported (this moetune reads version 1)",
+                schema);
+        return;
+    }
+    read_top(r, root, m);
+    read_recipe(r, root, m);
+    read_decisions(r, root, m);
+    read_timeline(r, root, m);
+    read_memory(r, root, m);
+    read_ablation(r, root, m);
+    read_totals(r, root, m);
 }
 
 /* ---- files ------------------------------------------------------------ */
