@@ -14,6 +14,8 @@
 static const char *const share_colors[NSHARES] = {"#4a78b5", "#7fa7d9", "#c0392b",
                                                   "#9aa5b1", "#8e6bbf", "#d0d7de"};
 
+static void h_code(sb *b, const char *s);
+
 const mt__markup mt__html_markup = {
     .text = mt__sb_html,
     .strong = "<strong>",
@@ -38,7 +40,14 @@ const mt__markup mt__html_markup = {
     .kv_end = "</table>\n",
     .natural_head = "<h3>With natural routing</h3>\n",
     .note = "<p class=\"note\">",
-    .note_end = "</p>\n",
+    .note_end = "</p>\n",    .code = h_code,
+    .ids_row = "<tr><th>config id (runs)</th>",
+    .ids_cell = "<td class=\"cfgid\">",
+    .dirs_row = "</tr>\n<tr><th>log folders</th>",
+    .dirs_cell = "<td class=\"logdirs\">",
+    .runs_cell_end = "</td>",
+    .runs_end = "</tr>\n",
+    .no_dirs = "none kept (the executor writes no logs)",
 };
 
 /* ---- plots (inline SVG) ----------------------------------------------- */
@@ -1057,36 +1066,6 @@ static void h_ablation(sb *b, const model *m)
     mt__sb_puts(b, "</table>\n</section>\n");
 }
 
-/* The validation runs' config ids and log folders, when the bundle names
- * them. */
-static void h_validation_runs(sb *b, const validation *v)
-{
-    const arm *arms2[2] = {&v->base, &v->win};
-    int k;
-    size_t i;
-    if (!v->base.config_id && !v->win.config_id)
-        return;
-    mt__sb_puts(b, "<tr><th>config id (runs)</th>");
-    for (k = 0; k < 2; k++) {
-        mt__sb_puts(b, "<td class=\"cfgid\">");
-        h_code(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
-        mt__sb_puts(b, "</td>");
-    }
-    mt__sb_puts(b, "</tr>\n<tr><th>log folders</th>");
-    for (k = 0; k < 2; k++) {
-        mt__sb_puts(b, "<td class=\"logdirs\">");
-        for (i = 0; i < arms2[k]->log_dirs.n; i++) {
-            if (i)
-                mt__sb_puts(b, "<br>");
-            h_code(b, arms2[k]->log_dirs.v[i]);
-        }
-        if (!arms2[k]->log_dirs.n)
-            mt__sb_puts(b, "none kept (the executor writes no logs)");
-        mt__sb_puts(b, "</td>");
-    }
-    mt__sb_puts(b, "</tr>\n");
-}
-
 static void h_validation(sb *b, const model *m)
 {
     const validation *v = &m->val;
@@ -1104,7 +1083,7 @@ static void h_validation(sb *b, const model *m)
         mt__sb_puts(b, "</p></div>\n");
     }
     mt__arm_rows(b, &mt__html_markup, &v->base, &v->win, 1);
-    h_validation_runs(b, v);
+    mt__validation_runs(b, &mt__html_markup, v);
     mt__validation_rows(b, &mt__html_markup, v);
     mt__natural(b, &mt__html_markup, &v->nat);
     arms[0] = (arm_view){"baseline", &v->base.s, v->base.median, "#4a78b5"};

@@ -262,6 +262,10 @@ typedef struct mt__markup {
     const char *arms_to_kv;         /* closes it and opens the figures' table */
     const char *kv_end;             /* closes the figures' table */
     const char *natural_head, *note, *note_end;
+    /* the validation runs' config ids and log folders */
+    void (*code)(sb *b, const char *s); /* a code span */
+    const char *ids_row, *ids_cell, *dirs_row, *dirs_cell, *runs_cell_end, *runs_end;
+    const char *no_dirs; /* an arm that kept no log folder */
 } mt__markup;
 
 extern const mt__markup mt__md_markup, mt__html_markup;
@@ -275,6 +279,9 @@ void mt__total_gain(sb *b, const model *m, const char *validated);
 void mt__summary_rows(sb *b, const mt__markup *k, const model *m);
 /* The baseline and winner table's rows (samples: with its samples row). */
 void mt__arm_rows(sb *b, const mt__markup *k, const arm *base, const arm *win, int samples);
+/* The validation runs' config ids and log folders, when the bundle names
+ * them: rows of the baseline and winner table. */
+void mt__validation_runs(sb *b, const mt__markup *k, const validation *v);
 /* The validation's figures, from the window to the recommendation. */
 void mt__validation_rows(sb *b, const mt__markup *k, const validation *v);
 /* The natural-routing validation beside the forced one: the

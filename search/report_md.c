@@ -111,7 +111,14 @@ const mt__markup mt__md_markup = {
     .kv_end = "",
     .natural_head = "\n### With natural routing\n\n",
     .note = "",
-    .note_end = "\n",
+    .note_end = "\n",    .code = sb_mdcode,
+    .ids_row = "| config id (runs) |",
+    .ids_cell = " ",
+    .dirs_row = "\n| log folders |",
+    .dirs_cell = " ",
+    .runs_cell_end = " |",
+    .runs_end = "\n",
+    .no_dirs = "none kept",
 };
 
 static void md_arm(sb *b, const arm *a)
@@ -553,36 +560,6 @@ static void md_ablation(sb *b, const model *m)
     mt__sb_puts(b, "\n");
 }
 
-/* The validation runs' config ids and log folders, when the bundle names
- * them. */
-static void md_validation_runs(sb *b, const validation *v)
-{
-    const arm *arms2[2] = {&v->base, &v->win};
-    int k;
-    size_t i;
-    if (!v->base.config_id && !v->win.config_id)
-        return;
-    mt__sb_puts(b, "| config id (runs) |");
-    for (k = 0; k < 2; k++) {
-        mt__sb_puts(b, " ");
-        sb_mdcode(b, arms2[k]->config_id ? arms2[k]->config_id : "n/a");
-        mt__sb_puts(b, " |");
-    }
-    mt__sb_puts(b, "\n| log folders |");
-    for (k = 0; k < 2; k++) {
-        mt__sb_puts(b, " ");
-        for (i = 0; i < arms2[k]->log_dirs.n; i++) {
-            if (i)
-                mt__sb_puts(b, "<br>");
-            sb_mdcode(b, arms2[k]->log_dirs.v[i]);
-        }
-        if (!arms2[k]->log_dirs.n)
-            mt__sb_puts(b, "none kept");
-        mt__sb_puts(b, " |");
-    }
-    mt__sb_puts(b, "\n");
-}
-
 static void md_validation(sb *b, const model *m)
 {
     const validation *v = &m->val;
@@ -597,7 +574,7 @@ static void md_validation(sb *b, const model *m)
         mt__sb_puts(b, "\n\n");
     }
     mt__arm_rows(b, &mt__md_markup, &v->base, &v->win, 1);
-    md_validation_runs(b, v);
+    mt__validation_runs(b, &mt__md_markup, v);
     mt__validation_rows(b, &mt__md_markup, v);
     mt__sb_puts(b, "\nSamples (s): baseline ");
     mt__sb_samples(b, &v->base.s);

@@ -67,66 +67,63 @@ void mt__sb_printf(sb *b, const char *fmt, ...)
     free(big);
 }
 
-/* HTML text or attribute value; NULL (a JSON null) reads "n/a". */
-void mt__sb_html(sb *b, const char *s)
+/* Appends s with each character that esc names replaced (esc returns the
+ * replacement for *p, or NULL to keep it); NULL (a JSON null) reads "n/a". */
+static void sb_escaped(sb *b, const char *s, const char *(*esc)(const char *p))
 {
-    const char *p;
+    const char *p, *r;
     if (!s) {
         mt__sb_puts(b, "n/a");
         return;
     }
     for (p = s; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        switch (c) {
-        case '&': mt__sb_puts(b, "&amp;"); break;
-        case '<': mt__sb_puts(b, "&lt;"); break;
-        case '>': mt__sb_puts(b, "&gt;"); break;
-        case '"': mt__sb_puts(b, "&quot;"); break;
-        case '\'': mt__sb_puts(b, "&#39;"); break;
-        default:
-            if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f)
-                mt__sb_puts(b, "&#xFFFD;");
-            else
-                mt__sb_putn(b, p, 1);
-        }
+        r = esc(p);
+        if (r)
+            mt__sb_puts(b, r);
+        else
+            mt__sb_putn(b, p, 1);
     }
 }
+
+static const char *html_escape(const char *p)
+{
+    unsigned char c = (unsigned char)*p;
+    switch (c) {
+    case '&': return "&amp;";
+    case '<': return "&lt;";
+    case '>': return "&gt;";
+    case '"': return "&quot;";
+    case '\'': return "&#39;";
+    default: return (c < 0x20 && c != '\n' && c != '\t') || c == 0x7f ? "&#xFFFD;" : NULL;
+    }
+}
+
+/* HTML text or attribute value; NULL (a JSON null) reads "n/a". */
+void mt__sb_html(sb *b, const char *s) { sb_escaped(b, s, html_escape); }
 
 /* Markdown inline text, safe in a table cell: one line, no raw HTML, no
  * code span or strong emphasis started by the bundle's text.  '<' and '&' stay
  * readable ("p <= 0.05") where they cannot start a tag or an entity. */
-void mt__sb_md(sb *b, const char *s)
+static const char *md_escape(const char *p)
 {
-    const char *p;
-    if (!s) {
-        mt__sb_puts(b, "n/a");
-        return;
-    }
-    for (p = s; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        switch (c) {
-        case '|': mt__sb_puts(b, "\\|"); break;
-        case '\\': mt__sb_puts(b, "\\\\"); break;
-        case '`': mt__sb_puts(b, "\\`"); break;
-        case '*': mt__sb_puts(b, "\\*"); break;
-        case '<': /* only where a tag, comment or autolink could start */
-            mt__sb_puts(b, isalpha((unsigned char)p[1]) || (p[1] && strchr("/!?", p[1])) ? "&lt;"
-                                                                                 : "<");
-            break;
-        case '&': /* only where an entity could start */
-            mt__sb_puts(b, isalnum((unsigned char)p[1]) || p[1] == '#' ? "&amp;" : "&");
-            break;
-        case '\n':
-        case '\r':
-        case '\t': mt__sb_putn(b, " ", 1); break;
-        default:
-            if (c < 0x20 || c == 0x7f)
-                mt__sb_putn(b, "?", 1);
-            else
-                mt__sb_putn(b, p, 1);
-        }
+    unsigned char c = (unsigned char)*p;
+    switch (c) {
+    case '|': return "\\|";
+    case '\\': return "\\\\";
+    case '`': return "\\`";
+    case '*': return "\\*";
+    case '<': /* only where a tag, comment or autolink could start */
+        return isalpha((unsigned char)p[1]) || (p[1] && strchr("/!?", p[1])) ? "&lt;" : "<";
+    case '&': /* only where an entity could start */
+        return isalnum((unsigned char)p[1]) || p[1] == '#' ? "&amp;" : "&";
+    case '\n':
+    case '\r':
+    case '\t': return " ";
+    default: return c < 0x20 || c == 0x7f ? "?" : NULL;
     }
 }
+
+void mt__sb_md(sb *b, const char *s) { sb_escaped(b, s, md_escape); }
 
 /* A word for a POSIX shell: as is when plain, else single-quoted. */
 static void sb_shword(sb *b, const char *s)
@@ -587,6 +584,34 @@ static void verdict_rows(sb *b, const mt__markup *k, int has_ci, const double ci
     k->text(b, words);
     mt__sb_puts(b, k->row_end);
     mt__sb_puts(b, k->kv_end);
+}
+
+void mt__validation_runs(sb *b, const mt__markup *k, const validation *v)
+{
+    const arm *arms2[2] = {&v->base, &v->win};
+    int j;
+    size_t i;
+    if (!v->base.config_id && !v->win.config_id)
+        return;
+    mt__sb_puts(b, k->ids_row);
+    for (j = 0; j < 2; j++) {
+        mt__sb_puts(b, k->ids_cell);
+        k->code(b, arms2[j]->config_id ? arms2[j]->config_id : "n/a");
+        mt__sb_puts(b, k->runs_cell_end);
+    }
+    mt__sb_puts(b, k->dirs_row);
+    for (j = 0; j < 2; j++) {
+        mt__sb_puts(b, k->dirs_cell);
+        for (i = 0; i < arms2[j]->log_dirs.n; i++) {
+            if (i)
+                mt__sb_puts(b, "<br>");
+            k->code(b, arms2[j]->log_dirs.v[i]);
+        }
+        if (!arms2[j]->log_dirs.n)
+            mt__sb_puts(b, k->no_dirs);
+        mt__sb_puts(b, k->runs_cell_end);
+    }
+    mt__sb_puts(b, k->runs_end);
 }
 
 void mt__validation_rows(sb *b, const mt__markup *k, const validation *v)
