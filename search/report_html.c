@@ -17,38 +17,7 @@ static const char *const share_colors[NSHARES] = {"#4a78b5", "#7fa7d9", "#c0392b
 static void h_code(sb *b, const char *s);
 
 const mt__markup mt__html_markup = {
-    .text = mt__sb_html,
-    .strong = "<strong>",
-    .unstrong = "</strong>",
-    .arrow = " &rarr; ",
-    .banner_ok = "<div class=\"banner ok\">",
-    .banner_bad = "<div class=\"banner bad\">",
-    .banner_warn = "<div class=\"banner warn\">",
-    .banner_end = "</div>\n",
-    .line_end = "",
-    .rec = "\n<p class=\"rec\">Recommendation: ",
-    .rec_end = "</p>",
-    .row = "<tr><th>",
-    .head = "</th><td>",
-    .head_n = "</th><td class=\"n\">",
-    .cell_n = "</td><td class=\"n\">",
-    .row_end = "</td></tr>\n",
-    .head_yes = "</th><td class=\"v-accepted\">",
-    .head_no = "</th><td class=\"v-failed\">",
-    .arms_table = "<table><tr><th></th><th>baseline</th><th>winner</th></tr>\n",
-    .arms_to_kv = "</table>\n<table>\n",
-    .kv_end = "</table>\n",
-    .natural_head = "<h3>With natural routing</h3>\n",
-    .note = "<p class=\"note\">",
-    .note_end = "</p>\n",    .code = h_code,
-    .ids_row = "<tr><th>config id (runs)</th>",
-    .ids_cell = "<td class=\"cfgid\">",
-    .dirs_row = "</tr>\n<tr><th>log folders</th>",
-    .dirs_cell = "<td class=\"logdirs\">",
-    .runs_cell_end = "</td>",
-    .runs_end = "</tr>\n",
-    .no_dirs = "none kept (the executor writes no logs)",
-};
+    .text = mt__sb_html, .code = h_code, MT__MARKUP(MT__MARKUP_HTML)};
 
 /* ---- plots (inline SVG) ----------------------------------------------- */
 
@@ -639,50 +608,7 @@ static void h_recipe(sb *b, const model *m)
     mt__sb_puts(b, "</span> &mdash; ");
     mt__sb_label_why(b, m->label, &m->reasons, mt__sb_html);
     mt__sb_puts(b, ".</p>\n");
-    if (m->val.present && !m->val.confirmed) {
-        mt__sb_puts(b, "<p class=\"banner bad\">Validation did not confirm the winner; the "
-                   "recommendation is: ");
-        mt__sb_html(b, m->val.recommendation);
-        mt__sb_puts(b, "</p>\n");
-    }
-    if (mt__no_recipe(m)) {
-        sb t = {0};
-        mt__no_recipe_words(&t, m);
-        mt__sb_puts(b, "<p class=\"banner bad\">");
-        mt__sb_html(b, t.s ? t.s : "");
-        mt__sb_puts(b, "</p>\n");
-        if (t.oom)
-            b->oom = 1;
-        free(t.s);
-    }
-    mt__sb_puts(b, "<h3>Changes from the baseline</h3>\n");
-    if (!m->change.n && mt__no_recipe(m))
-        mt__sb_puts(b, "<p class=\"note\">None: the config shown is the base, not a "
-                   "recommendation.</p>\n");
-    else if (!m->change.n)
-        mt__sb_puts(b, "<p class=\"note\">None: the baseline is the recommendation.</p>\n");
-    else {
-        mt__sb_puts(b, "<table><tr><th>knob</th><th>from</th><th>to</th></tr>\n");
-        for (i = 0; i < m->change.n; i++) {
-            mt__sb_puts(b, "<tr><td>");
-            h_code(b, m->change.v[i].knob);
-            mt__sb_puts(b, "</td><td>");
-            h_code(b, m->change.v[i].from);
-            mt__sb_puts(b, "</td><td>");
-            h_code(b, m->change.v[i].to);
-            mt__sb_puts(b, "</td></tr>\n");
-        }
-        mt__sb_puts(b, "</table>\n");
-    }
-    if (m->notes.n) {
-        mt__sb_puts(b, "<h3>Before you train with it</h3>\n<ul>\n");
-        for (i = 0; i < m->notes.n; i++) {
-            mt__sb_puts(b, "<li>");
-            mt__sb_html(b, m->notes.v[i]);
-            mt__sb_puts(b, "</li>\n");
-        }
-        mt__sb_puts(b, "</ul>\n");
-    }
+    mt__recipe_changes(b, &mt__html_markup, m);
     {
         sb cmd = {0};
         mt__sb_flags(&cmd, m);

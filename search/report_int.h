@@ -245,27 +245,68 @@ void mt__sb_wall_window(sb *b, const wall *w);
 /* ---- report_text.c: the sections' text both views build alike ---------- */
 
 /* The few markup differences between REPORT.md and report.html where both
- * say the same thing (report_md.c: mt__md_markup, report_html.c:
- * mt__html_markup). */
+ * say the same thing: X(field, Markdown, HTML).  A table row is row LABEL
+ * head VALUE row_end; the baseline and winner table's number cells go
+ * head_n A cell_n B. */
+#define MT__MARKUP(X)                                                                              \
+    X(strong, "**", "<strong>")                                                                    \
+    X(unstrong, "**", "</strong>")                                                                 \
+    X(arrow, " -> ", " &rarr; ")                                                                   \
+    X(banner_ok, "> ", "<div class=\"banner ok\">")                                                \
+    X(banner_bad, "> ", "<div class=\"banner bad\">")                                              \
+    X(banner_warn, "> ", "<div class=\"banner warn\">")                                            \
+    X(banner_end, "\n", "</div>\n")                                                                \
+    X(line_end, "\n", "") /* a banner's sentence ends */                                           \
+    X(rec, ">\n> **Recommendation:** ", "\n<p class=\"rec\">Recommendation: ")                     \
+    X(rec_end, "\n", "</p>")                                                                       \
+    X(row, "| ", "<tr><th>")                                                                       \
+    X(head, " | ", "</th><td>")                                                                    \
+    X(head_n, " | ", "</th><td class=\"n\">")                                                      \
+    X(cell_n, " | ", "</td><td class=\"n\">")                                                      \
+    X(row_end, " |\n", "</td></tr>\n")                                                             \
+    X(head_yes, " | ", "</th><td class=\"v-accepted\">") /* a yes / no verdict cell */             \
+    X(head_no, " | ", "</th><td class=\"v-failed\">")                                              \
+    X(arms_table, "| | baseline | winner |\n|---|---:|---:|\n",                                    \
+      "<table><tr><th></th><th>baseline</th><th>winner</th></tr>\n")                               \
+    X(arms_to_kv, "\n| | |\n|---|---|\n", "</table>\n<table>\n") /* then the figures' table */     \
+    X(kv_end, "", "</table>\n")                                                                    \
+    X(natural_head, "\n### With natural routing\n\n", "<h3>With natural routing</h3>\n")           \
+    X(note, "", "<p class=\"note\">")                                                              \
+    X(note_end, "\n", "</p>\n")                                                                    \
+    X(ids_row, "| config id (runs) |", "<tr><th>config id (runs)</th>")                            \
+    X(ids_cell, " ", "<td class=\"cfgid\">")                                                       \
+    X(dirs_row, "\n| log folders |", "</tr>\n<tr><th>log folders</th>")                            \
+    X(dirs_cell, " ", "<td class=\"logdirs\">")                                                    \
+    X(runs_cell_end, " |", "</td>")                                                                \
+    X(runs_end, "\n", "</tr>\n")                                                                   \
+    X(no_dirs, "none kept", "none kept (the executor writes no logs)")                            \
+    X(h3, "### ", "<h3>")                                                                          \
+    X(h3_end, "\n\n", "</h3>\n")                                                                    \
+    X(para_bad, "", "<p class=\"banner bad\">") /* a paragraph that warns */                      \
+    X(para_note, "", "<p class=\"note\">")                                                         \
+    X(para_end, "\n\n", "</p>\n")                                                                   \
+    X(shout, "> **", "<p class=\"banner bad\">") /* a paragraph that warns louder */              \
+    X(shout_end, "**\n\n", "</p>\n")                                                               \
+    X(changes_table, "| knob | from | to |\n|---|---|---|\n",                                     \
+      "<table><tr><th>knob</th><th>from</th><th>to</th></tr>\n")                                   \
+    X(crow, "| ", "<tr><td>")                                                                      \
+    X(csep, " | ", "</td><td>")                                                                    \
+    X(crow_end, " |\n", "</td></tr>\n")                                                            \
+    X(ctable_end, "\n", "</table>\n")                                                              \
+    X(list, "", "<ul>\n")                                                                          \
+    X(item, "- ", "<li>")                                                                          \
+    X(item_end, "\n", "</li>\n")                                                                   \
+    X(list_end, "\n", "</ul>\n")
+
+#define MT__MARKUP_FIELD(f, md, html) const char *f;
+#define MT__MARKUP_MD(f, md, html) .f = md,
+#define MT__MARKUP_HTML(f, md, html) .f = html,
+
+/* report_md.c: mt__md_markup, report_html.c: mt__html_markup. */
 typedef struct mt__markup {
     void (*text)(sb *b, const char *s); /* escaped text: mt__sb_md | mt__sb_html */
-    const char *strong, *unstrong;      /* strong emphasis */
-    const char *arrow;                  /* "from -> to" */
-    const char *banner_ok, *banner_bad, *banner_warn, *banner_end;
-    const char *line_end;              /* a banner's sentence ends */
-    const char *rec, *rec_end;         /* a banner's recommendation */
-    /* tables: a row is row LABEL head VALUE row_end; the baseline and winner
-     * table's number cells go head_n A cell_n B */
-    const char *row, *head, *head_n, *cell_n, *row_end;
-    const char *head_yes, *head_no; /* head of a yes / no verdict cell */
-    const char *arms_table;         /* opens the baseline and winner table */
-    const char *arms_to_kv;         /* closes it and opens the figures' table */
-    const char *kv_end;             /* closes the figures' table */
-    const char *natural_head, *note, *note_end;
-    /* the validation runs' config ids and log folders */
     void (*code)(sb *b, const char *s); /* a code span */
-    const char *ids_row, *ids_cell, *dirs_row, *dirs_cell, *runs_cell_end, *runs_end;
-    const char *no_dirs; /* an arm that kept no log folder */
+    MT__MARKUP(MT__MARKUP_FIELD)
 } mt__markup;
 
 extern const mt__markup mt__md_markup, mt__html_markup;
@@ -277,6 +318,8 @@ void mt__banner(sb *b, const mt__markup *k, const model *m);
 void mt__total_gain(sb *b, const model *m, const char *validated);
 /* The summary's rows from GPU hours to whether the base fits. */
 void mt__summary_rows(sb *b, const mt__markup *k, const model *m);
+/* The recipe's warnings, its changes from the baseline and its notes. */
+void mt__recipe_changes(sb *b, const mt__markup *k, const model *m);
 /* The baseline and winner table's rows (samples: with its samples row). */
 void mt__arm_rows(sb *b, const mt__markup *k, const arm *base, const arm *win, int samples);
 /* The validation runs' config ids and log folders, when the bundle names

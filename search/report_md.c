@@ -88,38 +88,7 @@ static void md_changes(sb *b, const changes *c)
 
 
 const mt__markup mt__md_markup = {
-    .text = mt__sb_md,
-    .strong = "**",
-    .unstrong = "**",
-    .arrow = " -> ",
-    .banner_ok = "> ",
-    .banner_bad = "> ",
-    .banner_warn = "> ",
-    .banner_end = "\n",
-    .line_end = "\n",
-    .rec = ">\n> **Recommendation:** ",
-    .rec_end = "\n",
-    .row = "| ",
-    .head = " | ",
-    .head_n = " | ",
-    .cell_n = " | ",
-    .row_end = " |\n",
-    .head_yes = " | ",
-    .head_no = " | ",
-    .arms_table = "| | baseline | winner |\n|---|---:|---:|\n",
-    .arms_to_kv = "\n| | |\n|---|---|\n",
-    .kv_end = "",
-    .natural_head = "\n### With natural routing\n\n",
-    .note = "",
-    .note_end = "\n",    .code = sb_mdcode,
-    .ids_row = "| config id (runs) |",
-    .ids_cell = " ",
-    .dirs_row = "\n| log folders |",
-    .dirs_cell = " ",
-    .runs_cell_end = " |",
-    .runs_end = "\n",
-    .no_dirs = "none kept",
-};
+    .text = mt__sb_md, .code = sb_mdcode, MT__MARKUP(MT__MARKUP_MD)};
 
 static void md_arm(sb *b, const arm *a)
 {
@@ -229,54 +198,12 @@ static void md_commands(sb *b, const model *m)
 
 static void md_recipe(sb *b, const model *m)
 {
-    size_t i;
     mt__sb_puts(b, "## Recipe\n\nLabel: **");
     mt__sb_md(b, m->label);
     mt__sb_puts(b, "**: ");
     mt__sb_label_why(b, m->label, &m->reasons, mt__sb_md);
     mt__sb_puts(b, ".\n\n");
-    if (m->val.present && !m->val.confirmed) {
-        mt__sb_puts(b, "Validation did not confirm the winner; the recommendation is: ");
-        mt__sb_md(b, m->val.recommendation);
-        mt__sb_puts(b, "\n\n");
-    }
-    if (mt__no_recipe(m)) {
-        sb t = {0};
-        mt__no_recipe_words(&t, m);
-        mt__sb_puts(b, "> **");
-        mt__sb_md(b, t.s ? t.s : "");
-        mt__sb_puts(b, "**\n\n");
-        if (t.oom)
-            b->oom = 1;
-        free(t.s);
-    }
-    mt__sb_puts(b, "### Changes from the baseline\n\n");
-    if (!m->change.n && mt__no_recipe(m))
-        mt__sb_puts(b, "None: the config shown is the base, not a recommendation.\n\n");
-    else if (!m->change.n)
-        mt__sb_puts(b, "None: the baseline is the recommendation.\n\n");
-    else {
-        mt__sb_puts(b, "| knob | from | to |\n|---|---|---|\n");
-        for (i = 0; i < m->change.n; i++) {
-            mt__sb_puts(b, "| ");
-            sb_mdcode(b, m->change.v[i].knob);
-            mt__sb_puts(b, " | ");
-            sb_mdcode(b, m->change.v[i].from);
-            mt__sb_puts(b, " | ");
-            sb_mdcode(b, m->change.v[i].to);
-            mt__sb_puts(b, " |\n");
-        }
-        mt__sb_puts(b, "\n");
-    }
-    if (m->notes.n) {
-        mt__sb_puts(b, "### Before you train with it\n\n");
-        for (i = 0; i < m->notes.n; i++) {
-            mt__sb_puts(b, "- ");
-            mt__sb_md(b, m->notes.v[i]);
-            mt__sb_puts(b, "\n");
-        }
-        mt__sb_puts(b, "\n");
-    }
+    mt__recipe_changes(b, &mt__md_markup, m);
     md_commands(b, m);
 }
 

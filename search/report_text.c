@@ -538,6 +538,55 @@ void mt__summary_rows(sb *b, const mt__markup *k, const model *m)
     }
 }
 
+void mt__recipe_changes(sb *b, const mt__markup *k, const model *m)
+{
+    size_t i;
+    if (m->val.present && !m->val.confirmed) {
+        mt__sb_puts(b, k->para_bad);
+        mt__sb_puts(b, "Validation did not confirm the winner; the recommendation is: ");
+        k->text(b, m->val.recommendation);
+        mt__sb_puts(b, k->para_end);
+    }
+    if (mt__no_recipe(m)) {
+        sb t = {0};
+        mt__no_recipe_words(&t, m);
+        mt__sb_puts(b, k->shout);
+        k->text(b, t.s ? t.s : "");
+        mt__sb_puts(b, k->shout_end);
+        if (t.oom)
+            b->oom = 1;
+        free(t.s);
+    }
+    mt__sb_printf(b, "%sChanges from the baseline%s", k->h3, k->h3_end);
+    if (!m->change.n) {
+        mt__sb_puts(b, k->para_note);
+        mt__sb_puts(b, mt__no_recipe(m) ? "None: the config shown is the base, not a recommendation."
+                                        : "None: the baseline is the recommendation.");
+        mt__sb_puts(b, k->para_end);
+    } else {
+        mt__sb_puts(b, k->changes_table);
+        for (i = 0; i < m->change.n; i++) {
+            mt__sb_puts(b, k->crow);
+            k->code(b, m->change.v[i].knob);
+            mt__sb_puts(b, k->csep);
+            k->code(b, m->change.v[i].from);
+            mt__sb_puts(b, k->csep);
+            k->code(b, m->change.v[i].to);
+            mt__sb_puts(b, k->crow_end);
+        }
+        mt__sb_puts(b, k->ctable_end);
+    }
+    if (!m->notes.n)
+        return;
+    mt__sb_printf(b, "%sBefore you train with it%s%s", k->h3, k->h3_end, k->list);
+    for (i = 0; i < m->notes.n; i++) {
+        mt__sb_puts(b, k->item);
+        k->text(b, m->notes.v[i]);
+        mt__sb_puts(b, k->item_end);
+    }
+    mt__sb_puts(b, k->list_end);
+}
+
 void mt__arm_rows(sb *b, const mt__markup *k, const arm *base, const arm *win, int samples)
 {
     mt__sb_puts(b, k->arms_table);
