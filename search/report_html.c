@@ -531,24 +531,6 @@ static void h_code(sb *b, const char *s)
     mt__sb_puts(b, "</code>");
 }
 
-static void h_map_table(sb *b, const map *m, const char *k, const char *v)
-{
-    size_t i;
-    if (!m->n) {
-        mt__sb_puts(b, "<p class=\"note\">none</p>\n");
-        return;
-    }
-    mt__sb_printf(b, "<table><tr><th>%s</th><th>%s</th></tr>\n", k, v);
-    for (i = 0; i < m->n; i++) {
-        mt__sb_puts(b, "<tr><td>");
-        h_code(b, m->key[i]);
-        mt__sb_puts(b, "</td><td>");
-        h_code(b, m->val[i]);
-        mt__sb_puts(b, "</td></tr>\n");
-    }
-    mt__sb_puts(b, "</table>\n");
-}
-
 static void h_changes(sb *b, const changes *c)
 {
     size_t i;
@@ -594,7 +576,7 @@ static void h_summary(sb *b, const model *m)
     mt__sb_puts(b, "</td></tr>\n");
     mt__summary_rows(b, &mt__html_markup, m);
     mt__sb_puts(b, "</table>\n<h3>Stack</h3>\n");
-    h_map_table(b, &m->stack, "component", "version");
+    mt__map_table(b, &mt__html_markup, &m->stack, "component", "version");
     mt__sb_puts(b, "</section>\n");
 }
 

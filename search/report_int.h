@@ -296,7 +296,9 @@ void mt__sb_wall_window(sb *b, const wall *w);
     X(list, "", "<ul>\n")                                                                          \
     X(item, "- ", "<li>")                                                                          \
     X(item_end, "\n", "</li>\n")                                                                   \
-    X(list_end, "\n", "</ul>\n")
+    X(list_end, "\n", "</ul>\n")                                                                  \
+    X(map_table, "| %s | %s |\n|---|---|\n", "<table><tr><th>%s</th><th>%s</th></tr>\n")         \
+    X(no_map, "none recorded", "none")
 
 #define MT__MARKUP_FIELD(f, md, html) const char *f;
 #define MT__MARKUP_MD(f, md, html) .f = md,
@@ -318,6 +320,9 @@ void mt__banner(sb *b, const mt__markup *k, const model *m);
 void mt__total_gain(sb *b, const model *m, const char *validated);
 /* The summary's rows from GPU hours to whether the base fits. */
 void mt__summary_rows(sb *b, const mt__markup *k, const model *m);
+/* A two-column table of code spans headed kname and vname. */
+void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
+                   const char *vname);
 /* The recipe's warnings, its changes from the baseline and its notes. */
 void mt__recipe_changes(sb *b, const mt__markup *k, const model *m);
 /* The baseline and winner table's rows (samples: with its samples row). */

@@ -100,25 +100,6 @@ static void md_arm(sb *b, const arm *a)
     mt__sb_printf(b, " (n=%zu)", a->s.n);
 }
 
-/* A two-column table of code spans (the stack); "none recorded" when empty. */
-static void md_map_table(sb *b, const map *m, const char *k, const char *v)
-{
-    size_t i;
-    if (!m->n) {
-        mt__sb_puts(b, "none recorded\n\n");
-        return;
-    }
-    mt__sb_printf(b, "| %s | %s |\n|---|---|\n", k, v);
-    for (i = 0; i < m->n; i++) {
-        mt__sb_puts(b, "| ");
-        sb_mdcode(b, m->key[i]);
-        mt__sb_puts(b, " | ");
-        sb_mdcode(b, m->val[i]);
-        mt__sb_puts(b, " |\n");
-    }
-    mt__sb_puts(b, "\n");
-}
-
 static void md_header(sb *b, const model *m)
 {
     mt__sb_puts(b, "# moetune report: ");
@@ -162,7 +143,7 @@ static void md_summary(sb *b, const model *m)
     mt__sb_puts(b, " |\n");
     mt__summary_rows(b, &mt__md_markup, m);
     mt__sb_puts(b, "\n### Stack\n\n");
-    md_map_table(b, &m->stack, "component", "version");
+    mt__map_table(b, &mt__md_markup, &m->stack, "component", "version");
 }
 
 /* A fenced block of lines (body: scratch text, emptied first). */

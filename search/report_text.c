@@ -538,6 +538,25 @@ void mt__summary_rows(sb *b, const mt__markup *k, const model *m)
     }
 }
 
+void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
+                   const char *vname)
+{
+    size_t i;
+    if (!m->n) {
+        mt__sb_printf(b, "%s%s%s", k->para_note, k->no_map, k->para_end);
+        return;
+    }
+    mt__sb_printf(b, k->map_table, kname, vname);
+    for (i = 0; i < m->n; i++) {
+        mt__sb_puts(b, k->crow);
+        k->code(b, m->key[i]);
+        mt__sb_puts(b, k->csep);
+        k->code(b, m->val[i]);
+        mt__sb_puts(b, k->crow_end);
+    }
+    mt__sb_puts(b, k->ctable_end);
+}
+
 void mt__recipe_changes(sb *b, const mt__markup *k, const model *m)
 {
     size_t i;
