@@ -302,8 +302,9 @@ static void svg_throughput(sb *b, const model *m)
               legend_x, legend_x + 18, legend_x + 22);
     legend_x += 250;
     for (i = 0; i < nseen && legend_x < W - 120; i++) {
-        mt__sb_printf(b, "<circle cx=\"%d\" cy=\"14\" r=\"3.5\" fill=\"%s\"/><text x=\"%d\" y=\"18\">",
-                  legend_x, phase_color(seen[i]), legend_x + 8);
+        mt__sb_printf(b,
+                      "<circle cx=\"%d\" cy=\"14\" r=\"3.5\" fill=\"%s\"/><text x=\"%d\" y=\"18\">",
+                      legend_x, phase_color(seen[i]), legend_x + 8);
         mt__sb_html(b, seen[i]);
         mt__sb_puts(b, "</text>");
         legend_x += 16 + 7 * (int)(strlen(seen[i]) < 20 ? strlen(seen[i]) : 20);
@@ -877,9 +878,10 @@ static void h_memory(sb *b, const model *m)
             mt__sb_puts(b, ")");
         }
         if (roles)
-            mt__sb_printf(b, ". %zu GPUs: the chart shows the hottest GPU of each role; every GPU's "
-                         "figure is in bundle.json",
-                      e->per_gpu.n);
+            mt__sb_printf(b,
+                          ". %zu GPUs: the chart shows the hottest GPU of each role; every GPU's "
+                          "figure is in bundle.json",
+                          e->per_gpu.n);
         mt__sb_puts(b, "</figcaption>\n");
         svg_memory(b, e, plot, roles);
         if (e->nroles) {
@@ -947,31 +949,9 @@ static void h_walls(sb *b, const model *m)
 
 static void h_ablation(sb *b, const model *m)
 {
-    size_t i;
     mt__sb_puts(b, "<section id=\"ablation\"><h2>Ablation (leave one out)</h2>\n");
-    if (!m->nabl) {
-        mt__sb_puts(b, "<p class=\"note\">No ablation: no accepted change to remove.</p>\n"
-                   "</section>\n");
-        return;
-    }
-    mt__sb_puts(b, "<table><tr><th>knob</th><th>to</th><th>gain without it</th><th>p</th>"
-               "<th>kept</th><th>reason</th></tr>\n");
-    for (i = 0; i < m->nabl; i++) {
-        const ablation *a = &m->abl[i];
-        mt__sb_puts(b, "<tr><td>");
-        h_code(b, a->knob);
-        mt__sb_puts(b, "</td><td>");
-        h_code(b, a->to);
-        mt__sb_puts(b, "</td><td class=\"n\">");
-        mt__sb_pct(b, a->gain_without);
-        mt__sb_puts(b, "</td><td class=\"n\">");
-        mt__sb_p(b, a->p);
-        mt__sb_printf(b, "</td><td class=\"%s\">%s</td><td>", a->kept ? "v-kept" : "v-dropped",
-                  a->kept ? "kept" : "dropped");
-        mt__sb_html(b, a->reason);
-        mt__sb_puts(b, "</td></tr>\n");
-    }
-    mt__sb_puts(b, "</table>\n</section>\n");
+    mt__ablation_table(b, &mt__html_markup, m);
+    mt__sb_puts(b, "</section>\n");
 }
 
 static void h_validation(sb *b, const model *m)

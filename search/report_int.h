@@ -245,10 +245,11 @@ void mt__sb_wall_window(sb *b, const wall *w);
 /* ---- report_text.c: the sections' text both views build alike ---------- */
 
 /* The few markup differences between REPORT.md and report.html where both
- * say the same thing: X(field, Markdown, HTML).  A table row is row LABEL
- * head VALUE row_end; the baseline and winner table's number cells go
- * head_n A cell_n B. */
-#define MT__MARKUP(X)                                                                              \
+ * say the same thing, X(field, Markdown, HTML), by the text that uses them.
+ * A table row is row LABEL head VALUE row_end; the baseline and winner
+ * table's number cells go head_n A cell_n B. */
+/* the validation banner (mt__banner) */
+#define MT__MARKUP_BANNER(X)                                                                       \
     X(strong, "**", "<strong>")                                                                    \
     X(unstrong, "**", "</strong>")                                                                 \
     X(arrow, " -> ", " &rarr; ")                                                                   \
@@ -258,7 +259,9 @@ void mt__sb_wall_window(sb *b, const wall *w);
     X(banner_end, "\n", "</div>\n")                                                                \
     X(line_end, "\n", "") /* a banner's sentence ends */                                           \
     X(rec, ">\n> **Recommendation:** ", "\n<p class=\"rec\">Recommendation: ")                     \
-    X(rec_end, "\n", "</p>")                                                                       \
+    X(rec_end, "\n", "</p>")
+/* the baseline and winner table and the figures' table */
+#define MT__MARKUP_ROWS(X)                                                                         \
     X(row, "| ", "<tr><th>")                                                                       \
     X(head, " | ", "</th><td>")                                                                    \
     X(head_n, " | ", "</th><td class=\"n\">")                                                      \
@@ -269,7 +272,9 @@ void mt__sb_wall_window(sb *b, const wall *w);
     X(arms_table, "| | baseline | winner |\n|---|---:|---:|\n",                                    \
       "<table><tr><th></th><th>baseline</th><th>winner</th></tr>\n")                               \
     X(arms_to_kv, "\n| | |\n|---|---|\n", "</table>\n<table>\n") /* then the figures' table */     \
-    X(kv_end, "", "</table>\n")                                                                    \
+    X(kv_end, "", "</table>\n")
+/* the natural-routing validation and the validation runs */
+#define MT__MARKUP_RUNS(X)                                                                         \
     X(natural_head, "\n### With natural routing\n\n", "<h3>With natural routing</h3>\n")           \
     X(note, "", "<p class=\"note\">")                                                              \
     X(note_end, "\n", "</p>\n")                                                                    \
@@ -279,26 +284,42 @@ void mt__sb_wall_window(sb *b, const wall *w);
     X(dirs_cell, " ", "<td class=\"logdirs\">")                                                    \
     X(runs_cell_end, " |", "</td>")                                                                \
     X(runs_end, "\n", "</tr>\n")                                                                   \
-    X(no_dirs, "none kept", "none kept (the executor writes no logs)")                            \
+    X(no_dirs, "none kept", "none kept (the executor writes no logs)")
+/* headings, paragraphs and lists */
+#define MT__MARKUP_PARAS(X)                                                                        \
     X(h3, "### ", "<h3>")                                                                          \
-    X(h3_end, "\n\n", "</h3>\n")                                                                    \
-    X(para_bad, "", "<p class=\"banner bad\">") /* a paragraph that warns */                      \
+    X(h3_end, "\n\n", "</h3>\n")                                                                   \
+    X(para_bad, "", "<p class=\"banner bad\">") /* a paragraph that warns */                       \
     X(para_note, "", "<p class=\"note\">")                                                         \
-    X(para_end, "\n\n", "</p>\n")                                                                   \
-    X(shout, "> **", "<p class=\"banner bad\">") /* a paragraph that warns louder */              \
+    X(para_end, "\n\n", "</p>\n")                                                                  \
+    X(shout, "> **", "<p class=\"banner bad\">") /* a paragraph that warns louder */               \
     X(shout_end, "**\n\n", "</p>\n")                                                               \
-    X(changes_table, "| knob | from | to |\n|---|---|---|\n",                                     \
+    X(list, "", "<ul>\n")                                                                          \
+    X(item, "- ", "<li>")                                                                          \
+    X(item_end, "\n", "</li>\n")                                                                   \
+    X(list_end, "\n", "</ul>\n")
+/* tables of code spans: changes, the stack */
+#define MT__MARKUP_CODES(X)                                                                        \
+    X(changes_table, "| knob | from | to |\n|---|---|---|\n",                                      \
       "<table><tr><th>knob</th><th>from</th><th>to</th></tr>\n")                                   \
     X(crow, "| ", "<tr><td>")                                                                      \
     X(csep, " | ", "</td><td>")                                                                    \
     X(crow_end, " |\n", "</td></tr>\n")                                                            \
     X(ctable_end, "\n", "</table>\n")                                                              \
-    X(list, "", "<ul>\n")                                                                          \
-    X(item, "- ", "<li>")                                                                          \
-    X(item_end, "\n", "</li>\n")                                                                   \
-    X(list_end, "\n", "</ul>\n")                                                                  \
-    X(map_table, "| %s | %s |\n|---|---|\n", "<table><tr><th>%s</th><th>%s</th></tr>\n")         \
+    X(map_table, "| %s | %s |\n|---|---|\n", "<table><tr><th>%s</th><th>%s</th></tr>\n")           \
     X(no_map, "none recorded", "none")
+/* the ablation's table */
+#define MT__MARKUP_ABLATION(X)                                                                     \
+    X(csep_n, " | ", "</td><td class=\"n\">")                                                      \
+    X(kept_sep, " | ", "</td><td class=\"v-kept\">")                                               \
+    X(dropped_sep, " | ", "</td><td class=\"v-dropped\">")                                         \
+    X(abl_table,                                                                                   \
+      "| knob | to | gain without it | p | kept | reason |\n|---|---|---:|---:|---|---|\n",        \
+      "<table><tr><th>knob</th><th>to</th><th>gain without it</th><th>p</th><th>kept</th>"         \
+      "<th>reason</th></tr>\n")
+#define MT__MARKUP(X)                                                                              \
+    MT__MARKUP_BANNER(X) MT__MARKUP_ROWS(X) MT__MARKUP_RUNS(X) MT__MARKUP_PARAS(X)                 \
+    MT__MARKUP_CODES(X) MT__MARKUP_ABLATION(X)
 
 #define MT__MARKUP_FIELD(f, md, html) const char *f;
 #define MT__MARKUP_MD(f, md, html) .f = md,
@@ -323,6 +344,8 @@ void mt__summary_rows(sb *b, const mt__markup *k, const model *m);
 /* A two-column table of code spans headed kname and vname. */
 void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
                    const char *vname);
+/* The ablation's table, or why there is none. */
+void mt__ablation_table(sb *b, const mt__markup *k, const model *m);
 /* The recipe's warnings, its changes from the baseline and its notes. */
 void mt__recipe_changes(sb *b, const mt__markup *k, const model *m);
 /* The baseline and winner table's rows (samples: with its samples row). */

@@ -443,29 +443,8 @@ static void md_walls(sb *b, const model *m)
 
 static void md_ablation(sb *b, const model *m)
 {
-    size_t i;
     mt__sb_puts(b, "## Ablation (leave one out)\n\n");
-    if (!m->nabl) {
-        mt__sb_puts(b, "No ablation: no accepted change to remove.\n\n");
-        return;
-    }
-    mt__sb_puts(b, "| knob | to | gain without it | p | kept | reason |\n"
-                   "|---|---|---:|---:|---|---|\n");
-    for (i = 0; i < m->nabl; i++) {
-        const ablation *a = &m->abl[i];
-        mt__sb_puts(b, "| ");
-        sb_mdcode(b, a->knob);
-        mt__sb_puts(b, " | ");
-        sb_mdcode(b, a->to);
-        mt__sb_puts(b, " | ");
-        mt__sb_pct(b, a->gain_without);
-        mt__sb_puts(b, " | ");
-        mt__sb_p(b, a->p);
-        mt__sb_puts(b, a->kept ? " | kept | " : " | dropped | ");
-        mt__sb_md(b, a->reason);
-        mt__sb_puts(b, " |\n");
-    }
-    mt__sb_puts(b, "\n");
+    mt__ablation_table(b, &mt__md_markup, m);
 }
 
 static void md_validation(sb *b, const model *m)

@@ -326,8 +326,9 @@ void mt__fit_words(sb *t, const basefit *f)
     if (f->has_fitted && f->fitted.n) {
         mt__sb_puts(t, ". Not a usable base: the fit phase made it fit with ");
         for (i = 0; i < f->fitted.n; i++)
-            mt__sb_printf(t, "%s%s=%s", i ? ", " : "", f->fitted.v[i].knob ? f->fitted.v[i].knob : "",
-                      f->fitted.v[i].to ? f->fitted.v[i].to : "");
+            mt__sb_printf(t, "%s%s=%s", i ? ", " : "",
+                          f->fitted.v[i].knob ? f->fitted.v[i].knob : "",
+                          f->fitted.v[i].to ? f->fitted.v[i].to : "");
         mt__sb_puts(t, ", and that config is the validation's control");
     } else if (f->fits == 0) {
         mt__sb_puts(t, ". Not a usable base, and no memory change of the space made it fit");
@@ -557,6 +558,33 @@ void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
     mt__sb_puts(b, k->ctable_end);
 }
 
+void mt__ablation_table(sb *b, const mt__markup *k, const model *m)
+{
+    size_t i;
+    if (!m->nabl) {
+        mt__sb_printf(b, "%sNo ablation: no accepted change to remove.%s", k->para_note,
+                      k->para_end);
+        return;
+    }
+    mt__sb_puts(b, k->abl_table);
+    for (i = 0; i < m->nabl; i++) {
+        const ablation *a = &m->abl[i];
+        mt__sb_puts(b, k->crow);
+        k->code(b, a->knob);
+        mt__sb_puts(b, k->csep);
+        k->code(b, a->to);
+        mt__sb_puts(b, k->csep_n);
+        mt__sb_pct(b, a->gain_without);
+        mt__sb_puts(b, k->csep_n);
+        mt__sb_p(b, a->p);
+        mt__sb_printf(b, "%s%s%s", a->kept ? k->kept_sep : k->dropped_sep,
+                      a->kept ? "kept" : "dropped", k->csep);
+        k->text(b, a->reason);
+        mt__sb_puts(b, k->crow_end);
+    }
+    mt__sb_puts(b, k->ctable_end);
+}
+
 void mt__recipe_changes(sb *b, const mt__markup *k, const model *m)
 {
     size_t i;
@@ -579,8 +607,9 @@ void mt__recipe_changes(sb *b, const mt__markup *k, const model *m)
     mt__sb_printf(b, "%sChanges from the baseline%s", k->h3, k->h3_end);
     if (!m->change.n) {
         mt__sb_puts(b, k->para_note);
-        mt__sb_puts(b, mt__no_recipe(m) ? "None: the config shown is the base, not a recommendation."
-                                        : "None: the baseline is the recommendation.");
+        mt__sb_puts(b, mt__no_recipe(m)
+                           ? "None: the config shown is the base, not a recommendation."
+                           : "None: the baseline is the recommendation.");
         mt__sb_puts(b, k->para_end);
     } else {
         mt__sb_puts(b, k->changes_table);
