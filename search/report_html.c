@@ -604,7 +604,7 @@ static void h_recipe(sb *b, const model *m)
         mt__sb_puts(b, "</pre>\n");
         if (cmd.oom)
             b->oom = 1;
-        free(cmd.s);
+        mt__sb_clear(&cmd);
     }
     mt__sb_puts(b, "<h3>Megatron-Bridge overrides</h3>\n<pre>");
     for (i = 0; i < m->bridge_overrides.n; i++) {

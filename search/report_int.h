@@ -21,7 +21,7 @@
 
 /* ---- growing text ----------------------------------------------------- */
 
-/* Caller-owned text: zero it to start, free(s) when done; oom is set (and
+/* Caller-owned text: zero it to start, mt__sb_clear it when done; oom is set (and
  * further appends are dropped) when memory ran out. */
 typedef struct sb {
     char *s;
@@ -30,6 +30,8 @@ typedef struct sb {
 } sb;
 
 
+/* Frees b's text and zeroes it. */
+void mt__sb_clear(sb *b);
 void mt__sb_putn(sb *b, const char *s, size_t n);
 void mt__sb_puts(sb *b, const char *s);
 void mt__sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

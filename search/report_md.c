@@ -174,7 +174,7 @@ static void md_commands(sb *b, const model *m)
     md_lines(b, &body, "diff", &m->command_diff, "(no difference)\n");
     if (body.oom)
         b->oom = 1;
-    free(body.s);
+    mt__sb_clear(&body);
 }
 
 static void md_recipe(sb *b, const model *m)

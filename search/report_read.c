@@ -62,7 +62,8 @@ static char *ar_strdup(arena *a, const char *s)
     return p;
 }
 
-static void ar_free(arena *a)
+/* Frees every block of a (the struct itself is the caller's). */
+static void ar_clear(arena *a)
 {
     while (a->head) {
         ablock *n = a->head->next;
@@ -241,7 +242,7 @@ static const char *get_enum(rd *r, const cJSON *obj, const char *parent, const c
     for (i = 0; allowed[i]; i++)
         mt__sb_printf(&list, "%s\"%s\"", i ? ", " : "", allowed[i]);
     problem(r, path, "\"%.60s\" is not one of %s", j->valuestring, list.s ? list.s : "");
-    free(list.s);
+    mt__sb_clear(&list);
     return NULL;
 }
 
@@ -1116,10 +1117,10 @@ int mt_report_write(const char *dir, mt_diag *d)
     if (!err)
         err = write_atomic(dir, "REPORT.md", &md, d);
 out:
-    free(html.s);
-    free(md.s);
+    mt__sb_clear(&html);
+    mt__sb_clear(&md);
     cJSON_Delete(root);
-    ar_free(&ar);
+    ar_clear(&ar);
     free(text);
     free(file);
     return err;

@@ -39,6 +39,12 @@ void mt__sb_putn(sb *b, const char *s, size_t n)
     b->s[b->n] = '\0';
 }
 
+void mt__sb_clear(sb *b)
+{
+    free(b->s);
+    *b = (sb){0};
+}
+
 void mt__sb_puts(sb *b, const char *s) { mt__sb_putn(b, s, strlen(s)); }
 
 void mt__sb_printf(sb *b, const char *fmt, ...)
@@ -535,7 +541,7 @@ void mt__summary_rows(sb *b, const mt__markup *k, const model *m)
         mt__sb_puts(b, k->row_end);
         if (t.oom)
             b->oom = 1;
-        free(t.s);
+        mt__sb_clear(&t);
     }
 }
 
@@ -602,7 +608,7 @@ void mt__recipe_changes(sb *b, const mt__markup *k, const model *m)
         mt__sb_puts(b, k->shout_end);
         if (t.oom)
             b->oom = 1;
-        free(t.s);
+        mt__sb_clear(&t);
     }
     mt__sb_printf(b, "%sChanges from the baseline%s", k->h3, k->h3_end);
     if (!m->change.n) {
