@@ -532,20 +532,6 @@ static void h_code(sb *b, const char *s)
     mt__sb_puts(b, "</code>");
 }
 
-static void h_changes(sb *b, const changes *c)
-{
-    size_t i;
-    for (i = 0; i < c->n; i++) {
-        if (i)
-            mt__sb_puts(b, "<br>");
-        h_code(b, c->v[i].knob);
-        mt__sb_puts(b, ": ");
-        h_code(b, c->v[i].from);
-        mt__sb_puts(b, " &rarr; ");
-        h_code(b, c->v[i].to);
-    }
-}
-
 static void h_summary(sb *b, const model *m)
 {
     mt__sb_puts(b, "<section id=\"summary\"><h2>Summary</h2>\n");
@@ -708,7 +694,7 @@ static void h_decisions(sb *b, const model *m)
         mt__sb_puts(b, "</td><td>");
         mt__sb_html(b, dc->wall ? dc->wall : "");
         mt__sb_puts(b, "</td><td>");
-        h_changes(b, &dc->change);
+        mt__changes(b, &mt__html_markup, &dc->change);
         mt__sb_printf(b, "</td><td class=\"v-%s\">", dc->verdict ? dc->verdict : "none");
         mt__sb_html(b, dc->verdict);
         mt__sb_puts(b, "</td>");

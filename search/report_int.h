@@ -255,6 +255,7 @@ void mt__sb_wall_window(sb *b, const wall *w);
     X(strong, "**", "<strong>")                                                                    \
     X(unstrong, "**", "</strong>")                                                                 \
     X(arrow, " -> ", " &rarr; ")                                                                   \
+    X(change_sep, "; ", "<br>") /* between a decision's changes */                                 \
     X(banner_ok, "> ", "<div class=\"banner ok\">")                                                \
     X(banner_bad, "> ", "<div class=\"banner bad\">")                                              \
     X(banner_warn, "> ", "<div class=\"banner warn\">")                                            \
@@ -346,6 +347,8 @@ void mt__summary_rows(sb *b, const mt__markup *k, const model *m);
 /* A two-column table of code spans headed kname and vname. */
 void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
                    const char *vname);
+/* A decision's changes: "knob: from -> to", one after another. */
+void mt__changes(sb *b, const mt__markup *k, const changes *c);
 /* The ablation's table, or why there is none. */
 void mt__ablation_table(sb *b, const mt__markup *k, const model *m);
 /* The recipe's warnings, its changes from the baseline and its notes. */

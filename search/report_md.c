@@ -72,21 +72,6 @@ static void sb_mdfence(sb *b, const char *info, const char *body)
 
 /* ---- REPORT.md -------------------------------------------------------- */
 
-static void md_changes(sb *b, const changes *c)
-{
-    size_t i;
-    for (i = 0; i < c->n; i++) {
-        if (i)
-            mt__sb_puts(b, "; ");
-        sb_mdcode(b, c->v[i].knob);
-        mt__sb_puts(b, ": ");
-        sb_mdcode(b, c->v[i].from);
-        mt__sb_puts(b, " -> ");
-        sb_mdcode(b, c->v[i].to);
-    }
-}
-
-
 const mt__markup mt__md_markup = {
     .text = mt__sb_md, .code = sb_mdcode, MT__MARKUP(MT__MARKUP_MD)};
 
@@ -217,7 +202,7 @@ static void md_decision(sb *b, const decision *dc, size_t no)
     mt__sb_puts(b, " | ");
     mt__sb_md(b, dc->wall ? dc->wall : "");
     mt__sb_puts(b, " | ");
-    md_changes(b, &dc->change);
+    mt__changes(b, &mt__md_markup, &dc->change);
     mt__sb_puts(b, " | ");
     for (j = 0; j < dc->repairs.n; j++) {
         if (j)

@@ -564,6 +564,20 @@ void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
     mt__sb_puts(b, k->ctable_end);
 }
 
+void mt__changes(sb *b, const mt__markup *k, const changes *c)
+{
+    size_t i;
+    for (i = 0; i < c->n; i++) {
+        if (i)
+            mt__sb_puts(b, k->change_sep);
+        k->code(b, c->v[i].knob);
+        mt__sb_puts(b, ": ");
+        k->code(b, c->v[i].from);
+        mt__sb_puts(b, k->arrow);
+        k->code(b, c->v[i].to);
+    }
+}
+
 void mt__ablation_table(sb *b, const mt__markup *k, const model *m)
 {
     size_t i;
