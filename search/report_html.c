@@ -539,19 +539,7 @@ static void h_summary(sb *b, const model *m)
     mt__sb_puts(b, "<table>\n");
     h_kv(b, "Contract", m->contract_name);
     h_kv(b, "Contract file", m->contract_path);
-    mt__sb_puts(b, "<tr><th>Fingerprint</th><td>");
-    h_code(b, m->fingerprint);
-    mt__sb_puts(b, "</td></tr>\n<tr><th>Hardware</th><td>");
-    mt__sb_num(b, "%.0f", m->gpus);
-    mt__sb_puts(b, " &times; ");
-    mt__sb_html(b, m->gpu);
-    mt__sb_puts(b, " (");
-    mt__sb_num(b, "%.0f", m->gpus_per_node);
-    mt__sb_puts(b, " per node, ");
-    mt__sb_num(b, "%.4g", m->memory_gb);
-    mt__sb_puts(b, " GB each)</td></tr>\n");
-    h_kv(b, "Strategy", m->strategy);
-    h_kv(b, "Status", m->status);
+    mt__summary_head_rows(b, &mt__html_markup, m);
     mt__sb_printf(b, "<tr><th>Label</th><td><span class=\"badge %s\">",
               m->label && !strcmp(m->label, "benchmark-only") ? "bo" : "te");
     mt__sb_html(b, m->label);
@@ -643,12 +631,7 @@ static void h_meshes(sb *b, const model *m)
 static void h_arm_cell(sb *b, const arm *a)
 {
     mt__sb_puts(b, "<td class=\"n\">");
-    if (!a->present)
-        mt__sb_puts(b, "not run");
-    else {
-        mt__sb_secs(b, a->median);
-        mt__sb_printf(b, " (n=%zu)", a->s.n);
-    }
+    mt__arm_median(b, a);
     mt__sb_puts(b, "</td>");
 }
 
@@ -657,7 +640,8 @@ static void h_decisions(sb *b, const model *m)
     size_t i, j;
     mt__sb_puts(b, "<section id=\"decisions\"><h2>Decisions</h2>\n");
     if (!m->ndec) {
-        mt__sb_puts(b, "<p class=\"note\">No decisions were made.</p>\n</section>\n");
+        mt__para_note(b, &mt__html_markup, MT__NO_DECISIONS);
+        mt__sb_puts(b, "</section>\n");
         return;
     }
     mt__sb_puts(b, "<table class=\"dec\"><colgroup><col class=\"c-no\"><col class=\"c-id\">"
@@ -728,11 +712,8 @@ static void h_decisions(sb *b, const model *m)
         }
         mt__sb_puts(b, "</td></tr>\n");
     }
-    mt__sb_puts(b, "</table>\n<p class=\"note\">gain: the candidate's median step time "
-               "shorter than the control's, as a fraction of the control's. #: the decisions "
-               "in the order they were taken. id: the decision's number in the store "
-               "(<code>decision/ID</code> in moetune.db; its runs are replicates ID&times;100 "
-               "and up); profiled runs take numbers too, so ids may skip.</p>\n</section>\n");
+    mt__decisions_note(b, &mt__html_markup);
+    mt__sb_puts(b, "</section>\n");
 }
 
 static void h_distributions(sb *b, const model *m)
@@ -787,7 +768,8 @@ static void h_throughput(sb *b, const model *m)
     size_t k, failed = 0;
     mt__sb_puts(b, "<section id=\"throughput\"><h2>Throughput over the tune</h2>\n");
     if (!m->ntl) {
-        mt__sb_puts(b, "<p class=\"note\">No runs were recorded.</p>\n</section>\n");
+        mt__para_note(b, &mt__html_markup, MT__NO_RUNS);
+        mt__sb_puts(b, "</section>\n");
         return;
     }
     for (k = 0; k < m->ntl; k++) {
@@ -826,7 +808,8 @@ static void h_memory(sb *b, const model *m)
     size_t i, k;
     mt__sb_puts(b, "<section id=\"memory\"><h2>Per-GPU peak memory</h2>\n");
     if (!m->nmem) {
-        mt__sb_puts(b, "<p class=\"note\">No memory figures were recorded.</p>\n</section>\n");
+        mt__para_note(b, &mt__html_markup, MT__NO_MEMORY);
+        mt__sb_puts(b, "</section>\n");
         return;
     }
     for (i = 0; i < m->nmem; i++) {
@@ -895,12 +878,8 @@ static void h_wall_row(sb *b, const char *what, const wall *w)
         mt__sb_puts(b, "not profiled</td></tr>\n");
         return;
     }
-    mt__sb_html(b, w->wall);
-    mt__sb_puts(b, " (runner-up ");
-    mt__sb_html(b, w->runner_up);
-    mt__sb_puts(b, ", confidence ");
-    mt__sb_num(b, "%.2f", w->confidence);
-    mt__sb_puts(b, ")</td><td class=\"n\">");
+    mt__wall_words(b, &mt__html_markup, w);
+    mt__sb_puts(b, "</td><td class=\"n\">");
     mt__sb_wall_window(b, w);
     mt__sb_puts(b, "</td></tr>\n");
 }
@@ -910,7 +889,8 @@ static void h_walls(sb *b, const model *m)
     int j;
     mt__sb_puts(b, "<section id=\"walls\"><h2>Wall breakdown before and after</h2>\n");
     if (!m->before.present && !m->after.present) {
-        mt__sb_puts(b, "<p class=\"note\">No profile was taken.</p>\n</section>\n");
+        mt__para_note(b, &mt__html_markup, MT__NO_PROFILE);
+        mt__sb_puts(b, "</section>\n");
         return;
     }
     mt__sb_puts(b, "<p class=\"note\">");
@@ -946,8 +926,8 @@ static void h_validation(sb *b, const model *m)
     arm_view arms[2];
     mt__sb_puts(b, "<section id=\"validation\"><h2>Validation: baseline against winner</h2>\n");
     if (!v->present) {
-        mt__sb_puts(b, "<p class=\"note\">No validation was run, so no total gain is claimed.</p>\n"
-                   "</section>\n");
+        mt__sb_printf(b, "%s%s%s</section>\n", mt__html_markup.note, MT__NO_VALIDATION,
+                      mt__html_markup.note_end);
         return;
     }
     if (!v->confirmed) {
@@ -986,13 +966,7 @@ void mt__report_html(sb *b, const model *m)
               html_css);
     mt__sb_html(b, m->contract_name);
     mt__sb_puts(b, "</h1><p class=\"sub\">created ");
-    mt__sb_html(b, m->created);
-    mt__sb_puts(b, " by moetune ");
-    mt__sb_html(b, m->version);
-    mt__sb_puts(b, "; strategy ");
-    mt__sb_html(b, m->strategy);
-    mt__sb_puts(b, "; status ");
-    mt__sb_html(b, m->status);
+    mt__byline(b, &mt__html_markup, m);
     mt__sb_puts(b, "</p>\n<nav><a href=\"#summary\">summary</a><a href=\"#recipe\">recipe</a>"
                "<a href=\"#meshes\">meshes</a><a href=\"#decisions\">decisions</a>"
                "<a href=\"#distributions\">distributions</a><a href=\"#throughput\">"

@@ -256,6 +256,10 @@ void mt__sb_wall_window(sb *b, const wall *w);
     X(unstrong, "**", "</strong>")                                                                 \
     X(arrow, " -> ", " &rarr; ")                                                                   \
     X(change_sep, "; ", "<br>") /* between a decision's changes */                                 \
+    X(times, " x ", " &times; ") /* "8 x H100" */                                                  \
+    X(times_tight, " x ", "&times;") /* "ID x 100" */                                              \
+    X(code_open, "`", "<code>")                                                                    \
+    X(code_close, "`", "</code>")                                                                  \
     X(banner_ok, "> ", "<div class=\"banner ok\">")                                                \
     X(banner_bad, "> ", "<div class=\"banner bad\">")                                              \
     X(banner_warn, "> ", "<div class=\"banner warn\">")                                            \
@@ -347,6 +351,25 @@ void mt__summary_rows(sb *b, const mt__markup *k, const model *m);
 /* A two-column table of code spans headed kname and vname. */
 void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
                    const char *vname);
+/* What an empty section says (mt__para_note). */
+#define MT__NO_DECISIONS "No decisions were made."
+#define MT__NO_RUNS "No runs were recorded."
+#define MT__NO_MEMORY "No memory figures were recorded."
+#define MT__NO_PROFILE "No profile was taken."
+#define MT__NO_VALIDATION "No validation was run, so no total gain is claimed."
+
+/* A paragraph of plain prose s (not escaped: the report's own words). */
+void mt__para_note(sb *b, const mt__markup *k, const char *s);
+/* "created ... by moetune V; strategy S; status T", after its first word. */
+void mt__byline(sb *b, const mt__markup *k, const model *m);
+/* The summary's rows from the fingerprint to the status. */
+void mt__summary_head_rows(sb *b, const mt__markup *k, const model *m);
+/* An arm's median step time and sample count: "1.234 s (n=5)", "not run". */
+void mt__arm_median(sb *b, const arm *a);
+/* What the decisions table's columns mean; closes the table. */
+void mt__decisions_note(sb *b, const mt__markup *k);
+/* A profiled wall: "communication (runner-up compute, confidence 0.22)". */
+void mt__wall_words(sb *b, const mt__markup *k, const wall *w);
 /* A decision's changes: "knob: from -> to", one after another. */
 void mt__changes(sb *b, const mt__markup *k, const changes *c);
 /* The ablation's table, or why there is none. */

@@ -75,28 +75,12 @@ static void sb_mdfence(sb *b, const char *info, const char *body)
 const mt__markup mt__md_markup = {
     .text = mt__sb_md, .code = sb_mdcode, MT__MARKUP(MT__MARKUP_MD)};
 
-static void md_arm(sb *b, const arm *a)
-{
-    if (!a->present) {
-        mt__sb_puts(b, "not run");
-        return;
-    }
-    mt__sb_secs(b, a->median);
-    mt__sb_printf(b, " (n=%zu)", a->s.n);
-}
-
 static void md_header(sb *b, const model *m)
 {
     mt__sb_puts(b, "# moetune report: ");
     mt__sb_md(b, m->contract_name);
     mt__sb_puts(b, "\n\nCreated ");
-    mt__sb_md(b, m->created);
-    mt__sb_puts(b, " by moetune ");
-    mt__sb_md(b, m->version);
-    mt__sb_puts(b, "; strategy ");
-    mt__sb_md(b, m->strategy);
-    mt__sb_puts(b, "; status ");
-    mt__sb_md(b, m->status);
+    mt__byline(b, &mt__md_markup, m);
     mt__sb_puts(b, ". Plots: report.html (self-contained).\n\n");
     mt__banner(b, &mt__md_markup, m);
 }
@@ -107,21 +91,9 @@ static void md_summary(sb *b, const model *m)
     mt__sb_md(b, m->contract_name);
     mt__sb_puts(b, " (");
     sb_mdcode(b, m->contract_path);
-    mt__sb_puts(b, ") |\n| Fingerprint | ");
-    sb_mdcode(b, m->fingerprint);
-    mt__sb_puts(b, " |\n| Hardware | ");
-    mt__sb_num(b, "%.0f", m->gpus);
-    mt__sb_puts(b, " x ");
-    mt__sb_md(b, m->gpu);
-    mt__sb_puts(b, " (");
-    mt__sb_num(b, "%.0f", m->gpus_per_node);
-    mt__sb_puts(b, " per node, ");
-    mt__sb_num(b, "%.4g", m->memory_gb);
-    mt__sb_puts(b, " GB each) |\n| Strategy | ");
-    mt__sb_md(b, m->strategy);
-    mt__sb_puts(b, " |\n| Status | ");
-    mt__sb_md(b, m->status);
-    mt__sb_puts(b, " |\n| Label | ");
+    mt__sb_puts(b, ") |\n");
+    mt__summary_head_rows(b, &mt__md_markup, m);
+    mt__sb_puts(b, "| Label | ");
     mt__sb_md(b, m->label);
     mt__sb_puts(b, " |\n| Total gain | ");
     mt__total_gain(b, m, " (validated)");
@@ -212,9 +184,9 @@ static void md_decision(sb *b, const decision *dc, size_t no)
     mt__sb_puts(b, " | ");
     mt__sb_md(b, dc->verdict);
     mt__sb_puts(b, " | ");
-    md_arm(b, &dc->control);
+    mt__arm_median(b, &dc->control);
     mt__sb_puts(b, " | ");
-    md_arm(b, &dc->candidate);
+    mt__arm_median(b, &dc->candidate);
     mt__sb_puts(b, " | ");
     mt__sb_pct(b, dc->gain);
     mt__sb_puts(b, " | ");
@@ -239,7 +211,7 @@ static void md_decisions(sb *b, const model *m)
     size_t i;
     mt__sb_puts(b, "## Decisions\n\n");
     if (!m->ndec) {
-        mt__sb_puts(b, "No decisions were made.\n\n");
+        mt__para_note(b, &mt__md_markup, MT__NO_DECISIONS);
         return;
     }
     mt__sb_puts(b, "| # | id | phase | variable | wall | change | repairs | verdict | "
@@ -247,11 +219,8 @@ static void md_decisions(sb *b, const model *m)
                    "|---:|---:|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|---|\n");
     for (i = 0; i < m->ndec; i++)
         md_decision(b, &m->dec[i], i + 1);
-    mt__sb_puts(b, "\ngain: the candidate's median step time shorter than the control's, as a "
-                   "fraction of the control's. #: the decisions in the order they were taken. "
-                   "id: the decision's number in the store (`decision/ID` in moetune.db; its "
-                   "runs are replicates ID x 100 and up); profiled runs take numbers too, so "
-                   "ids may skip.\n\n### Samples (step times, s)\n\n");
+    mt__decisions_note(b, &mt__md_markup);
+    mt__sb_puts(b, "### Samples (step times, s)\n\n");
     for (i = 0; i < m->ndec; i++) {
         const decision *dc = &m->dec[i];
         if (!mt__has_samples(dc))
@@ -272,7 +241,7 @@ static void md_throughput(sb *b, const model *m)
     size_t i;
     mt__sb_puts(b, "## Throughput over the tune\n\n");
     if (!m->ntl) {
-        mt__sb_puts(b, "No runs were recorded.\n\n");
+        mt__para_note(b, &mt__md_markup, MT__NO_RUNS);
         return;
     }
     mt__sb_puts(b, "| run | phase | GPU hours | TFLOP/s per GPU | "
@@ -375,7 +344,7 @@ static void md_memory(sb *b, const model *m)
     if (m->nmem && maxg > MEM_EVERY_GPU)
         md_memory_roles(b, m, maxg);
     else if (!m->nmem)
-        mt__sb_puts(b, "No memory figures were recorded.\n\n");
+        mt__para_note(b, &mt__md_markup, MT__NO_MEMORY);
     else
         md_memory_gpus(b, m, maxg);
 }
@@ -387,7 +356,7 @@ static void md_walls(sb *b, const model *m)
     int j;
     mt__sb_puts(b, "## Wall breakdown before and after\n\n");
     if (!m->before.present && !m->after.present) {
-        mt__sb_puts(b, "No profile was taken.\n\n");
+        mt__para_note(b, &mt__md_markup, MT__NO_PROFILE);
         return;
     }
     mt__sb_puts(b, MT__WALLS_NOTE "\n\n");
@@ -397,12 +366,7 @@ static void md_walls(sb *b, const model *m)
         if (!w[i]->present)
             mt__sb_puts(b, "not profiled");
         else {
-            mt__sb_md(b, w[i]->wall);
-            mt__sb_puts(b, " (runner-up ");
-            mt__sb_md(b, w[i]->runner_up);
-            mt__sb_puts(b, ", confidence ");
-            mt__sb_num(b, "%.2f", w[i]->confidence);
-            mt__sb_puts(b, ")");
+            mt__wall_words(b, &mt__md_markup, w[i]);
         }
         mt__sb_puts(b, " |");
     }
@@ -437,7 +401,7 @@ static void md_validation(sb *b, const model *m)
     const validation *v = &m->val;
     mt__sb_puts(b, "## Validation: baseline against winner\n\n");
     if (!v->present) {
-        mt__sb_puts(b, "No validation was run, so no total gain is claimed.\n");
+        mt__sb_printf(b, "%s%s%s", mt__md_markup.note, MT__NO_VALIDATION, mt__md_markup.note_end);
         return;
     }
     if (!v->confirmed) {

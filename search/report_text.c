@@ -564,6 +564,79 @@ void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
     mt__sb_puts(b, k->ctable_end);
 }
 
+void mt__para_note(sb *b, const mt__markup *k, const char *s)
+{
+    mt__sb_printf(b, "%s%s%s", k->para_note, s, k->para_end);
+}
+
+void mt__byline(sb *b, const mt__markup *k, const model *m)
+{
+    k->text(b, m->created);
+    mt__sb_puts(b, " by moetune ");
+    k->text(b, m->version);
+    mt__sb_puts(b, "; strategy ");
+    k->text(b, m->strategy);
+    mt__sb_puts(b, "; status ");
+    k->text(b, m->status);
+}
+
+void mt__summary_head_rows(sb *b, const mt__markup *k, const model *m)
+{
+    row(b, k, "Fingerprint");
+    k->code(b, m->fingerprint);
+    mt__sb_puts(b, k->row_end);
+    row(b, k, "Hardware");
+    mt__sb_num(b, "%.0f", m->gpus);
+    mt__sb_puts(b, k->times);
+    k->text(b, m->gpu);
+    mt__sb_puts(b, " (");
+    mt__sb_num(b, "%.0f", m->gpus_per_node);
+    mt__sb_puts(b, " per node, ");
+    mt__sb_num(b, "%.4g", m->memory_gb);
+    mt__sb_puts(b, " GB each)");
+    mt__sb_puts(b, k->row_end);
+    row(b, k, "Strategy");
+    k->text(b, m->strategy);
+    mt__sb_puts(b, k->row_end);
+    row(b, k, "Status");
+    k->text(b, m->status);
+    mt__sb_puts(b, k->row_end);
+}
+
+void mt__arm_median(sb *b, const arm *a)
+{
+    if (!a->present) {
+        mt__sb_puts(b, "not run");
+        return;
+    }
+    mt__sb_secs(b, a->median);
+    mt__sb_printf(b, " (n=%zu)", a->s.n);
+}
+
+void mt__decisions_note(sb *b, const mt__markup *k)
+{
+    mt__sb_puts(b, k->ctable_end);
+    mt__sb_puts(b, k->para_note);
+    mt__sb_printf(b,
+                  "gain: the candidate's median step time shorter than the control's, as a "
+                  "fraction of the control's. #: the decisions in the order they were taken. "
+                  "id: the decision's number in the store (%sdecision/ID%s in moetune.db; its "
+                  "runs are replicates ID%s100 and up); profiled runs take numbers too, so ids "
+                  "may skip.",
+                  k->code_open, k->code_close, k->times_tight);
+    mt__sb_puts(b, k->para_end);
+}
+
+void mt__wall_words(sb *b, const mt__markup *k, const wall *w)
+{
+    k->text(b, w->wall);
+    mt__sb_puts(b, " (runner-up ");
+    k->text(b, w->runner_up);
+    mt__sb_puts(b, ", confidence ");
+    mt__sb_num(b, "%.2f", w->confidence);
+    mt__sb_puts(b, ")");
+}
+
 void mt__changes(sb *b, const mt__markup *k, const changes *c)
 {
     size_t i;
