@@ -11,10 +11,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const share_colors[NSHARES] = {"#4a78b5", "#7fa7d9", "#c0392b",
+static const char *const share_colors[MT__NSHARES] = {"#4a78b5", "#7fa7d9", "#c0392b",
                                                   "#9aa5b1", "#8e6bbf", "#d0d7de"};
 
-static void h_code(sb *b, const char *s);
+static void h_code(mt__sb *b, const char *s);
 
 const mt__markup mt__html_markup = {
     .text = mt__sb_html, .code = h_code, MT__MARKUP(MT__MARKUP_HTML)};
@@ -82,7 +82,7 @@ static int nice_ticks(double lo, double hi, int want, double *out, int max)
     return n;
 }
 
-static void svg_open(sb *b, const char *plot, int w, int h, const char *label)
+static void svg_open(mt__sb *b, const char *plot, int w, int h, const char *label)
 {
     mt__sb_printf(b,
               "<svg class=\"plot\" data-plot=\"%s\" viewBox=\"0 0 %d %d\" width=\"%d\" "
@@ -110,14 +110,14 @@ static double quantile(const double *x, size_t n, double q)
 
 typedef struct arm_view {
     const char *label;
-    const vec *s;
+    const mt__vec *s;
     double median;
     const char *color;
 } arm_view;
 
 /* A strip plot: one row per arm, every sample a dot (jittered), the
  * interquartile box and range behind, the median a black bar. */
-static void svg_strip(sb *b, const char *plot, const char *label, const arm_view *arms,
+static void svg_strip(mt__sb *b, const char *plot, const char *label, const arm_view *arms,
                       int narms, int W)
 {
     const int L = 112, R = 14, T = 8, ROW = 40;
@@ -152,7 +152,7 @@ static void svg_strip(sb *b, const char *plot, const char *label, const arm_view
     mt__sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">step time (s)</text>", W - R,
               base + 28);
     for (i = 0; i < narms; i++) {
-        const vec *s = arms[i].s;
+        const mt__vec *s = arms[i].s;
         int y = T + ROW * i + ROW / 2;
         size_t n = 0;
         double *sorted = malloc((s->n ? s->n : 1) * sizeof(double));
@@ -212,7 +212,7 @@ static const char *phase_color(const char *phase)
 /* Throughput over the tune: each run's TFLOP/s per GPU (failed runs as
  * crosses on the axis) and the accepted best's (the incumbent's) as a step
  * line. */
-static void svg_throughput(sb *b, const model *m)
+static void svg_throughput(mt__sb *b, const mt__model *m)
 {
     const int W = 900, H = 320, L = 62, R = 20, T = 30, B = 44;
     double x0 = INFINITY, x1 = -INFINITY, ymax = 0, ticks[16];
@@ -262,7 +262,7 @@ static void svg_throughput(sb *b, const model *m)
     /* the accepted best: a step line, broken where it is null */
     mt__sb_puts(b, "<path fill=\"none\" stroke=\"#1e7b34\" stroke-width=\"2\" d=\"");
     for (k = 0; k < m->ntl; k++) {
-        const tpoint *t = &m->tl[k];
+        const mt__tpoint *t = &m->tl[k];
         if (!isfinite(t->best)) {
             pen = 0;
             continue;
@@ -277,7 +277,7 @@ static void svg_throughput(sb *b, const model *m)
         mt__sb_printf(b, "M%d %d", L, H - B);
     mt__sb_puts(b, "\"/>");
     for (k = 0; k < m->ntl; k++) {
-        const tpoint *t = &m->tl[k];
+        const mt__tpoint *t = &m->tl[k];
         double px = ax(&x, t->run);
         int j;
         for (j = 0; j < nseen && strcmp(seen[j], t->phase ? t->phase : ""); j++)
@@ -318,7 +318,7 @@ static void svg_throughput(sb *b, const model *m)
 
 /* Per-GPU peak memory as bars against the capacity and the headroom limit:
  * every GPU, or (roles) the hottest GPU of each role, labelled by rank. */
-static void svg_memory(sb *b, const mem *e, const char *plot, int roles)
+static void svg_memory(mt__sb *b, const mt__mem *e, const char *plot, int roles)
 {
     const int H = 260, L = 50, R = 150, T = 16, B = 36;
     size_t n = roles ? e->nroles : e->per_gpu.n, k, every;
@@ -402,9 +402,9 @@ static void svg_memory(sb *b, const mem *e, const char *plot, int roles)
 
 /* Wall breakdown before and after as 100% bars: the shares partition each
  * profiled window (read_wall refused any that do not add up to 100%). */
-static void svg_walls(sb *b, const wall *before, const wall *after)
+static void svg_walls(mt__sb *b, const mt__wall *before, const mt__wall *after)
 {
-    const wall *rows[2] = {before, after};
+    const mt__wall *rows[2] = {before, after};
     const char *names[2] = {"before", "after"};
     const int W = 900, L = 70, R = 20, T = 10, ROW = 44;
     int nrows = 0, H, i, j, nt, base, lx;
@@ -434,7 +434,7 @@ static void svg_walls(sb *b, const wall *before, const wall *after)
         y = T + ROW * nrows++ + 8;
         mt__sb_printf(b, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">%s</text>", L - 8, y + 18,
                   names[i]);
-        for (j = 0; j < NSHARES; j++) {
+        for (j = 0; j < MT__NSHARES; j++) {
             double s = fmax(rows[i]->share[j], 0), x0 = ax(&x, at), x1 = ax(&x, at + s);
             at += s;
             if (!(s > 0))
@@ -450,7 +450,7 @@ static void svg_walls(sb *b, const wall *before, const wall *after)
                           (x0 + x1) / 2, y + 18, s * 100);
         }
     }
-    for (j = 0, lx = L; j < NSHARES; j++) {
+    for (j = 0, lx = L; j < MT__NSHARES; j++) {
         mt__sb_printf(b,
                   "<rect x=\"%d\" y=\"%d\" width=\"12\" height=\"12\" fill=\"%s\"/>"
                   "<text x=\"%d\" y=\"%d\">%s</text>",
@@ -518,21 +518,21 @@ static const char html_check[] =
     "miss.push('decisions-overflow');});\n"
     "document.body.dataset.check=miss.length?'missing:'+miss.join(','):'ok';})();\n";
 
-static void h_kv(sb *b, const char *key, const char *val)
+static void h_kv(mt__sb *b, const char *key, const char *val)
 {
     mt__sb_printf(b, "<tr><th>%s</th><td>", key);
     mt__sb_html(b, val);
     mt__sb_puts(b, "</td></tr>\n");
 }
 
-static void h_code(sb *b, const char *s)
+static void h_code(mt__sb *b, const char *s)
 {
     mt__sb_puts(b, "<code>");
     mt__sb_html(b, s);
     mt__sb_puts(b, "</code>");
 }
 
-static void h_summary(sb *b, const model *m)
+static void h_summary(mt__sb *b, const mt__model *m)
 {
     mt__sb_puts(b, "<section id=\"summary\"><h2>Summary</h2>\n");
     mt__banner(b, &mt__html_markup, m);
@@ -555,7 +555,7 @@ static void h_summary(sb *b, const model *m)
     mt__sb_puts(b, "</section>\n");
 }
 
-static void h_recipe(sb *b, const model *m)
+static void h_recipe(mt__sb *b, const mt__model *m)
 {
     size_t i;
     mt__sb_puts(b, "<section id=\"recipe\"><h2>Recipe</h2>\n<p>Label: ");
@@ -567,7 +567,7 @@ static void h_recipe(sb *b, const model *m)
     mt__sb_puts(b, ".</p>\n");
     mt__recipe_changes(b, &mt__html_markup, m);
     {
-        sb cmd = {0};
+        mt__sb cmd = {0};
         mt__sb_flags(&cmd, m);
         mt__sb_puts(b, "<h3>Megatron-LM flags</h3>\n<pre class=\"cmd\">");
         mt__sb_html(b, cmd.s ? cmd.s : "");
@@ -617,7 +617,7 @@ static void h_recipe(sb *b, const model *m)
     mt__sb_puts(b, "</table></details>\n</section>\n");
 }
 
-static void h_meshes(sb *b, const model *m)
+static void h_meshes(mt__sb *b, const mt__model *m)
 {
     mt__sb_puts(b, "<section id=\"meshes\"><h2>Parallel folding meshes</h2>\n"
                "<div class=\"mesh\"><b>Attention</b>");
@@ -628,14 +628,14 @@ static void h_meshes(sb *b, const model *m)
                "MoE: ETP &times; EP &times; EDP &times; PP.</p>\n</section>\n");
 }
 
-static void h_arm_cell(sb *b, const arm *a)
+static void h_arm_cell(mt__sb *b, const mt__arm *a)
 {
     mt__sb_puts(b, "<td class=\"n\">");
     mt__arm_median(b, a);
     mt__sb_puts(b, "</td>");
 }
 
-static void h_decisions(sb *b, const model *m)
+static void h_decisions(mt__sb *b, const mt__model *m)
 {
     size_t i, j;
     mt__sb_puts(b, "<section id=\"decisions\"><h2>Decisions</h2>\n");
@@ -653,7 +653,7 @@ static void h_decisions(sb *b, const model *m)
                "<th>control median</th><th>candidate median</th><th>gain</th><th>CI</th>"
                "<th>p</th></tr>\n");
     for (i = 0; i < m->ndec; i++) {
-        const decision *dc = &m->dec[i];
+        const mt__decision *dc = &m->dec[i];
         /* #: the decisions in order, 1, 2, 3...; id: the store's number */
         mt__sb_puts(b, "<tr><td class=\"n dno\" rowspan=\"2\">");
         if (mt__has_samples(dc))
@@ -678,7 +678,7 @@ static void h_decisions(sb *b, const model *m)
         mt__sb_puts(b, "</td><td>");
         mt__sb_html(b, dc->wall ? dc->wall : "");
         mt__sb_puts(b, "</td><td>");
-        mt__changes(b, &mt__html_markup, &dc->change);
+        mt__change_cell(b, &mt__html_markup, &dc->change);
         mt__sb_printf(b, "</td><td class=\"v-%s\">", dc->verdict ? dc->verdict : "none");
         mt__sb_html(b, dc->verdict);
         mt__sb_puts(b, "</td>");
@@ -716,7 +716,7 @@ static void h_decisions(sb *b, const model *m)
     mt__sb_puts(b, "</section>\n");
 }
 
-static void h_distributions(sb *b, const model *m)
+static void h_distributions(mt__sb *b, const mt__model *m)
 {
     size_t i, n = 0;
     mt__sb_puts(b, "<section id=\"distributions\"><h2>Step-time distributions of each A/B</h2>\n");
@@ -728,13 +728,13 @@ static void h_distributions(sb *b, const model *m)
     }
     mt__sb_puts(b, "<div class=\"grid\">\n");
     for (i = 0; i < m->ndec; i++) {
-        const decision *dc = &m->dec[i];
+        const mt__decision *dc = &m->dec[i];
         const char *cand = dc->verdict && !strcmp(dc->verdict, "accepted") ? "#1e7b34"
                            : dc->verdict && !strcmp(dc->verdict, "failed") ? "#b3261e"
                                                                            : "#d9822b";
         arm_view arms[2] = {{"control", &dc->control.s, dc->control.median, "#4a78b5"},
                             {"candidate", &dc->candidate.s, dc->candidate.median, cand}};
-        char plot[48], label[PATH_LEN];
+        char plot[48], label[MT__PATH_LEN];
         if (!mt__has_samples(dc))
             continue;
         snprintf(plot, sizeof plot, "ab-%.0f", dc->index);
@@ -762,7 +762,7 @@ static void h_distributions(sb *b, const model *m)
     mt__sb_puts(b, "</div>\n</section>\n");
 }
 
-static void h_throughput(sb *b, const model *m)
+static void h_throughput(mt__sb *b, const mt__model *m)
 {
     double best = NAN;
     size_t k, failed = 0;
@@ -803,7 +803,7 @@ static void plot_name(char *out, size_t n, const char *prefix, const char *name,
         snprintf(out, n, "%s-%zu", prefix, i);
 }
 
-static void h_memory(sb *b, const model *m)
+static void h_memory(mt__sb *b, const mt__model *m)
 {
     size_t i, k;
     mt__sb_puts(b, "<section id=\"memory\"><h2>Per-GPU peak memory</h2>\n");
@@ -813,11 +813,11 @@ static void h_memory(sb *b, const model *m)
         return;
     }
     for (i = 0; i < m->nmem; i++) {
-        const mem *e = &m->mem[i];
+        const mt__mem *e = &m->mem[i];
         char plot[64];
         double hot = NAN;
         size_t hot_k = 0, known = 0;
-        int roles = e->per_gpu.n > MEM_EVERY_GPU && e->nroles > 0;
+        int roles = e->per_gpu.n > MT__MEM_EVERY_GPU && e->nroles > 0;
         for (k = 0; k < e->per_gpu.n; k++)
             if (isfinite(e->per_gpu.v[k])) {
                 known++;
@@ -871,7 +871,7 @@ static void h_memory(sb *b, const model *m)
     }
     mt__sb_puts(b, "</section>\n");
 }
-static void h_wall_row(sb *b, const char *what, const wall *w)
+static void h_wall_row(mt__sb *b, const char *what, const mt__wall *w)
 {
     mt__sb_printf(b, "<tr><th>%s</th><td>", what);
     if (!w->present) {
@@ -884,7 +884,7 @@ static void h_wall_row(sb *b, const char *what, const wall *w)
     mt__sb_puts(b, "</td></tr>\n");
 }
 
-static void h_walls(sb *b, const model *m)
+static void h_walls(mt__sb *b, const mt__model *m)
 {
     int j;
     mt__sb_puts(b, "<section id=\"walls\"><h2>Wall breakdown before and after</h2>\n");
@@ -902,7 +902,7 @@ static void h_walls(sb *b, const model *m)
     h_wall_row(b, "after", &m->after);
     mt__sb_puts(b, "</table>\n<table><tr><th>share of the window</th><th>before</th>"
                "<th>after</th></tr>\n");
-    for (j = 0; j < NSHARES; j++) {
+    for (j = 0; j < MT__NSHARES; j++) {
         mt__sb_printf(b, "<tr><td>%s</td><td class=\"n share-before\">", mt__share_names[j]);
         mt__sb_num(b, "%.1f%%", m->before.present ? m->before.share[j] * 100 : NAN);
         mt__sb_puts(b, "</td><td class=\"n share-after\">");
@@ -913,16 +913,16 @@ static void h_walls(sb *b, const model *m)
                    "outside kernels).</p>\n</section>\n");
 }
 
-static void h_ablation(sb *b, const model *m)
+static void h_ablation(mt__sb *b, const mt__model *m)
 {
     mt__sb_puts(b, "<section id=\"ablation\"><h2>Ablation (leave one out)</h2>\n");
     mt__ablation_table(b, &mt__html_markup, m);
     mt__sb_puts(b, "</section>\n");
 }
 
-static void h_validation(sb *b, const model *m)
+static void h_validation(mt__sb *b, const mt__model *m)
 {
-    const validation *v = &m->val;
+    const mt__validation *v = &m->val;
     arm_view arms[2];
     mt__sb_puts(b, "<section id=\"validation\"><h2>Validation: baseline against winner</h2>\n");
     if (!v->present) {
@@ -939,7 +939,7 @@ static void h_validation(sb *b, const model *m)
     mt__arm_rows(b, &mt__html_markup, &v->base, &v->win, 1);
     mt__validation_runs(b, &mt__html_markup, v);
     mt__validation_rows(b, &mt__html_markup, v);
-    mt__natural(b, &mt__html_markup, &v->nat);
+    mt__natural_section(b, &mt__html_markup, &v->nat);
     arms[0] = (arm_view){"baseline", &v->base.s, v->base.median, "#4a78b5"};
     arms[1] = (arm_view){"winner", &v->win.s, v->win.median, v->confirmed ? "#1e7b34" : "#d9822b"};
     if (v->base.s.n + v->win.s.n) {
@@ -954,7 +954,7 @@ static void h_validation(sb *b, const model *m)
     mt__sb_puts(b, "</section>\n");
 }
 
-void mt__report_html(sb *b, const model *m)
+void mt__report_html(mt__sb *b, const mt__model *m)
 {
     mt__sb_puts(b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
                "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "

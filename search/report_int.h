@@ -17,226 +17,227 @@
 
 #include <stddef.h>
 
-#define PATH_LEN 256
+#define MT__PATH_LEN 256
 
 /* ---- growing text ----------------------------------------------------- */
 
 /* Caller-owned text: zero it to start, mt__sb_clear it when done; oom is set (and
  * further appends are dropped) when memory ran out. */
-typedef struct sb {
+typedef struct mt__sb {
     char *s;
     size_t n, cap;
     int oom;
-} sb;
+} mt__sb;
 
 
 /* Frees b's text and zeroes it. */
-void mt__sb_clear(sb *b);
-void mt__sb_putn(sb *b, const char *s, size_t n);
-void mt__sb_puts(sb *b, const char *s);
-void mt__sb_printf(sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void mt__sb_clear(mt__sb *b);
+void mt__sb_putn(mt__sb *b, const char *s, size_t n);
+void mt__sb_puts(mt__sb *b, const char *s);
+void mt__sb_printf(mt__sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* HTML text or attribute value; NULL (a JSON null) reads "n/a". */
-void mt__sb_html(sb *b, const char *s);
+void mt__sb_html(mt__sb *b, const char *s);
 /* Markdown inline text, safe in a table cell. */
-void mt__sb_md(sb *b, const char *s);
+void mt__sb_md(mt__sb *b, const char *s);
 
 /* Figures; NaN (a JSON null) reads "n/a". */
-void mt__sb_num(sb *b, const char *fmt, double x) __attribute__((format(printf, 2, 0)));
-void mt__sb_pct(sb *b, double frac);
-void mt__sb_ci(sb *b, int has, const double ci[2]);
-void mt__sb_p(sb *b, double p);
-void mt__sb_secs(sb *b, double s);
+void mt__sb_num(mt__sb *b, const char *fmt, double x) __attribute__((format(printf, 2, 0)));
+void mt__sb_pct(mt__sb *b, double frac);
+void mt__sb_ci(mt__sb *b, int has, const double ci[2]);
+void mt__sb_p(mt__sb *b, double p);
+void mt__sb_secs(mt__sb *b, double s);
 
 /* ---- the model -------------------------------------------------------- */
 
-typedef struct vec {
+typedef struct mt__vec {
     double *v; /* NaN where the bundle says null */
     size_t n;
-} vec;
+} mt__vec;
 
-typedef struct strs {
+typedef struct mt__strs {
     const char **v;
     size_t n;
-} strs;
+} mt__strs;
 
-typedef struct map {
+typedef struct mt__map {
     const char **key, **val;
     size_t n;
-} map;
+} mt__map;
 
-typedef struct change {
+typedef struct mt__change {
     const char *knob, *from, *to;
-} change;
+} mt__change;
 
-typedef struct changes {
-    change *v;
+typedef struct mt__changes {
+    mt__change *v;
     size_t n;
-} changes;
+} mt__changes;
 
-typedef struct arm {
+typedef struct mt__arm {
     int present;
-    vec s;
+    mt__vec s;
     double median, tflops, tokens; /* NaN: null */
     const char *tflops_source;     /* "logged" | "computed"; NULL: absent */
     const char *config_id;         /* validation arms: the runs' config id; NULL: not given */
-    strs log_dirs;                 /* ... and their log directories */
-} arm;
+    mt__strs log_dirs;                 /* ... and their log directories */
+} mt__arm;
 
-typedef struct decision {
+typedef struct mt__decision {
     double index;
     const char *phase, *variable, *wall, *verdict, *reason;
-    changes change;
-    strs repairs;
-    arm control, candidate;
+    mt__changes change;
+    mt__strs repairs;
+    mt__arm control, candidate;
     double gain, p, ci[2];
     int has_ci;
-    map evidence;
+    mt__map evidence;
     /* a multi-arm screen's value (arms, optional): value of of, selected */
     double arm_value, arm_of;
     int arm_selected;
-} decision;
+} mt__decision;
 
-typedef struct tpoint {
+typedef struct mt__tpoint {
     double run, gpu_hours, tflops, best;
     const char *phase;
     size_t order;
-} tpoint;
+} mt__tpoint;
 
 /* The hottest GPU of one role (memory[].roles). */
-typedef struct mem_role {
+typedef struct mt__mem_role {
     const char *role;
     double rank, peak, median;
-} mem_role;
+} mt__mem_role;
 
 /* More GPUs than this: the chart shows the hottest of each role. */
-#define MEM_EVERY_GPU 16
+#define MT__MEM_EVERY_GPU 16
 
-typedef struct mem {
+typedef struct mt__mem {
     const char *name;
     double capacity, headroom;
-    vec per_gpu;
+    mt__vec per_gpu;
     const char *source; /* NULL: not given (bundles before it) */
     int has_hot;
     double hot_rank, hot_peak;
     const char *hot_role, *hot_why;
-    mem_role *roles;
+    mt__mem_role *roles;
     size_t nroles;
-} mem;
+} mt__mem;
 
 /* A wall's shares partition its profiled window (search/BUNDLE.md): they
  * add up to 1.  Hidden communication is compute time with communication
  * under it, a share of its own beside compute with nothing under it. */
-#define NSHARES 6
-#define SHARE_OTHER 5 /* optional in the bundle (bundles before it: 0) */
+#define MT__NSHARES 6
+#define MT__SHARE_OTHER 5 /* optional in the bundle (bundles before it: 0) */
 
-typedef struct wall {
+typedef struct mt__wall {
     int present;
     const char *wall, *runner_up;
-    double confidence, window_s, share[NSHARES];
+    double confidence, window_s, share[MT__NSHARES];
     int has_steps;
     double steps[2]; /* the profiled steps, inclusive */
-} wall;
+} mt__wall;
 
 /* The shares' names in both views, in share order (report_text.c). */
-extern const char *const mt__share_names[NSHARES];
+extern const char *const mt__share_names[MT__NSHARES];
 
-typedef struct ablation {
+typedef struct mt__ablation {
     const char *knob, *to, *reason;
     double gain_without, p;
     int kept;
-} ablation;
+} mt__ablation;
 
 /* validation.natural: the natural-routing arms (absent or null: none). */
-typedef struct natural {
+typedef struct mt__natural {
     int present;
     const char *status, *reason, *label; /* measured | skipped | off */
     double gain, p, ci[2];
     int has_ci, confirmed;
-    arm base, win;
-} natural;
+    mt__arm base, win;
+} mt__natural;
 
-typedef struct validation {
+typedef struct mt__validation {
     int present;
     double window[2], steps, gain, p, ci[2];
     int has_ci, confirmed;
-    arm base, win;
+    mt__arm base, win;
     const char *recommendation;
-    natural nat;
-} validation;
+    mt__natural nat;
+} mt__validation;
 
 /* baseline.fit: what the fit phase found of the base (absent or null: no
  * fit phase ran, nothing is said). */
-typedef struct basefit {
+typedef struct mt__basefit {
     int present;
     int fits; /* 1, 0, -1 unknown (the base does not run) */
     double est, usable, uncertainty, probe_peak;
     const char *probe_outcome; /* NULL: not probed */
     int has_fitted;
-    changes fitted; /* the fit phase's change, when one fits */
+    mt__changes fitted; /* the fit phase's change, when one fits */
     const char *reason;
-} basefit;
+} mt__basefit;
 
-typedef struct model {
+typedef struct mt__model {
     const char *version, *created;
     const char *contract_name, *contract_path, *fingerprint;
-    map stack;
+    mt__map stack;
     const char *gpu;
     double gpus, gpus_per_node, memory_gb;
     const char *strategy, *status;
     double gh_limit, gh_used, runs_limit, runs_used;
     const char *deadline, *stopped_because;
-    map base_config;
+    mt__map base_config;
     const char *base_label;
-    strs base_reasons, reasons; /* label_reasons (absent in older bundles) */
+    mt__strs base_reasons, reasons; /* label_reasons (absent in older bundles) */
     int ablation_complete;      /* -1: not said (older bundles) */
-    basefit fit;
-    map config;
+    mt__basefit fit;
+    mt__map config;
     const char *label;
-    changes change;
-    strs megatron_args, bridge_overrides, command_diff;
-    strs notes; /* recipe.notes (optional): what to know before training with it */
-    map env;
+    mt__changes change;
+    mt__strs megatron_args, bridge_overrides, command_diff;
+    mt__strs notes; /* recipe.notes (optional): what to know before training with it */
+    mt__map env;
     const char *mesh_attention, *mesh_moe;
-    decision *dec;
+    mt__decision *dec;
     size_t ndec;
-    tpoint *tl;
+    mt__tpoint *tl;
     size_t ntl;
-    mem *mem;
+    mt__mem *mem;
     size_t nmem;
-    wall before, after;
-    ablation *abl;
+    mt__wall before, after;
+    mt__ablation *abl;
     size_t nabl;
-    validation val;
+    mt__validation val;
     double total_gain;
-} model;
+} mt__model;
 
 
 /* ---- report_read.c ---------------------------------------------------- */
 
 /* The value of key in m; NULL when m has no such key. */
-const char *mt__map_get(const map *m, const char *key);
+const char *mt__map_get(const mt__map *m, const char *key);
 
 /* ---- report_text.c: the wording both views share ----------------------- */
 
 /* "value 2 of 3, selected" of a multi-arm screen's decision; "" otherwise. */
-void mt__arm_words(const decision *dc, char *buf, size_t n);
+void mt__arm_words(const mt__decision *dc, char *buf, size_t n);
 /* The label's words, escaped by text (mt__sb_md or mt__sb_html). */
-void mt__sb_label_why(sb *b, const char *label, const strs *why, void (*text)(sb *, const char *));
-void mt__sb_tflops(sb *b, const arm *a);
-void mt__sb_window(sb *b, const validation *v);
+void mt__sb_label_why(mt__sb *b, const char *label, const mt__strs *why,
+                      void (*text)(mt__sb *, const char *));
+void mt__sb_tflops(mt__sb *b, const mt__arm *a);
+void mt__sb_window(mt__sb *b, const mt__validation *v);
 /* The Megatron-LM arguments and the environment as shell text (unescaped). */
-void mt__sb_flags(sb *b, const model *m);
-void mt__sb_env(sb *b, const model *m);
-void mt__sb_used(sb *b, const char *fmt, double used, double limit)
+void mt__sb_flags(mt__sb *b, const mt__model *m);
+void mt__sb_env(mt__sb *b, const mt__model *m);
+void mt__sb_used(mt__sb *b, const char *fmt, double used, double limit)
     __attribute__((format(printf, 2, 0)));
-void mt__sb_samples(sb *b, const vec *s);
+void mt__sb_samples(mt__sb *b, const mt__vec *s);
 /* Plain text: the caller escapes it for its view. */
-void mt__fit_words(sb *t, const basefit *f);
-void mt__no_recipe_words(sb *t, const model *m);
-int mt__no_recipe(const model *m);
-int mt__has_samples(const decision *dc);
-void mt__sb_hottest(sb *b, const mem *e, void (*text)(sb *, const char *));
-void mt__sb_wall_window(sb *b, const wall *w);
+void mt__fit_words(mt__sb *t, const mt__basefit *f);
+void mt__no_recipe_words(mt__sb *t, const mt__model *m);
+int mt__no_recipe(const mt__model *m);
+int mt__has_samples(const mt__decision *dc);
+void mt__sb_hottest(mt__sb *b, const mt__mem *e, void (*text)(mt__sb *, const char *));
+void mt__sb_wall_window(mt__sb *b, const mt__wall *w);
 
 /* What the two profiles are (search/engine.c: the first profile of the
  * retune phase, and the winner's); each view escapes it. */
@@ -334,22 +335,22 @@ void mt__sb_wall_window(sb *b, const wall *w);
 
 /* report_md.c: mt__md_markup, report_html.c: mt__html_markup. */
 typedef struct mt__markup {
-    void (*text)(sb *b, const char *s); /* escaped text: mt__sb_md | mt__sb_html */
-    void (*code)(sb *b, const char *s); /* a code span */
+    void (*text)(mt__sb *b, const char *s); /* escaped text: mt__sb_md | mt__sb_html */
+    void (*code)(mt__sb *b, const char *s); /* a code span */
     MT__MARKUP(MT__MARKUP_FIELD)
 } mt__markup;
 
 extern const mt__markup mt__md_markup, mt__html_markup;
 
 /* The validation banner: the validated gain, or why none is claimed. */
-void mt__banner(sb *b, const mt__markup *k, const model *m);
+void mt__banner(mt__sb *b, const mt__markup *k, const mt__model *m);
 /* "none claimed (...)" unless the validation confirmed the gain, which reads
  * as its figure and then validated (NULL: nothing). */
-void mt__total_gain(sb *b, const model *m, const char *validated);
+void mt__total_gain(mt__sb *b, const mt__model *m, const char *validated);
 /* The summary's rows from GPU hours to whether the base fits. */
-void mt__summary_rows(sb *b, const mt__markup *k, const model *m);
+void mt__summary_rows(mt__sb *b, const mt__markup *k, const mt__model *m);
 /* A two-column table of code spans headed kname and vname. */
-void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
+void mt__map_table(mt__sb *b, const mt__markup *k, const mt__map *m, const char *kname,
                    const char *vname);
 /* What an empty section says (mt__para_note). */
 #define MT__NO_DECISIONS "No decisions were made."
@@ -359,33 +360,34 @@ void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
 #define MT__NO_VALIDATION "No validation was run, so no total gain is claimed."
 
 /* A paragraph of plain prose s (not escaped: the report's own words). */
-void mt__para_note(sb *b, const mt__markup *k, const char *s);
+void mt__para_note(mt__sb *b, const mt__markup *k, const char *s);
 /* "created ... by moetune V; strategy S; status T", after its first word. */
-void mt__byline(sb *b, const mt__markup *k, const model *m);
+void mt__byline(mt__sb *b, const mt__markup *k, const mt__model *m);
 /* The summary's rows from the fingerprint to the status. */
-void mt__summary_head_rows(sb *b, const mt__markup *k, const model *m);
+void mt__summary_head_rows(mt__sb *b, const mt__markup *k, const mt__model *m);
 /* An arm's median step time and sample count: "1.234 s (n=5)", "not run". */
-void mt__arm_median(sb *b, const arm *a);
+void mt__arm_median(mt__sb *b, const mt__arm *a);
 /* What the decisions table's columns mean; closes the table. */
-void mt__decisions_note(sb *b, const mt__markup *k);
+void mt__decisions_note(mt__sb *b, const mt__markup *k);
 /* A profiled wall: "communication (runner-up compute, confidence 0.22)". */
-void mt__wall_words(sb *b, const mt__markup *k, const wall *w);
+void mt__wall_words(mt__sb *b, const mt__markup *k, const mt__wall *w);
 /* A decision's changes: "knob: from -> to", one after another. */
-void mt__changes(sb *b, const mt__markup *k, const changes *c);
+void mt__change_cell(mt__sb *b, const mt__markup *k, const mt__changes *c);
 /* The ablation's table, or why there is none. */
-void mt__ablation_table(sb *b, const mt__markup *k, const model *m);
+void mt__ablation_table(mt__sb *b, const mt__markup *k, const mt__model *m);
 /* The recipe's warnings, its changes from the baseline and its notes. */
-void mt__recipe_changes(sb *b, const mt__markup *k, const model *m);
+void mt__recipe_changes(mt__sb *b, const mt__markup *k, const mt__model *m);
 /* The baseline and winner table's rows (samples: with its samples row). */
-void mt__arm_rows(sb *b, const mt__markup *k, const arm *base, const arm *win, int samples);
+void mt__arm_rows(mt__sb *b, const mt__markup *k, const mt__arm *base, const mt__arm *win,
+                  int samples);
 /* The validation runs' config ids and log folders, when the bundle names
  * them: rows of the baseline and winner table. */
-void mt__validation_runs(sb *b, const mt__markup *k, const validation *v);
+void mt__validation_runs(mt__sb *b, const mt__markup *k, const mt__validation *v);
 /* The validation's figures, from the window to the recommendation. */
-void mt__validation_rows(sb *b, const mt__markup *k, const validation *v);
+void mt__validation_rows(mt__sb *b, const mt__markup *k, const mt__validation *v);
 /* The natural-routing validation beside the forced one: the
  * training-equivalent gain, or why there is none. */
-void mt__natural(sb *b, const mt__markup *k, const natural *n);
+void mt__natural_section(mt__sb *b, const mt__markup *k, const mt__natural *n);
 
 /* The shares' note, up to where the HTML view says more. */
 #define MT__SHARES_NOTE                                                                            \
@@ -396,7 +398,7 @@ void mt__natural(sb *b, const mt__markup *k, const natural *n);
 /* ---- the views -------------------------------------------------------- */
 
 /* Appends the whole of REPORT.md / report.html for m to b. */
-void mt__report_md(sb *b, const model *m);
-void mt__report_html(sb *b, const model *m);
+void mt__report_md(mt__sb *b, const mt__model *m);
+void mt__report_html(mt__sb *b, const mt__model *m);
 
 #endif

@@ -22,7 +22,7 @@ static size_t longest_run(const char *s, char c)
 }
 
 /* A Markdown code span (knob names, values, flags), safe in a table cell. */
-static void sb_mdcode(sb *b, const char *s)
+static void sb_mdcode(mt__sb *b, const char *s)
 {
     size_t ticks, i;
     const char *p;
@@ -55,7 +55,7 @@ static void sb_mdcode(sb *b, const char *s)
 }
 
 /* A fenced Markdown block whose fence no line of body can close. */
-static void sb_mdfence(sb *b, const char *info, const char *body)
+static void sb_mdfence(mt__sb *b, const char *info, const char *body)
 {
     size_t ticks = longest_run(body, '`') + 1, i;
     if (ticks < 3)
@@ -75,7 +75,7 @@ static void sb_mdfence(sb *b, const char *info, const char *body)
 const mt__markup mt__md_markup = {
     .text = mt__sb_md, .code = sb_mdcode, MT__MARKUP(MT__MARKUP_MD)};
 
-static void md_header(sb *b, const model *m)
+static void md_header(mt__sb *b, const mt__model *m)
 {
     mt__sb_puts(b, "# moetune report: ");
     mt__sb_md(b, m->contract_name);
@@ -85,7 +85,7 @@ static void md_header(sb *b, const model *m)
     mt__banner(b, &mt__md_markup, m);
 }
 
-static void md_summary(sb *b, const model *m)
+static void md_summary(mt__sb *b, const mt__model *m)
 {
     mt__sb_puts(b, "## Summary\n\n| | |\n|---|---|\n| Contract | ");
     mt__sb_md(b, m->contract_name);
@@ -104,7 +104,7 @@ static void md_summary(sb *b, const model *m)
 }
 
 /* A fenced block of lines (body: scratch text, emptied first). */
-static void md_lines(sb *b, sb *body, const char *info, const strs *l, const char *none)
+static void md_lines(mt__sb *b, mt__sb *body, const char *info, const mt__strs *l, const char *none)
 {
     size_t i;
     body->n = 0;
@@ -115,9 +115,9 @@ static void md_lines(sb *b, sb *body, const char *info, const strs *l, const cha
     sb_mdfence(b, info, l->n && body->s ? body->s : none);
 }
 
-static void md_commands(sb *b, const model *m)
+static void md_commands(mt__sb *b, const mt__model *m)
 {
-    sb body = {0};
+    mt__sb body = {0};
     mt__sb_puts(b, "### Megatron-LM flags\n\n");
     mt__sb_flags(&body, m);
     sb_mdfence(b, "sh", body.s ? body.s : "");
@@ -134,7 +134,7 @@ static void md_commands(sb *b, const model *m)
     mt__sb_clear(&body);
 }
 
-static void md_recipe(sb *b, const model *m)
+static void md_recipe(mt__sb *b, const mt__model *m)
 {
     mt__sb_puts(b, "## Recipe\n\nLabel: **");
     mt__sb_md(b, m->label);
@@ -145,7 +145,7 @@ static void md_recipe(sb *b, const model *m)
     md_commands(b, m);
 }
 
-static void md_meshes(sb *b, const model *m)
+static void md_meshes(mt__sb *b, const mt__model *m)
 {
     mt__sb_puts(b, "## Parallel folding meshes\n\n- Attention (TP x CP x DP x PP): ");
     sb_mdcode(b, m->mesh_attention);
@@ -155,7 +155,7 @@ static void md_meshes(sb *b, const model *m)
 }
 
 /* One decision's row of the decisions table. */
-static void md_decision(sb *b, const decision *dc, size_t no)
+static void md_decision(mt__sb *b, const mt__decision *dc, size_t no)
 {
     char aw[80];
     size_t j;
@@ -174,7 +174,7 @@ static void md_decision(sb *b, const decision *dc, size_t no)
     mt__sb_puts(b, " | ");
     mt__sb_md(b, dc->wall ? dc->wall : "");
     mt__sb_puts(b, " | ");
-    mt__changes(b, &mt__md_markup, &dc->change);
+    mt__change_cell(b, &mt__md_markup, &dc->change);
     mt__sb_puts(b, " | ");
     for (j = 0; j < dc->repairs.n; j++) {
         if (j)
@@ -206,7 +206,7 @@ static void md_decision(sb *b, const decision *dc, size_t no)
     mt__sb_puts(b, " |\n");
 }
 
-static void md_decisions(sb *b, const model *m)
+static void md_decisions(mt__sb *b, const mt__model *m)
 {
     size_t i;
     mt__sb_puts(b, "## Decisions\n\n");
@@ -222,7 +222,7 @@ static void md_decisions(sb *b, const model *m)
     mt__decisions_note(b, &mt__md_markup);
     mt__sb_puts(b, "### Samples (step times, s)\n\n");
     for (i = 0; i < m->ndec; i++) {
-        const decision *dc = &m->dec[i];
+        const mt__decision *dc = &m->dec[i];
         if (!mt__has_samples(dc))
             continue;
         mt__sb_printf(b, "- #%zu (id %.0f) ", i + 1, dc->index);
@@ -236,7 +236,7 @@ static void md_decisions(sb *b, const model *m)
     mt__sb_puts(b, "\n");
 }
 
-static void md_throughput(sb *b, const model *m)
+static void md_throughput(mt__sb *b, const mt__model *m)
 {
     size_t i;
     mt__sb_puts(b, "## Throughput over the tune\n\n");
@@ -248,7 +248,7 @@ static void md_throughput(sb *b, const model *m)
                    "incumbent, median of its runs so far |\n"
                    "|---:|---|---:|---:|---:|\n");
     for (i = 0; i < m->ntl; i++) {
-        const tpoint *t = &m->tl[i];
+        const mt__tpoint *t = &m->tl[i];
         mt__sb_puts(b, "| ");
         mt__sb_num(b, "%.0f", t->run);
         mt__sb_puts(b, " | ");
@@ -268,14 +268,14 @@ static void md_throughput(sb *b, const model *m)
 }
 
 /* Hundreds of GPUs: the hottest of each role (all in bundle.json). */
-static void md_memory_roles(sb *b, const model *m, size_t maxg)
+static void md_memory_roles(mt__sb *b, const mt__model *m, size_t maxg)
 {
     size_t i, j;
     mt__sb_printf(b, "%zu GPUs: the hottest GPU of each role; every GPU's figure is in "
                      "bundle.json.\n\n",
                   maxg);
     for (i = 0; i < m->nmem; i++) {
-        const mem *e = &m->mem[i];
+        const mt__mem *e = &m->mem[i];
         mt__sb_puts(b, "| ");
         mt__sb_md(b, e->name);
         mt__sb_puts(b, ": role | GPU | peak | median GPU of its stage |\n|---|---:|---:|---:|\n");
@@ -292,7 +292,7 @@ static void md_memory_roles(sb *b, const model *m, size_t maxg)
 }
 
 /* Every GPU's figure, a column per memory entry. */
-static void md_memory_gpus(sb *b, const model *m, size_t maxg)
+static void md_memory_gpus(mt__sb *b, const mt__model *m, size_t maxg)
 {
     size_t i, j;
     mt__sb_puts(b, "| GPU |");
@@ -324,7 +324,7 @@ static void md_memory_gpus(sb *b, const model *m, size_t maxg)
     mt__sb_puts(b, "\n\n");
 }
 
-static void md_memory(sb *b, const model *m)
+static void md_memory(mt__sb *b, const mt__model *m)
 {
     size_t i, maxg = 0;
     mt__sb_puts(b, "## Per-GPU peak memory (GB)\n\n");
@@ -341,7 +341,7 @@ static void md_memory(sb *b, const model *m)
     for (i = 0; i < m->nmem; i++)
         if (m->mem[i].per_gpu.n > maxg)
             maxg = m->mem[i].per_gpu.n;
-    if (m->nmem && maxg > MEM_EVERY_GPU)
+    if (m->nmem && maxg > MT__MEM_EVERY_GPU)
         md_memory_roles(b, m, maxg);
     else if (!m->nmem)
         mt__para_note(b, &mt__md_markup, MT__NO_MEMORY);
@@ -349,9 +349,9 @@ static void md_memory(sb *b, const model *m)
         md_memory_gpus(b, m, maxg);
 }
 
-static void md_walls(sb *b, const model *m)
+static void md_walls(mt__sb *b, const mt__model *m)
 {
-    const wall *w[2] = {&m->before, &m->after};
+    const mt__wall *w[2] = {&m->before, &m->after};
     size_t i;
     int j;
     mt__sb_puts(b, "## Wall breakdown before and after\n\n");
@@ -379,7 +379,7 @@ static void md_walls(sb *b, const model *m)
             mt__sb_puts(b, "n/a");
         mt__sb_puts(b, " |");
     }
-    for (j = 0; j < NSHARES; j++) {
+    for (j = 0; j < MT__NSHARES; j++) {
         mt__sb_printf(b, "\n| %s |", mt__share_names[j]);
         for (i = 0; i < 2; i++) {
             mt__sb_puts(b, " ");
@@ -390,15 +390,15 @@ static void md_walls(sb *b, const model *m)
     mt__sb_puts(b, "\n\n" MT__SHARES_NOTE ".\n\n");
 }
 
-static void md_ablation(sb *b, const model *m)
+static void md_ablation(mt__sb *b, const mt__model *m)
 {
     mt__sb_puts(b, "## Ablation (leave one out)\n\n");
     mt__ablation_table(b, &mt__md_markup, m);
 }
 
-static void md_validation(sb *b, const model *m)
+static void md_validation(mt__sb *b, const mt__model *m)
 {
-    const validation *v = &m->val;
+    const mt__validation *v = &m->val;
     mt__sb_puts(b, "## Validation: baseline against winner\n\n");
     if (!v->present) {
         mt__sb_printf(b, "%s%s%s", mt__md_markup.note, MT__NO_VALIDATION, mt__md_markup.note_end);
@@ -417,10 +417,10 @@ static void md_validation(sb *b, const model *m)
     mt__sb_puts(b, "; winner ");
     mt__sb_samples(b, &v->win.s);
     mt__sb_puts(b, "\n");
-    mt__natural(b, &mt__md_markup, &v->nat);
+    mt__natural_section(b, &mt__md_markup, &v->nat);
 }
 
-void mt__report_md(sb *b, const model *m)
+void mt__report_md(mt__sb *b, const mt__model *m)
 {
     md_header(b, m);
     md_summary(b, m);

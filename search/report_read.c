@@ -26,7 +26,7 @@
 #define MAX_BUNDLE_BYTES (512L << 20)
 
 /* The shares' keys in bundle.json, in share order (report_int.h). */
-static const char *const share_keys[NSHARES] = {"compute", "hidden_comm", "exposed_comm",
+static const char *const share_keys[MT__NSHARES] = {"compute", "hidden_comm", "exposed_comm",
                                                 "idle",    "bubble",      "other"};
 
 /* ---- arena: everything the model holds, freed at once ----------------- */
@@ -112,21 +112,21 @@ static void problem(rd *r, const char *path, const char *fmt, ...)
 /* Paths longer than PATH_LEN end in "..." rather than overflow. */
 static void path_fit(char *out, int n)
 {
-    if (n >= PATH_LEN)
-        memcpy(out + PATH_LEN - 4, "...", 4);
+    if (n >= MT__PATH_LEN)
+        memcpy(out + MT__PATH_LEN - 4, "...", 4);
 }
 
 static void path_key(char *out, const char *parent, const char *key)
 {
     if (parent && *parent)
-        path_fit(out, snprintf(out, PATH_LEN, "%s.%s", parent, key));
+        path_fit(out, snprintf(out, MT__PATH_LEN, "%s.%s", parent, key));
     else
-        path_fit(out, snprintf(out, PATH_LEN, "%s", key));
+        path_fit(out, snprintf(out, MT__PATH_LEN, "%s", key));
 }
 
 static void path_idx(char *out, const char *parent, size_t i)
 {
-    path_fit(out, snprintf(out, PATH_LEN, "%s[%zu]", parent, i));
+    path_fit(out, snprintf(out, MT__PATH_LEN, "%s[%zu]", parent, i));
 }
 
 static const char *want_name(int want)
@@ -200,7 +200,7 @@ static const cJSON *check(rd *r, const cJSON *j, const char *path, int want)
 static const cJSON *get(rd *r, const cJSON *obj, const char *parent, const char *key, int want,
                         char *path)
 {
-    char local[PATH_LEN];
+    char local[MT__PATH_LEN];
     char *p = path ? path : local;
     path_key(p, parent, key);
     if (!obj)
@@ -230,8 +230,8 @@ static int get_bool(rd *r, const cJSON *obj, const char *parent, const char *key
 static const char *get_enum(rd *r, const cJSON *obj, const char *parent, const char *key,
                             const char *const *allowed)
 {
-    char path[PATH_LEN];
-    sb list = {0};
+    char path[MT__PATH_LEN];
+    mt__sb list = {0};
     const cJSON *j = get(r, obj, parent, key, J_STR, path);
     size_t i;
     if (!j)
@@ -284,11 +284,12 @@ static size_t array_len(const cJSON *a)
     return n > 0 ? (size_t)n : 0;
 }
 
-static vec get_vec(rd *r, const cJSON *obj, const char *parent, const char *key, int elem_nullable)
+static mt__vec get_vec(rd *r, const cJSON *obj, const char *parent, const char *key,
+                       int elem_nullable)
 {
-    char path[PATH_LEN], ep[PATH_LEN];
+    char path[MT__PATH_LEN], ep[MT__PATH_LEN];
     const cJSON *a = get(r, obj, parent, key, J_ARR, path), *e;
-    vec v = {NULL, 0};
+    mt__vec v = {NULL, 0};
     size_t i = 0;
     if (!a || !(v.v = ar_alloc(r->ar, array_len(a) * sizeof(double))))
         return v;
@@ -303,11 +304,11 @@ static vec get_vec(rd *r, const cJSON *obj, const char *parent, const char *key,
     return v;
 }
 
-static strs get_strs(rd *r, const cJSON *obj, const char *parent, const char *key)
+static mt__strs get_strs(rd *r, const cJSON *obj, const char *parent, const char *key)
 {
-    char path[PATH_LEN], ep[PATH_LEN];
+    char path[MT__PATH_LEN], ep[MT__PATH_LEN];
     const cJSON *a = get(r, obj, parent, key, J_ARR, path), *e;
-    strs v = {NULL, 0};
+    mt__strs v = {NULL, 0};
     size_t i = 0;
     if (!a || !(v.v = ar_alloc(r->ar, array_len(a) * sizeof(char *))))
         return v;
@@ -322,10 +323,10 @@ static strs get_strs(rd *r, const cJSON *obj, const char *parent, const char *ke
     return v;
 }
 
-static map get_map(rd *r, const cJSON *obj, const char *parent, const char *key, int nullable)
+static mt__map get_map(rd *r, const cJSON *obj, const char *parent, const char *key, int nullable)
 {
     const cJSON *o = get(r, obj, parent, key, J_OBJ | (nullable ? J_NULL : 0), NULL), *e;
-    map m = {NULL, NULL, 0};
+    mt__map m = {NULL, NULL, 0};
     size_t n, i = 0;
     if (!o)
         return m;
@@ -343,7 +344,7 @@ static map get_map(rd *r, const cJSON *obj, const char *parent, const char *key,
     return m;
 }
 
-const char *mt__map_get(const map *m, const char *key)
+const char *mt__map_get(const mt__map *m, const char *key)
 {
     size_t i;
     for (i = 0; i < m->n; i++)
@@ -352,17 +353,17 @@ const char *mt__map_get(const map *m, const char *key)
     return NULL;
 }
 
-static changes get_changes(rd *r, const cJSON *obj, const char *parent, const char *key)
+static mt__changes get_changes(rd *r, const cJSON *obj, const char *parent, const char *key)
 {
-    char path[PATH_LEN], ep[PATH_LEN];
+    char path[MT__PATH_LEN], ep[MT__PATH_LEN];
     const cJSON *a = get(r, obj, parent, key, J_ARR, path), *e;
-    changes v = {NULL, 0};
+    mt__changes v = {NULL, 0};
     size_t i = 0;
-    if (!a || !(v.v = ar_alloc(r->ar, array_len(a) * sizeof(change))))
+    if (!a || !(v.v = ar_alloc(r->ar, array_len(a) * sizeof(mt__change))))
         return v;
     cJSON_ArrayForEach(e, a)
     {
-        change *c = &v.v[i];
+        mt__change *c = &v.v[i];
         path_idx(ep, path, i++);
         if (!check(r, e, ep, J_OBJ))
             continue;
@@ -378,7 +379,7 @@ static changes get_changes(rd *r, const cJSON *obj, const char *parent, const ch
 static int get_pair(rd *r, const cJSON *obj, const char *parent, const char *key, int want,
                     double out[2])
 {
-    char path[PATH_LEN], ep[PATH_LEN];
+    char path[MT__PATH_LEN], ep[MT__PATH_LEN];
     const cJSON *a = get(r, obj, parent, key, J_ARR | J_NULL, path);
     int i;
     out[0] = out[1] = NAN;
@@ -400,9 +401,9 @@ static int get_pair(rd *r, const cJSON *obj, const char *parent, const char *key
 }
 
 static void read_arm(rd *r, const cJSON *obj, const char *parent, const char *key, int tflops,
-                     arm *out)
+                     mt__arm *out)
 {
-    char path[PATH_LEN];
+    char path[MT__PATH_LEN];
     const cJSON *o = get(r, obj, parent, key, J_OBJ | J_NULL, path);
     out->median = out->tflops = out->tokens = NAN;
     out->tflops_source = NULL;
@@ -422,7 +423,7 @@ static void read_arm(rd *r, const cJSON *obj, const char *parent, const char *ke
      * log directories are named after the config id, so a reader finds
      * them from the report */
     if (tflops && cJSON_GetObjectItemCaseSensitive(o, "config_id")) {
-        char lp[PATH_LEN], ep[PATH_LEN];
+        char lp[MT__PATH_LEN], ep[MT__PATH_LEN];
         size_t i;
         out->config_id = get_str(r, o, path, "config_id", 0);
         out->log_dirs = get_strs(r, o, path, "log_dirs");
@@ -441,16 +442,16 @@ static void read_arm(rd *r, const cJSON *obj, const char *parent, const char *ke
 }
 
 /* label_reasons of a config (optional: bundles written before it). */
-static strs get_reasons(rd *r, const cJSON *o, const char *path)
+static mt__strs get_reasons(rd *r, const cJSON *o, const char *path)
 {
-    strs none = {NULL, 0};
+    mt__strs none = {NULL, 0};
     if (!o || !cJSON_GetObjectItemCaseSensitive(o, "label_reasons"))
         return none;
     return get_strs(r, o, path, "label_reasons");
 }
 
 /* validation.natural (optional). */
-static void read_natural(rd *r, const cJSON *v, natural *n)
+static void read_natural(rd *r, const cJSON *v, mt__natural *n)
 {
     static const char *const statuses[] = {"measured", "skipped", "off", NULL};
     static const char *const labels[] = {"training-equivalent", "benchmark-only", NULL};
@@ -474,10 +475,10 @@ static void read_natural(rd *r, const cJSON *v, natural *n)
         problem(r, path, "is measured but an arm is null");
 }
 
-static void read_wall(rd *r, const cJSON *obj, const char *parent, const char *key, wall *w)
+static void read_wall(rd *r, const cJSON *obj, const char *parent, const char *key, mt__wall *w)
 {
     static const char *const walls[] = {"memory", "communication", "host", "compute", NULL};
-    char path[PATH_LEN], sp[PATH_LEN];
+    char path[MT__PATH_LEN], sp[MT__PATH_LEN];
     const cJSON *o = get(r, obj, parent, key, J_OBJ | J_NULL, path), *sh;
     int i;
     double sum = 0;
@@ -492,9 +493,9 @@ static void read_wall(rd *r, const cJSON *obj, const char *parent, const char *k
     if (cJSON_GetObjectItemCaseSensitive(o, "steps"))
         w->has_steps = get_pair(r, o, path, "steps", J_INT, w->steps);
     sh = get(r, o, path, "shares", J_OBJ, sp);
-    for (i = 0; i < NSHARES; i++) {
-        char kp[PATH_LEN];
-        if (i == SHARE_OTHER && sh && !cJSON_GetObjectItemCaseSensitive(sh, share_keys[i])) {
+    for (i = 0; i < MT__NSHARES; i++) {
+        char kp[MT__PATH_LEN];
+        if (i == MT__SHARE_OTHER && sh && !cJSON_GetObjectItemCaseSensitive(sh, share_keys[i])) {
             w->share[i] = 0;
             continue;
         }
@@ -516,7 +517,7 @@ static void read_wall(rd *r, const cJSON *obj, const char *parent, const char *k
                 100 * sum);
 }
 
-static void read_decision(rd *r, const cJSON *o, const char *path, decision *dc)
+static void read_decision(rd *r, const cJSON *o, const char *path, mt__decision *dc)
 {
     static const char *const verdicts[] = {"accepted", "rejected", "dropped", "kept", "failed",
                                            NULL};
@@ -546,7 +547,7 @@ static void read_decision(rd *r, const cJSON *o, const char *path, decision *dc)
         }
     }
 }
-static void read_validation(rd *r, const cJSON *root, validation *v)
+static void read_validation(rd *r, const cJSON *root, mt__validation *v)
 {
     const cJSON *o = get(r, root, "", "validation", J_OBJ | J_NULL, NULL);
     const char *path = "validation";
@@ -572,16 +573,16 @@ static void read_validation(rd *r, const cJSON *root, validation *v)
 
 static int tpoint_cmp(const void *a, const void *b)
 {
-    const tpoint *x = a, *y = b;
+    const mt__tpoint *x = a, *y = b;
     if (x->run != y->run)
         return x->run < y->run ? -1 : 1;
     return x->order < y->order ? -1 : x->order > y->order;
 }
 
 /* baseline.fit (optional: bundles written before it have none). */
-static void read_basefit(rd *r, const cJSON *base, const char *parent, basefit *f)
+static void read_basefit(rd *r, const cJSON *base, const char *parent, mt__basefit *f)
 {
-    char path[PATH_LEN], ep[PATH_LEN];
+    char path[MT__PATH_LEN], ep[MT__PATH_LEN];
     const cJSON *o, *j, *p;
     memset(f, 0, sizeof *f);
     f->est = f->usable = f->uncertainty = f->probe_peak = NAN;
@@ -610,9 +611,9 @@ static void read_basefit(rd *r, const cJSON *base, const char *parent, basefit *
 /* memory[i]'s source, hottest and roles (absent in bundles written before
  * them; then nothing is checked).  The hottest must be the largest figure
  * of per_gpu_gb, which then has one figure (or null) per GPU. */
-static void read_mem_more(rd *r, const cJSON *e, const char *ep, mem *me, double gpus)
+static void read_mem_more(rd *r, const cJSON *e, const char *ep, mt__mem *me, double gpus)
 {
-    char hp[PATH_LEN], rp[PATH_LEN], xp[PATH_LEN];
+    char hp[MT__PATH_LEN], rp[MT__PATH_LEN], xp[MT__PATH_LEN];
     const cJSON *h, *a, *x;
     size_t i, n = me->per_gpu.n;
     if (cJSON_GetObjectItemCaseSensitive(e, "source"))
@@ -649,12 +650,12 @@ static void read_mem_more(rd *r, const cJSON *e, const char *ep, mem *me, double
     if (!cJSON_GetObjectItemCaseSensitive(e, "roles"))
         return;
     a = get(r, e, ep, "roles", J_ARR, rp);
-    if (!a || !(me->roles = ar_alloc(r->ar, array_len(a) * sizeof(mem_role))))
+    if (!a || !(me->roles = ar_alloc(r->ar, array_len(a) * sizeof(mt__mem_role))))
         return;
     i = 0;
     cJSON_ArrayForEach(x, a)
     {
-        mem_role *ro = &me->roles[i];
+        mt__mem_role *ro = &me->roles[i];
         path_idx(xp, rp, i++);
         ro->rank = ro->peak = ro->median = NAN;
         if (!check(r, x, xp, J_OBJ))
@@ -664,7 +665,7 @@ static void read_mem_more(rd *r, const cJSON *e, const char *ep, mem *me, double
         ro->peak = get_num(r, x, xp, "peak_gb", J_NUM);
         ro->median = get_num(r, x, xp, "median_gb", J_NUM | J_NULL);
         if (isfinite(ro->rank) && (ro->rank < 0 || ro->rank >= (double)n)) {
-            char kp[PATH_LEN];
+            char kp[MT__PATH_LEN];
             path_key(kp, xp, "rank");
             problem(r, kp, "%.0f is not a GPU of per_gpu_gb (0-%zu)", ro->rank, n ? n - 1 : 0);
         }
@@ -673,11 +674,11 @@ static void read_mem_more(rd *r, const cJSON *e, const char *ep, mem *me, double
 }
 
 /* Who wrote the bundle, of what, on what, and the budget. */
-static void read_top(rd *r, const cJSON *root, model *m)
+static void read_top(rd *r, const cJSON *root, mt__model *m)
 {
     static const char *const statuses[] = {"validated", "not_confirmed", "baseline_only", "failed",
                                            NULL};
-    char path[PATH_LEN];
+    char path[MT__PATH_LEN];
     const cJSON *o;
 
     m->version = get_str(r, root, "", "moetune_version", 0);
@@ -708,10 +709,10 @@ static void read_top(rd *r, const cJSON *root, model *m)
 }
 
 /* The baseline and the recipe. */
-static void read_recipe(rd *r, const cJSON *root, model *m)
+static void read_recipe(rd *r, const cJSON *root, mt__model *m)
 {
     static const char *const labels[] = {"training-equivalent", "benchmark-only", NULL};
-    char path[PATH_LEN], ep[PATH_LEN];
+    char path[MT__PATH_LEN], ep[MT__PATH_LEN];
     const cJSON *o;
 
     o = get(r, root, "", "baseline", J_OBJ, path);
@@ -736,14 +737,14 @@ static void read_recipe(rd *r, const cJSON *root, model *m)
     m->mesh_moe = get_str(r, o, ep, "moe", 0);
 }
 
-static void read_decisions(rd *r, const cJSON *root, model *m)
+static void read_decisions(rd *r, const cJSON *root, mt__model *m)
 {
-    char path[PATH_LEN], ep[PATH_LEN];
+    char path[MT__PATH_LEN], ep[MT__PATH_LEN];
     const cJSON *e, *a;
     size_t i;
 
     a = get(r, root, "", "decisions", J_ARR, NULL);
-    if (a && (m->dec = ar_alloc(r->ar, array_len(a) * sizeof(decision)))) {
+    if (a && (m->dec = ar_alloc(r->ar, array_len(a) * sizeof(mt__decision)))) {
         i = 0;
         cJSON_ArrayForEach(e, a)
         {
@@ -772,18 +773,18 @@ static void read_decisions(rd *r, const cJSON *root, model *m)
     }
 }
 
-static void read_timeline(rd *r, const cJSON *root, model *m)
+static void read_timeline(rd *r, const cJSON *root, mt__model *m)
 {
-    char ep[PATH_LEN];
+    char ep[MT__PATH_LEN];
     const cJSON *e, *a;
     size_t i;
 
     a = get(r, root, "", "timeline", J_ARR, NULL);
-    if (a && (m->tl = ar_alloc(r->ar, array_len(a) * sizeof(tpoint)))) {
+    if (a && (m->tl = ar_alloc(r->ar, array_len(a) * sizeof(mt__tpoint)))) {
         i = 0;
         cJSON_ArrayForEach(e, a)
         {
-            tpoint *t = &m->tl[i];
+            mt__tpoint *t = &m->tl[i];
             path_idx(ep, "timeline", i);
             t->order = i++;
             t->run = t->gpu_hours = t->tflops = t->best = NAN;
@@ -801,18 +802,18 @@ static void read_timeline(rd *r, const cJSON *root, model *m)
     }
 }
 
-static void read_memory(rd *r, const cJSON *root, model *m)
+static void read_memory(rd *r, const cJSON *root, mt__model *m)
 {
-    char ep[PATH_LEN];
+    char ep[MT__PATH_LEN];
     const cJSON *e, *a;
     size_t i;
 
     a = get(r, root, "", "memory", J_ARR, NULL);
-    if (a && (m->mem = ar_alloc(r->ar, array_len(a) * sizeof(mem)))) {
+    if (a && (m->mem = ar_alloc(r->ar, array_len(a) * sizeof(mt__mem)))) {
         i = 0;
         cJSON_ArrayForEach(e, a)
         {
-            mem *me = &m->mem[i];
+            mt__mem *me = &m->mem[i];
             path_idx(ep, "memory", i++);
             if (!check(r, e, ep, J_OBJ))
                 continue;
@@ -827,9 +828,9 @@ static void read_memory(rd *r, const cJSON *root, model *m)
 }
 
 /* The walls and the ablation. */
-static void read_ablation(rd *r, const cJSON *root, model *m)
+static void read_ablation(rd *r, const cJSON *root, mt__model *m)
 {
-    char path[PATH_LEN], ep[PATH_LEN];
+    char path[MT__PATH_LEN], ep[MT__PATH_LEN];
     const cJSON *o, *e, *a;
     size_t i;
 
@@ -840,11 +841,11 @@ static void read_ablation(rd *r, const cJSON *root, model *m)
     }
 
     a = get(r, root, "", "ablation", J_ARR, NULL);
-    if (a && (m->abl = ar_alloc(r->ar, array_len(a) * sizeof(ablation)))) {
+    if (a && (m->abl = ar_alloc(r->ar, array_len(a) * sizeof(mt__ablation)))) {
         i = 0;
         cJSON_ArrayForEach(e, a)
         {
-            ablation *ab = &m->abl[i];
+            mt__ablation *ab = &m->abl[i];
             path_idx(ep, "ablation", i++);
             ab->gain_without = ab->p = NAN;
             if (!check(r, e, ep, J_OBJ))
@@ -861,7 +862,7 @@ static void read_ablation(rd *r, const cJSON *root, model *m)
 }
 
 /* The validation and what it comes to. */
-static void read_totals(rd *r, const cJSON *root, model *m)
+static void read_totals(rd *r, const cJSON *root, mt__model *m)
 {
     read_validation(r, root, &m->val);
     m->ablation_complete = -1;
@@ -884,7 +885,7 @@ static void read_totals(rd *r, const cJSON *root, model *m)
     }
 }
 
-static void read_bundle(rd *r, const cJSON *root, model *m)
+static void read_bundle(rd *r, const cJSON *root, mt__model *m)
 {
     double schema;
 
@@ -919,7 +920,7 @@ static char *join_path(const char *dir, const char *name)
 }
 
 /* Writes text to DIR/NAME through a temporary file renamed into place. */
-static int write_atomic(const char *dir, const char *name, const sb *text, mt_diag *d)
+static int write_atomic(const char *dir, const char *name, const mt__sb *text, mt_diag *d)
 {
     char *path = join_path(dir, name), *tmp = NULL;
     size_t off = 0;
@@ -1071,9 +1072,9 @@ int mt_report_write(const char *dir, mt_diag *d)
     cJSON *root = NULL;
     const char *end = NULL;
     arena ar = {NULL, 0};
-    model m;
+    mt__model m;
     rd r;
-    sb html = {0}, md = {0};
+    mt__sb html = {0}, md = {0};
 
     if (!file)
         return -ENOMEM;

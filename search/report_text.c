@@ -12,12 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const mt__share_names[NSHARES] = {
+const char *const mt__share_names[MT__NSHARES] = {
     "compute", "compute, comm hidden under it", "exposed comm", "idle", "bubble", "other"};
 
 /* ---- growing text ----------------------------------------------------- */
 
-void mt__sb_putn(sb *b, const char *s, size_t n)
+void mt__sb_putn(mt__sb *b, const char *s, size_t n)
 {
     if (b->oom)
         return;
@@ -39,15 +39,15 @@ void mt__sb_putn(sb *b, const char *s, size_t n)
     b->s[b->n] = '\0';
 }
 
-void mt__sb_clear(sb *b)
+void mt__sb_clear(mt__sb *b)
 {
     free(b->s);
-    *b = (sb){0};
+    *b = (mt__sb){0};
 }
 
-void mt__sb_puts(sb *b, const char *s) { mt__sb_putn(b, s, strlen(s)); }
+void mt__sb_puts(mt__sb *b, const char *s) { mt__sb_putn(b, s, strlen(s)); }
 
-void mt__sb_printf(sb *b, const char *fmt, ...)
+void mt__sb_printf(mt__sb *b, const char *fmt, ...)
 {
     char small[256], *big;
     va_list ap;
@@ -75,7 +75,7 @@ void mt__sb_printf(sb *b, const char *fmt, ...)
 
 /* Appends s with each character that esc names replaced (esc returns the
  * replacement for *p, or NULL to keep it); NULL (a JSON null) reads "n/a". */
-static void sb_escaped(sb *b, const char *s, const char *(*esc)(const char *p))
+static void sb_escaped(mt__sb *b, const char *s, const char *(*esc)(const char *p))
 {
     const char *p, *r;
     if (!s) {
@@ -105,7 +105,7 @@ static const char *html_escape(const char *p)
 }
 
 /* HTML text or attribute value; NULL (a JSON null) reads "n/a". */
-void mt__sb_html(sb *b, const char *s) { sb_escaped(b, s, html_escape); }
+void mt__sb_html(mt__sb *b, const char *s) { sb_escaped(b, s, html_escape); }
 
 /* Markdown inline text, safe in a table cell: one line, no raw HTML, no
  * code span or strong emphasis started by the bundle's text.  '<' and '&' stay
@@ -129,10 +129,10 @@ static const char *md_escape(const char *p)
     }
 }
 
-void mt__sb_md(sb *b, const char *s) { sb_escaped(b, s, md_escape); }
+void mt__sb_md(mt__sb *b, const char *s) { sb_escaped(b, s, md_escape); }
 
 /* A word for a POSIX shell: as is when plain, else single-quoted. */
-static void sb_shword(sb *b, const char *s)
+static void sb_shword(mt__sb *b, const char *s)
 {
     const char *p;
     int plain = *s != '\0';
@@ -155,7 +155,7 @@ static void sb_shword(sb *b, const char *s)
 
 /* ---- figures as text -------------------------------------------------- */
 
-void mt__sb_num(sb *b, const char *fmt, double x)
+void mt__sb_num(mt__sb *b, const char *fmt, double x)
 {
     if (isnan(x))
         mt__sb_puts(b, "n/a");
@@ -163,7 +163,7 @@ void mt__sb_num(sb *b, const char *fmt, double x)
         mt__sb_printf(b, fmt, x);
 }
 
-void mt__sb_pct(sb *b, double frac)
+void mt__sb_pct(mt__sb *b, double frac)
 {
     if (isnan(frac))
         mt__sb_puts(b, "n/a");
@@ -171,7 +171,7 @@ void mt__sb_pct(sb *b, double frac)
         mt__sb_printf(b, "%+.2f%%", frac * 100);
 }
 
-void mt__sb_ci(sb *b, int has, const double ci[2])
+void mt__sb_ci(mt__sb *b, int has, const double ci[2])
 {
     if (!has) {
         mt__sb_puts(b, "n/a");
@@ -184,9 +184,9 @@ void mt__sb_ci(sb *b, int has, const double ci[2])
     mt__sb_puts(b, "]");
 }
 
-void mt__sb_p(sb *b, double p) { mt__sb_num(b, "%.3g", p); }
+void mt__sb_p(mt__sb *b, double p) { mt__sb_num(b, "%.3g", p); }
 
-void mt__sb_secs(sb *b, double s)
+void mt__sb_secs(mt__sb *b, double s)
 {
     mt__sb_num(b, "%.4g", s);
     if (!isnan(s))
@@ -195,7 +195,7 @@ void mt__sb_secs(sb *b, double s)
 
 
 /* "value 2 of 3, selected" of a multi-arm screen's decision; "" otherwise. */
-void mt__arm_words(const decision *dc, char *buf, size_t n)
+void mt__arm_words(const mt__decision *dc, char *buf, size_t n)
 {
     buf[0] = '\0';
     if (isfinite(dc->arm_value) && isfinite(dc->arm_of))
@@ -218,7 +218,8 @@ static const char *label_words(const char *label)
 
 /* The label's words: the settings that make it benchmark-only when the
  * bundle names them (label_reasons), else label_words. */
-void mt__sb_label_why(sb *b, const char *label, const strs *why, void (*text)(sb *, const char *))
+void mt__sb_label_why(mt__sb *b, const char *label, const mt__strs *why,
+                      void (*text)(mt__sb *, const char *))
 {
     size_t i;
     if (!why->n) {
@@ -234,14 +235,14 @@ void mt__sb_label_why(sb *b, const char *label, const strs *why, void (*text)(sb
 }
 
 /* An arm's throughput: "TF (logged|computed)". */
-void mt__sb_tflops(sb *b, const arm *a)
+void mt__sb_tflops(mt__sb *b, const mt__arm *a)
 {
     mt__sb_num(b, "%.4g", a->tflops);
     if (a->tflops_source && !isnan(a->tflops))
         mt__sb_printf(b, " (%s)", a->tflops_source);
 }
 
-void mt__sb_window(sb *b, const validation *v)
+void mt__sb_window(mt__sb *b, const mt__validation *v)
 {
     if (isnan(v->window[0]))
         mt__sb_puts(b, "the steady window");
@@ -257,7 +258,7 @@ static int is_flag(const char *a)
 
 /* The Megatron-LM arguments as shell text, one flag with its values per
  * line. */
-void mt__sb_flags(sb *b, const model *m)
+void mt__sb_flags(mt__sb *b, const mt__model *m)
 {
     size_t i;
     for (i = 0; i < m->megatron_args.n; i++) {
@@ -270,7 +271,7 @@ void mt__sb_flags(sb *b, const model *m)
 }
 
 /* The environment as shell assignments, one a line. */
-void mt__sb_env(sb *b, const model *m)
+void mt__sb_env(mt__sb *b, const mt__model *m)
 {
     size_t i;
     for (i = 0; i < m->env.n; i++) {
@@ -284,7 +285,7 @@ void mt__sb_env(sb *b, const model *m)
 }
 
 /* "9.6 of 24", or "14 (no limit)". */
-void mt__sb_used(sb *b, const char *fmt, double used, double limit)
+void mt__sb_used(mt__sb *b, const char *fmt, double used, double limit)
 {
     mt__sb_num(b, fmt, used);
     if (isnan(limit)) {
@@ -295,7 +296,7 @@ void mt__sb_used(sb *b, const char *fmt, double used, double limit)
     mt__sb_num(b, fmt, limit);
 }
 
-void mt__sb_samples(sb *b, const vec *s)
+void mt__sb_samples(mt__sb *b, const mt__vec *s)
 {
     size_t k;
     if (!s->n)
@@ -308,7 +309,7 @@ void mt__sb_samples(sb *b, const vec *s)
 }
 
 /* Whether the base fits, in words (plain text; the caller escapes it). */
-void mt__fit_words(sb *t, const basefit *f)
+void mt__fit_words(mt__sb *t, const mt__basefit *f)
 {
     size_t i;
     mt__sb_puts(t, f->fits == 1 ? "yes" : f->fits == 0 ? "no" : "unknown (the base does not run)");
@@ -343,9 +344,9 @@ void mt__fit_words(sb *t, const basefit *f)
 
 /* A failed tune has no recipe: what stands in the recipe's place is the base
  * as given, and the report says why it is not recommended. */
-void mt__no_recipe_words(sb *t, const model *m)
+void mt__no_recipe_words(mt__sb *t, const mt__model *m)
 {
-    const basefit *f = &m->fit;
+    const mt__basefit *f = &m->fit;
     mt__sb_puts(t, "No usable recipe. ");
     if (f->present && f->fits == 0)
         mt__sb_puts(t, "The base config does not fit in memory and no memory change of the space "
@@ -362,7 +363,7 @@ void mt__no_recipe_words(sb *t, const model *m)
               m->stopped_because ? m->stopped_because : "unknown");
 }
 
-static int is_failed(const model *m)
+static int is_failed(const mt__model *m)
 {
     return m->status && !strcmp(m->status, "failed");
 }
@@ -370,19 +371,19 @@ static int is_failed(const model *m)
 /* The recipe is the base itself and the fit phase found that the base does
  * not fit (or does not run): whatever the status, there is nothing usable to
  * recommend. */
-static int base_unusable(const model *m)
+static int base_unusable(const mt__model *m)
 {
     return m->fit.present && m->fit.fits != 1 && !m->change.n;
 }
 
 /* No recipe to recommend: a failed tune, or a recipe that is a base that
  * does not fit. */
-int mt__no_recipe(const model *m) { return is_failed(m) || base_unusable(m); }
+int mt__no_recipe(const mt__model *m) { return is_failed(m) || base_unusable(m); }
 
-int mt__has_samples(const decision *dc) { return dc->control.s.n + dc->candidate.s.n > 0; }
+int mt__has_samples(const mt__decision *dc) { return dc->control.s.n + dc->candidate.s.n > 0; }
 
 /* The hottest GPU in words: "rank 3 at 71.10 GB (first stage): why". */
-void mt__sb_hottest(sb *b, const mem *e, void (*text)(sb *, const char *))
+void mt__sb_hottest(mt__sb *b, const mt__mem *e, void (*text)(mt__sb *, const char *))
 {
     mt__sb_printf(b, "rank %.0f at %.2f GB (", e->hot_rank, e->hot_peak);
     text(b, e->hot_role);
@@ -392,7 +393,7 @@ void mt__sb_hottest(sb *b, const mem *e, void (*text)(sb *, const char *))
 
 /* The window a wall came from: "steps 3-5 (6.21 s)", "one modelled step
  * (2.07 s)" (a wall without steps, as the model executor writes it). */
-void mt__sb_wall_window(sb *b, const wall *w)
+void mt__sb_wall_window(mt__sb *b, const mt__wall *w)
 {
     if (w->has_steps) {
         if (w->steps[0] == w->steps[1])
@@ -415,16 +416,16 @@ void mt__sb_wall_window(sb *b, const wall *w)
 
 /* ---- the sections' text both views build alike ------------------------- */
 
-static void row(sb *b, const mt__markup *k, const char *label)
+static void row(mt__sb *b, const mt__markup *k, const char *label)
 {
     mt__sb_puts(b, k->row);
     mt__sb_puts(b, label);
     mt__sb_puts(b, k->head);
 }
 
-void mt__banner(sb *b, const mt__markup *k, const model *m)
+void mt__banner(mt__sb *b, const mt__markup *k, const mt__model *m)
 {
-    const validation *v = &m->val;
+    const mt__validation *v = &m->val;
     if (!v->present) {
         mt__sb_puts(b, k->banner_warn);
         mt__sb_puts(b, k->strong);
@@ -477,7 +478,7 @@ void mt__banner(sb *b, const mt__markup *k, const model *m)
     mt__sb_puts(b, k->banner_end);
 }
 
-void mt__total_gain(sb *b, const model *m, const char *validated)
+void mt__total_gain(mt__sb *b, const mt__model *m, const char *validated)
 {
     if (m->val.present && m->val.confirmed) {
         mt__sb_pct(b, m->val.gain);
@@ -491,9 +492,9 @@ void mt__total_gain(sb *b, const model *m, const char *validated)
         mt__sb_puts(b, "none claimed (no validation)");
 }
 
-void mt__summary_rows(sb *b, const mt__markup *k, const model *m)
+void mt__summary_rows(mt__sb *b, const mt__markup *k, const mt__model *m)
 {
-    const natural *n = &m->val.nat;
+    const mt__natural *n = &m->val.nat;
     row(b, k, "GPU hours");
     mt__sb_used(b, "%.4g", m->gh_used, m->gh_limit);
     mt__sb_puts(b, k->row_end);
@@ -534,7 +535,7 @@ void mt__summary_rows(sb *b, const mt__markup *k, const model *m)
         mt__sb_puts(b, k->row_end);
     }
     if (m->fit.present) {
-        sb t = {0};
+        mt__sb t = {0};
         mt__fit_words(&t, &m->fit);
         row(b, k, "Base fits in memory");
         k->text(b, t.s ? t.s : "");
@@ -545,7 +546,7 @@ void mt__summary_rows(sb *b, const mt__markup *k, const model *m)
     }
 }
 
-void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
+void mt__map_table(mt__sb *b, const mt__markup *k, const mt__map *m, const char *kname,
                    const char *vname)
 {
     size_t i;
@@ -564,12 +565,12 @@ void mt__map_table(sb *b, const mt__markup *k, const map *m, const char *kname,
     mt__sb_puts(b, k->ctable_end);
 }
 
-void mt__para_note(sb *b, const mt__markup *k, const char *s)
+void mt__para_note(mt__sb *b, const mt__markup *k, const char *s)
 {
     mt__sb_printf(b, "%s%s%s", k->para_note, s, k->para_end);
 }
 
-void mt__byline(sb *b, const mt__markup *k, const model *m)
+void mt__byline(mt__sb *b, const mt__markup *k, const mt__model *m)
 {
     k->text(b, m->created);
     mt__sb_puts(b, " by moetune ");
@@ -580,7 +581,7 @@ void mt__byline(sb *b, const mt__markup *k, const model *m)
     k->text(b, m->status);
 }
 
-void mt__summary_head_rows(sb *b, const mt__markup *k, const model *m)
+void mt__summary_head_rows(mt__sb *b, const mt__markup *k, const mt__model *m)
 {
     row(b, k, "Fingerprint");
     k->code(b, m->fingerprint);
@@ -603,7 +604,7 @@ void mt__summary_head_rows(sb *b, const mt__markup *k, const model *m)
     mt__sb_puts(b, k->row_end);
 }
 
-void mt__arm_median(sb *b, const arm *a)
+void mt__arm_median(mt__sb *b, const mt__arm *a)
 {
     if (!a->present) {
         mt__sb_puts(b, "not run");
@@ -613,7 +614,7 @@ void mt__arm_median(sb *b, const arm *a)
     mt__sb_printf(b, " (n=%zu)", a->s.n);
 }
 
-void mt__decisions_note(sb *b, const mt__markup *k)
+void mt__decisions_note(mt__sb *b, const mt__markup *k)
 {
     mt__sb_puts(b, k->ctable_end);
     mt__sb_puts(b, k->para_note);
@@ -627,7 +628,7 @@ void mt__decisions_note(sb *b, const mt__markup *k)
     mt__sb_puts(b, k->para_end);
 }
 
-void mt__wall_words(sb *b, const mt__markup *k, const wall *w)
+void mt__wall_words(mt__sb *b, const mt__markup *k, const mt__wall *w)
 {
     k->text(b, w->wall);
     mt__sb_puts(b, " (runner-up ");
@@ -637,7 +638,7 @@ void mt__wall_words(sb *b, const mt__markup *k, const wall *w)
     mt__sb_puts(b, ")");
 }
 
-void mt__changes(sb *b, const mt__markup *k, const changes *c)
+void mt__change_cell(mt__sb *b, const mt__markup *k, const mt__changes *c)
 {
     size_t i;
     for (i = 0; i < c->n; i++) {
@@ -651,7 +652,7 @@ void mt__changes(sb *b, const mt__markup *k, const changes *c)
     }
 }
 
-void mt__ablation_table(sb *b, const mt__markup *k, const model *m)
+void mt__ablation_table(mt__sb *b, const mt__markup *k, const mt__model *m)
 {
     size_t i;
     if (!m->nabl) {
@@ -661,7 +662,7 @@ void mt__ablation_table(sb *b, const mt__markup *k, const model *m)
     }
     mt__sb_puts(b, k->abl_table);
     for (i = 0; i < m->nabl; i++) {
-        const ablation *a = &m->abl[i];
+        const mt__ablation *a = &m->abl[i];
         mt__sb_puts(b, k->crow);
         k->code(b, a->knob);
         mt__sb_puts(b, k->csep);
@@ -678,7 +679,7 @@ void mt__ablation_table(sb *b, const mt__markup *k, const model *m)
     mt__sb_puts(b, k->ctable_end);
 }
 
-void mt__recipe_changes(sb *b, const mt__markup *k, const model *m)
+void mt__recipe_changes(mt__sb *b, const mt__markup *k, const mt__model *m)
 {
     size_t i;
     if (m->val.present && !m->val.confirmed) {
@@ -688,7 +689,7 @@ void mt__recipe_changes(sb *b, const mt__markup *k, const model *m)
         mt__sb_puts(b, k->para_end);
     }
     if (mt__no_recipe(m)) {
-        sb t = {0};
+        mt__sb t = {0};
         mt__no_recipe_words(&t, m);
         mt__sb_puts(b, k->shout);
         k->text(b, t.s ? t.s : "");
@@ -728,7 +729,8 @@ void mt__recipe_changes(sb *b, const mt__markup *k, const model *m)
     mt__sb_puts(b, k->list_end);
 }
 
-void mt__arm_rows(sb *b, const mt__markup *k, const arm *base, const arm *win, int samples)
+void mt__arm_rows(mt__sb *b, const mt__markup *k, const mt__arm *base, const mt__arm *win,
+                  int samples)
 {
     mt__sb_puts(b, k->arms_table);
     mt__sb_puts(b, k->row);
@@ -759,7 +761,7 @@ void mt__arm_rows(sb *b, const mt__markup *k, const arm *base, const arm *win, i
 
 /* A gain's CI, p and whether it is confirmed, then what it comes to (label:
  * words). */
-static void verdict_rows(sb *b, const mt__markup *k, int has_ci, const double ci[2], double p,
+static void verdict_rows(mt__sb *b, const mt__markup *k, int has_ci, const double ci[2], double p,
                          int confirmed, const char *label, const char *words)
 {
     row(b, k, "CI");
@@ -776,9 +778,9 @@ static void verdict_rows(sb *b, const mt__markup *k, int has_ci, const double ci
     mt__sb_puts(b, k->kv_end);
 }
 
-void mt__validation_runs(sb *b, const mt__markup *k, const validation *v)
+void mt__validation_runs(mt__sb *b, const mt__markup *k, const mt__validation *v)
 {
-    const arm *arms2[2] = {&v->base, &v->win};
+    const mt__arm *arms2[2] = {&v->base, &v->win};
     int j;
     size_t i;
     if (!v->base.config_id && !v->win.config_id)
@@ -804,7 +806,7 @@ void mt__validation_runs(sb *b, const mt__markup *k, const validation *v)
     mt__sb_puts(b, k->runs_end);
 }
 
-void mt__validation_rows(sb *b, const mt__markup *k, const validation *v)
+void mt__validation_rows(mt__sb *b, const mt__markup *k, const mt__validation *v)
 {
     mt__sb_puts(b, k->arms_to_kv);
     row(b, k, "window");
@@ -819,7 +821,7 @@ void mt__validation_rows(sb *b, const mt__markup *k, const validation *v)
     verdict_rows(b, k, v->has_ci, v->ci, v->p, v->confirmed, "recommendation", v->recommendation);
 }
 
-void mt__natural(sb *b, const mt__markup *k, const natural *n)
+void mt__natural_section(mt__sb *b, const mt__markup *k, const mt__natural *n)
 {
     if (!n->present)
         return;
