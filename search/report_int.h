@@ -15,6 +15,8 @@
 #ifndef MT_REPORT_INT_H
 #define MT_REPORT_INT_H
 
+#include "diag.h"
+
 #include <stddef.h>
 
 #define MT__PATH_LEN 256
@@ -398,6 +400,20 @@ void mt__natural_section(mt__sb *b, const mt__markup *k, const mt__natural *n);
 /* ---- the views -------------------------------------------------------- */
 
 /* Appends the whole of REPORT.md / report.html for m to b. */
+/* A bundle.json read into its model (report_read.c): m and everything it
+ * points to live until mt__bundle_clear. */
+typedef struct mt__bundle {
+    mt__model m;
+    void *arena; /* the model's allocations */
+    struct cJSON *root;
+    char *text;
+} mt__bundle;
+
+/* DIR/bundle.json into *b; 0, or -errno with every problem in d (clear b
+ * either way). */
+int mt__bundle_read(const char *dir, mt__bundle *b, mt_diag *d);
+void mt__bundle_clear(mt__bundle *b);
+
 void mt__report_md(mt__sb *b, const mt__model *m);
 void mt__report_html(mt__sb *b, const mt__model *m);
 

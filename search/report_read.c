@@ -919,61 +919,6 @@ static char *join_path(const char *dir, const char *name)
     return p;
 }
 
-/* Writes text to DIR/NAME through a temporary file renamed into place. */
-static int write_atomic(const char *dir, const char *name, const mt__sb *text, mt_diag *d)
-{
-    char *path = join_path(dir, name), *tmp = NULL;
-    size_t off = 0;
-    int fd = -1, err = 0;
-    if (!path || !(tmp = malloc(strlen(path) + 16))) {
-        free(path);
-        return -ENOMEM;
-    }
-    sprintf(tmp, "%s.tmp.XXXXXX", path);
-    fd = mkstemp(tmp);
-    if (fd < 0) {
-        err = -errno;
-        mt_diag_add(d, path, 0, NULL, "cannot create a temporary file beside it: %s",
-                    strerror(errno));
-        goto out;
-    }
-    while (off < text->n) {
-        ssize_t w = write(fd, text->s + off, text->n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            err = -errno;
-            mt_diag_add(d, tmp, 0, NULL, "cannot write: %s", strerror(errno));
-            goto out;
-        }
-        off += (size_t)w;
-    }
-    if (fchmod(fd, 0644) < 0 || fsync(fd) < 0) {
-        err = -errno;
-        mt_diag_add(d, tmp, 0, NULL, "cannot finish writing: %s", strerror(errno));
-        goto out;
-    }
-    if (close(fd) < 0) {
-        fd = -1;
-        err = -errno;
-        mt_diag_add(d, tmp, 0, NULL, "cannot close: %s", strerror(errno));
-        goto out;
-    }
-    fd = -1;
-    if (rename(tmp, path) < 0) {
-        err = -errno;
-        mt_diag_add(d, path, 0, NULL, "cannot rename %s into place: %s", tmp, strerror(errno));
-    }
-out:
-    if (fd >= 0)
-        close(fd);
-    if (err && tmp)
-        unlink(tmp);
-    free(tmp);
-    free(path);
-    return err;
-}
-
 static char *read_file(const char *path, size_t *len, mt_diag *d, int *err)
 {
     FILE *f = fopen(path, "rb");
@@ -1064,65 +1009,56 @@ static void parse_problem(const char *file, const char *text, size_t len, const 
         mt_diag_add(d, file, line, NULL, "not valid JSON near column %d: '%.20s'", col, at);
 }
 
-int mt_report_write(const char *dir, mt_diag *d)
+void mt__bundle_clear(mt__bundle *b)
 {
-    char *file = join_path(dir, "bundle.json"), *text;
+    if (b->arena) {
+        ar_clear(b->arena);
+        free(b->arena);
+    }
+    cJSON_Delete(b->root);
+    free(b->text);
+    memset(b, 0, sizeof *b);
+}
+
+int mt__bundle_read(const char *dir, mt__bundle *b, mt_diag *d)
+{
+    char *file = join_path(dir, "bundle.json");
     size_t len = 0;
     int err = 0;
-    cJSON *root = NULL;
     const char *end = NULL;
-    arena ar = {NULL, 0};
-    mt__model m;
+    arena *ar;
     rd r;
-    mt__sb html = {0}, md = {0};
 
-    if (!file)
+    memset(b, 0, sizeof *b);
+    if (!file || !(ar = b->arena = calloc(1, sizeof *ar))) {
+        free(file);
         return -ENOMEM;
-    text = read_file(file, &len, d, &err);
-    if (!text) {
+    }
+    b->text = read_file(file, &len, d, &err);
+    if (!b->text) {
         free(file);
         return err ? err : -EIO;
     }
-    if (strlen(text) != len) {
+    if (strlen(b->text) != len) {
         mt_diag_add(d, file, 0, NULL, "not valid JSON: the file holds a NUL byte");
         err = -EINVAL;
         goto out;
     }
-    root = cJSON_ParseWithLengthOpts(text, len + 1, &end, 1);
-    if (!root) {
-        parse_problem(file, text, len, end ? end : cJSON_GetErrorPtr(), d);
+    b->root = cJSON_ParseWithLengthOpts(b->text, len + 1, &end, 1);
+    if (!b->root) {
+        parse_problem(file, b->text, len, end ? end : cJSON_GetErrorPtr(), d);
         err = -EINVAL;
         goto out;
     }
-    memset(&m, 0, sizeof m);
-    r = (rd){file, d, &ar, 0};
-    read_bundle(&r, root, &m);
+    r = (rd){file, d, ar, 0};
+    read_bundle(&r, b->root, &b->m);
     if (r.problems > MAX_PROBLEMS)
         mt_diag_add(d, file, 0, NULL, "... and %d more problems", r.problems - MAX_PROBLEMS);
-    if (ar.oom) {
+    if (ar->oom)
         err = -ENOMEM;
-        goto out;
-    }
-    if (r.problems) {
+    else if (r.problems)
         err = -EINVAL;
-        goto out;
-    }
-    mt__report_html(&html, &m);
-    mt__report_md(&md, &m);
-    if (html.oom || md.oom) {
-        err = -ENOMEM;
-        mt_diag_add(d, dir, 0, NULL, "out of memory while rendering the report");
-        goto out;
-    }
-    err = write_atomic(dir, "report.html", &html, d);
-    if (!err)
-        err = write_atomic(dir, "REPORT.md", &md, d);
 out:
-    mt__sb_clear(&html);
-    mt__sb_clear(&md);
-    cJSON_Delete(root);
-    ar_clear(&ar);
-    free(text);
     free(file);
     return err;
 }
