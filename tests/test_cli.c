@@ -884,12 +884,73 @@ START_TEST(template_placeholders_check_and_measure_agree)
 }
 END_TEST
 
+/* One option-table parser for every command (core/cli.h): --help lists the
+ * options on stdout with exit 0; an unknown option, a missing value, an
+ * extra argument and a missing one are usage errors (64) that name the
+ * command and the word; "--opt=value" is "--opt value". */
+START_TEST(every_command_parses_alike)
+{
+    static const char *const cmds[] = {"plugins", "check", "import", "render", "candidates",
+                                       "parse", "runs", "space", "measure", "profile", "worker",
+                                       "keygen", "calibration", "tune", "status", "demo",
+                                       "bisect", "optimum", "recipe", "model-screen", "rank-exec"};
+    char *path = tk_example("qwen3-30b-a3b-gb300x8.cfg");
+    char want[96];
+    size_t i;
+    for (i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        const char *help[] = {cmds[i], "--help", NULL};
+        const char *bogus[] = {cmds[i], "--no-such-option", NULL};
+        run r = moetune(help);
+        snprintf(want, sizeof want, "usage: moetune %s", cmds[i]);
+        ck_assert_msg(r.status == 0, "%s --help: exit %d: %s", cmds[i], r.status, r.err);
+        ck_assert_msg(strstr(r.out, want) && strstr(r.out, "options:") &&
+                          strstr(r.out, "--help"),
+                      "%s --help:\n%s", cmds[i], r.out);
+        done(&r);
+        r = moetune(bogus);
+        snprintf(want, sizeof want, "moetune %s: unknown option '--no-such-option'", cmds[i]);
+        ck_assert_msg(r.status == 64, "%s: exit %d", cmds[i], r.status);
+        ck_assert_msg(strstr(r.err, want) && strstr(r.err, "--help lists every option"),
+                      "%s:\n%s", cmds[i], r.err);
+        done(&r);
+    }
+    {
+        const char *extra[] = {"parse", "a.log", "b.log", NULL};
+        const char *missing[] = {"runs", NULL};
+        const char *noval[] = {"tune", path, "--dir", NULL};
+        const char *eq[] = {"render", path, "--format=env", NULL};
+        const char *sp[] = {"render", path, "--format", "env", NULL};
+        run a, b;
+        a = moetune(extra);
+        ck_assert_int_eq(a.status, 64);
+        ck_assert_ptr_nonnull(strstr(a.err, "moetune parse: unexpected argument 'b.log'"));
+        done(&a);
+        a = moetune(missing);
+        ck_assert_int_eq(a.status, 64);
+        ck_assert_ptr_nonnull(strstr(a.err, "moetune runs: missing DIR"));
+        done(&a);
+        a = moetune(noval);
+        ck_assert_int_eq(a.status, 64);
+        ck_assert_ptr_nonnull(strstr(a.err, "moetune tune: incomplete option '--dir'"));
+        done(&a);
+        a = moetune(eq);
+        b = moetune(sp);
+        ck_assert_msg(a.status == 0, "%s", a.err);
+        ck_assert_int_eq(b.status, 0);
+        ck_assert_str_eq(a.out, b.out);
+        done(&a), done(&b);
+    }
+    free(path);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cli");
     TCase *tc = tcase_create("commands");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, check_every_example);
+    tcase_add_test(tc, every_command_parses_alike);
     tcase_add_test(tc, unwritable_tune_dir_says_why);
     tcase_add_test(tc, tune_option_values_are_checked);
     tcase_add_test(tc, measure_store_failure_is_reported_and_leaks_nothing);

@@ -345,14 +345,27 @@ int mt_rank_exec_main(int argc, char **argv)
     char err[600];
     size_t i;
     int first = 2;
-    /* moetune rank-exec -- ARGV... */
+    static const char usage[] =
+        "usage: moetune rank-exec -- PROGRAM [ARGS...]\n"
+        "  (run as an srun task: sets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,\n"
+        "  MASTER_ADDR, MASTER_PORT from Slurm's variables, then runs PROGRAM without a\n"
+        "  shell; every word after -- is the program's)\n"
+        "options:\n"
+        "  --help                     this text\n";
+    /* moetune rank-exec -- ARGV... (options of its own: --help alone) */
+    if (argc > first && (!strcmp(argv[first], "--help") || !strcmp(argv[first], "-h"))) {
+        fputs(usage, stdout);
+        return 0;
+    }
     if (argc > first && !strcmp(argv[first], "--"))
         first++;
+    else if (argc > first && argv[first][0] == '-') {
+        fprintf(stderr, "moetune rank-exec: unknown option '%s'\n%s(moetune rank-exec --help lists "
+                        "every option)\n", argv[first], usage);
+        return 64;
+    }
     if (argc <= first || argv[first][0] == '\0') {
-        fprintf(stderr, "usage: moetune rank-exec -- PROGRAM [ARGS...]\n"
-                        "  (run as an srun task: sets RANK, WORLD_SIZE, LOCAL_RANK, "
-                        "LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT from Slurm's variables, "
-                        "then runs PROGRAM without a shell)\n");
+        fputs(usage, stderr);
         return 64;
     }
     if (mt_rank_env(env_get, NULL, &env, err, sizeof err)) {
