@@ -14,7 +14,7 @@
 #include "evaluate.h"
 #include "import.h"
 #include "memory.h"
-#include "optimum.h"
+#include "model.h"
 #include "registry.h"
 #include "render.h"
 #include "simcalib.h"

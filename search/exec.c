@@ -5,16 +5,14 @@
  * a finished job is never run again.  The local executor runs jobs through
  * workers/measure.c (the contract's launcher, real processes), in process
  * for one slot and in forked children (each with its own store connection)
- * for several.  The model executor evaluates the sim's model in process,
- * with the sim's own noise: the same engine and budget, thousands of times
- * faster, for the search benchmark.
+ * for several.  The model executor evaluates the sim's model in process
+ * (search/model.c), with the sim's own noise: the same engine and budget,
+ * thousands of times faster, for the search benchmark.
  */
 #include "engine_int.h"
 
-#include "hardware.h"
 #include "measure.h"
 #include "prepare.h"
-#include "sim.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -124,138 +122,12 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
     return rc;
 }
 
-/* ---- the model executor ------------------------------------------------------------------ */
-
-/* One job of the model executor as its memo (JSON text, caller frees);
- * natural: the router's own routing although the contract forces balance. */
-static char *model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep,
-                       uint64_t seed, int natural)
-{
-    sim_cfg sc;
-    sim_breakdown b;
-    sim_noise nz;
-    char err[256], rule[64], msg[256], *text;
-    const mt_gpu_spec *g;
-    cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject();
-    double peak = 0, steps[1024], step_s, world;
-    int validate = !strcmp(kind, "validate"), n = 0, it, first, last, total;
-    int used_first = -1, used_last = -1, bad;
-    size_t i;
-    const char *k, *val;
-    first = validate ? c->validate.first : c->screen.first;
-    last = validate ? c->validate.last : c->screen.last;
-    total = validate ? c->validate.steps : c->screen.steps;
-    world = strtod(mt_kv_get(c->hardware, "world_size"), NULL);
-    err[0] = msg[0] = '\0';
-    bad = sim_cfg_from_moetune(&sc, cfg, c->hardware, c->view, err, sizeof err);
-    if (!bad && natural)
-        sc.routing_natural = 1; /* the router's own routing; the sim's config id follows it */
-    if (bad || sim_check(&sc, rule, sizeof rule, msg, sizeof msg) || sim_evaluate(&sc, &b)) {
-        cJSON_AddStringToObject(o, "outcome", "crash");
-        cJSON_AddStringToObject(o, "evidence", err[0] ? err : msg);
-        cJSON_AddNumberToObject(o, "gpu_hours", 0);
-    } else {
-        g = sim_gpu(&sc);
-        int hot_rank = sim_hottest_rank(&sc, &peak);
-        if (g && peak > mt_gpu_oom_bytes(g)) {
-            cJSON_AddStringToObject(o, "outcome", "oom");
-            cJSON_AddStringToObject(o, "evidence", "model: the hottest rank exceeds HBM");
-            cJSON_AddNumberToObject(o, "gpu_hours", sc.startup_s * world / 3600);
-        } else {
-            sim_noise_init(&nz, seed ? seed : (uint64_t)sc.seed, sim_cfg_id(&sc),
-                           rep, sc.noise_offset_sd, sc.noise_jitter_cv, sc.noise_rho);
-            for (it = 1; it <= total && it <= last; it++) {
-                double t = b.step_s * sim_noise_step(&nz);
-                if (it >= first && n < 1024) {
-                    steps[n++] = t;
-                    if (used_first < 0)
-                        used_first = it;
-                    used_last = it;
-                }
-            }
-            mt_stats_median(steps, (size_t)n, &step_s);
-            cJSON_AddStringToObject(o, "outcome", "ok");
-            cJSON_AddStringToObject(o, "evidence", "model executor");
-            cJSON_AddNumberToObject(o, "ms", step_s * 1000);
-            cJSON_AddNumberToObject(o, "tflops", b.tflops_per_gpu * b.step_s / step_s);
-            cJSON_AddNumberToObject(o, "loss", 2.5);
-            cJSON_AddNumberToObject(o, "loss_finite", 1);
-            cJSON_AddNumberToObject(o, "skipped", 0);
-            cJSON_AddNumberToObject(o, "nan", 0);
-            cJSON_AddNumberToObject(o, "peak_gb", peak / 1e9);
-            cJSON_AddNumberToObject(o, "peak_rank", hot_rank);
-            cJSON_AddNumberToObject(o, "gpu_hours",
-                                    (sc.startup_s + total * b.step_s) * world / 3600);
-            if (n > 0) {
-                /* the steps the median covers, as measure.c records them */
-                cJSON *w = cJSON_CreateObject();
-                cJSON_AddNumberToObject(w, "first", used_first);
-                cJSON_AddNumberToObject(w, "last", used_last);
-                cJSON_AddNumberToObject(w, "n", n);
-                cJSON_AddItemToObject(o, "window", w);
-            }
-            /* the model honours every knob: each is applied by construction */
-            for (i = 0; mt_kv_entry(cfg, i, &k, &val) == 0; i++) {
-                cJSON *x = cJSON_CreateObject();
-                cJSON_AddStringToObject(x, "verdict", "applied");
-                cJSON_AddStringToObject(x, "evidence", "model executor");
-                cJSON_AddItemToObject(v, k, x);
-            }
-            if (!strcmp(kind, "profile")) {
-                mt_wall_input in;
-                mt_wall_verdict wv;
-                cJSON *w = cJSON_CreateObject();
-                double tot = b.step_s > 0 ? b.step_s : 1;
-                memset(&in, 0, sizeof in);
-                in.window_ns = (int64_t)(tot * 1e9);
-                in.exposed_comm_ns =
-                    (int64_t)((b.ep_exposed + b.tp_comm + b.cp_comm + b.dp_exposed) * 1e9);
-                in.idle_ns = (int64_t)((b.host + b.pp_bubble) * 1e9);
-                in.bubble_share = b.pp_bubble / tot;
-                in.gaps_per_device = 1000;
-                in.headroom = -1;
-                mt_wall_classify(&in, &c->profile, &wv);
-                cJSON_AddStringToObject(w, "wall", mt_wall_name(wv.wall));
-                cJSON_AddStringToObject(w, "runner_up", mt_wall_name(wv.runner_up));
-                cJSON_AddNumberToObject(w, "confidence", wv.confidence);
-                cJSON_AddStringToObject(w, "reason", wv.reason);
-                cJSON_AddNumberToObject(w, "compute", b.compute / tot);
-                cJSON_AddNumberToObject(w, "exposed_comm", wv.exposed_share);
-                cJSON_AddNumberToObject(w, "hidden_comm", (b.ep_comm - b.ep_exposed) / tot);
-                cJSON_AddNumberToObject(w, "idle", wv.idle_share);
-                cJSON_AddNumberToObject(w, "bubble", b.pp_bubble / tot);
-                /* the shares are of one modelled step: no step range */
-                cJSON_AddNumberToObject(w, "window_s", tot);
-                cJSON_AddItemToObject(o, "wall", w);
-            }
-        }
-    }
-    cJSON_AddNumberToObject(o, "run_id", -1);
-    cJSON_AddItemToObject(o, "verdicts", v);
-    text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return text;
-}
-
-char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep, uint64_t seed)
-{
-    return model_job(c, cfg, kind, rep, seed, 0);
-}
-
-double mt_model_launch_gpu_hours(const mt_contract *c, const mt_kv *cfg)
-{
-    sim_cfg sc;
-    char err[256];
-    double world = strtod(mt_kv_get(c->hardware, "world_size"), NULL);
-    if (sim_cfg_from_moetune(&sc, cfg, c->hardware, c->view, err, sizeof err))
-        sim_cfg_defaults(&sc);
-    return sc.startup_s * world / 3600;
-}
+/* ---- the model executor (its jobs in search/model.c) -------------------------------------- */
 
 static int run_model(eng *e, const jobreq *q)
 {
-    char key[128], *text = model_job(e->c, q->cfg, q->kind, q->rep, e->o.seed,
-                                     q->routing && !strcmp(q->routing, "natural"));
+    char key[128], *text = mt_model_job_routed(e->c, q->cfg, q->kind, q->rep, e->o.seed,
+                                               q->routing && !strcmp(q->routing, "natural"));
     int rc;
     if (!text)
         return -ENOMEM;
