@@ -692,10 +692,25 @@ typedef struct ab_in {
     int one_look;        /* 1: the first look only (undecided stays undecided) */
 } ab_in;
 
+/* Why a comparison was not accepted; its reason text says the same in words
+ * (the engine switches on this, never on the text). */
+typedef enum ab_refusal {
+    AB_NONE = 0,         /* accepted, or judged without the gate */
+    AB_GATE,             /* the gate refused: ab_out.gate says why */
+    AB_RUN_LOST,         /* the candidate's run lost to infrastructure on every retry */
+    AB_CANDIDATE_FAILED, /* "the candidate's run failed: ..." */
+    AB_CONTROL_FAILED,   /* "the control's run failed: ..." */
+    AB_OTHER_MACHINE,    /* a replicate ran on another machine (fingerprint) */
+    AB_NO_STATISTICS     /* non-positive step times */
+} ab_refusal;
+
 typedef struct ab_out {
     int have_stats;
     mt_stats_decision dec;
     int accepted;
+    ab_refusal refusal;
+    mt_gate_refusal gate; /* with AB_GATE */
+    int failed_oom;       /* with AB_*_FAILED: the failed run's outcome is oom */
     char reason[600];
     double gain; /* -effect */
     cJSON *decision; /* the record: borrowed from e->decisions, or owned when pending */
@@ -984,14 +999,19 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                          "not judged: the candidate's run was lost to infrastructure on every "
                          "retry (%s); this says nothing against the candidate",
                          eng_str(x, "evidence"));
+                out->refusal = AB_RUN_LOST;
                 failed = 1;
             } else if (!failed && !eng_job_ok(x)) {
                 snprintf(out->reason, sizeof out->reason, "the candidate's run failed: %s (%s)",
                          eng_str(x, "outcome"), eng_str(x, "evidence"));
+                out->refusal = AB_CANDIDATE_FAILED;
+                out->failed_oom = !strncmp(eng_str(x, "outcome"), "oom", 3);
                 failed = 1;
             } else if (!failed && !eng_job_ok(c)) {
                 snprintf(out->reason, sizeof out->reason, "the control's run failed: %s (%s)",
                          eng_str(c, "outcome"), eng_str(c, "evidence"));
+                out->refusal = AB_CONTROL_FAILED;
+                out->failed_oom = !strncmp(eng_str(c, "outcome"), "oom", 3);
                 failed = 1;
             } else if (!failed) {
                 /* every replicate of both arms on the machine of the first
@@ -1014,6 +1034,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                              "across different nodes or GPU fingerprints is refused, which says "
                              "nothing against the candidate",
                              n + 1, arm == 1 ? "control" : "candidate", why);
+                    out->refusal = AB_OTHER_MACHINE;
                     failed = 1;
                 }
             }
@@ -1048,6 +1069,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             }
         } else {
             snprintf(out->reason, sizeof out->reason, "no statistics (non-positive step times)");
+            out->refusal = AB_NO_STATISTICS;
             failed = 1;
         }
         break;
@@ -1096,13 +1118,17 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             g.candidate_peak_gb = peak;
             g.activation = 1;
             /* activation last: it may need a profiled run of the candidate */
-            if (mt_gate(&g, out->reason, sizeof out->reason)) {
+            out->gate = mt_gate_judge(&g, out->reason, sizeof out->reason);
+            if (out->gate == MT_GATE_ACCEPTED) {
                 char why[600];
                 g.activation = activation(e, in, cJSON_GetArrayItem(xjobs, 0), seq, why,
                                           sizeof why, ev);
                 g.activation_why = why;
-                out->accepted = mt_gate(&g, out->reason, sizeof out->reason);
+                out->gate = mt_gate_judge(&g, out->reason, sizeof out->reason);
+                out->accepted = out->gate == MT_GATE_ACCEPTED;
             }
+            if (!out->accepted)
+                out->refusal = AB_GATE;
         }
     }
     if (budget_cut) {
@@ -1633,9 +1659,18 @@ typedef struct arm_result {
     double near;  /* < 0: a near miss (faster, but under the minimum effect) */
 } arm_result;
 
+/* Refused by the gate only for being under the minimum effect. */
+static int below_effect(const ab_out *o)
+{
+    return o->refusal == AB_GATE && o->gate == MT_GATE_BELOW_EFFECT;
+}
+
 static int refused_for_memory(const ab_out *o)
 {
-    return !o->accepted && (!strncmp(o->reason, "memory:", 7) || strstr(o->reason, "failed: oom"));
+    return !o->accepted &&
+           ((o->refusal == AB_GATE && o->gate == MT_GATE_MEMORY) ||
+            ((o->refusal == AB_CANDIDATE_FAILED || o->refusal == AB_CONTROL_FAILED) &&
+             o->failed_oom));
 }
 
 /* Candidate k, accepted by decision rec: it becomes the best. */
@@ -1698,7 +1733,7 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
      * with the candidate estimated faster (the bundle below) */
     if (near_effect)
         *near_effect = rc == 0 && !out.accepted && out.have_stats && out.dec.effect < 0 &&
-                               !strncmp(out.reason, "below the minimum effect", 24)
+                               below_effect(&out)
                            ? out.dec.effect
                            : 0;
     if (rc == 0) {
@@ -1749,10 +1784,11 @@ static int smaller_change(eng *e, const mt_candidate *c, const mt_candidate *l)
     return a != b ? a < b : knobs_changed(e, c) < knobs_changed(e, l);
 }
 
-/* The gate's reason without its leading "accepted: ". */
-static const char *gate_words(const char *reason)
+/* The gate's reason without its leading "accepted: " (the gate's
+ * MT_GATE_ACCEPTED_PREFIX, which every accepted reason has). */
+static const char *gate_words(const ab_out *o)
 {
-    return strncmp(reason, "accepted: ", 10) ? reason : reason + 10;
+    return o->accepted ? o->reason + strlen(MT_GATE_ACCEPTED_PREFIX) : o->reason;
 }
 
 static double rec_median(const cJSON *rec, const char *arm)
@@ -1882,12 +1918,11 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
         res[j].screened = 1;
         res[j].worse = o->have_stats && o->dec.verdict == MT_STATS_WORSE;
         res[j].memory = refused_for_memory(o);
-        res[j].near = !o->accepted && o->have_stats && o->dec.effect < 0 &&
-                              !strncmp(o->reason, "below the minimum effect", 24)
+        res[j].near = !o->accepted && o->have_stats && o->dec.effect < 0 && below_effect(o)
                           ? o->dec.effect
                           : 0;
         eng_progress(e, "%s value %zu %s%s", k[j]->variable, j + 1,
-                     o->accepted ? "passes the gate: " : "rejected: ", gate_words(o->reason));
+                     o->accepted ? "passes the gate: " : "rejected: ", gate_words(o));
         if (o->accepted) {
             pass++;
             if (lead < 0 || rec_median(o->decision, "candidate") <
@@ -1989,7 +2024,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
             char why[1200];
             snprintf(why, sizeof why,
                      "passed the gate (%.590s), not selected: %.400s; value %d is selected",
-                     gate_words(out[j].reason), note[j][0] ? note[j] : "the run stopped",
+                     gate_words(&out[j]), note[j][0] ? note[j] : "the run stopped",
                      lead + 1);
             rec_verdict(rec, "rejected", why);
             out[j].accepted = 0;
@@ -2018,7 +2053,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
         *accepted = 1;
         take_change(e, k[lead], &in[lead], out[lead].decision);
         eng_progress(e, "%s: value %d selected (%s): %s", k[lead]->variable, lead + 1,
-                     k[lead]->summary, gate_words(out[lead].reason));
+                     k[lead]->summary, gate_words(&out[lead]));
     }
     for (j = 0; j < m; j++)
         cJSON_Delete(in[j].changes), cJSON_Delete(in[j].repairs);
@@ -3048,9 +3083,9 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
                  "(%.600s)",
                  100 * fabs(out.dec.effect), out.dec.effect <= 0 ? "shorter" : "longer",
                  out.reason);
-    else if (!strncmp(out.reason, "the candidate's ", 16))
+    else if (out.refusal == AB_CANDIDATE_FAILED) /* "the candidate's run failed: ..." */
         snprintf(why, sizeof why, "with natural routing the winner's %.600s", out.reason + 16);
-    else if (!strncmp(out.reason, "the control's ", 14))
+    else if (out.refusal == AB_CONTROL_FAILED) /* "the control's run failed: ..." */
         snprintf(why, sizeof why, "with natural routing the baseline's %.600s", out.reason + 14);
     else
         snprintf(why, sizeof why, "with natural routing: %.600s",
