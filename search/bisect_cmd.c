@@ -1433,6 +1433,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     FILE *f;
     memset(&b, 0, sizeof b);
     memset(&e, 0, sizeof e);
+    e.status_live = eng_progress_quiet;
     memset(&cs, 0, sizeof cs);
     *outcome = MT_BISECT_ERROR;
     rc = -EINVAL; /* bad input until the revisions are known */

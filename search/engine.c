@@ -26,7 +26,6 @@
 #include <unistd.h>
 
 #define MAX_AB 48      /* A/B decisions of one tune, a safety bound */
-#define MAX_REPS 40    /* replicates per arm of one decision */
 #define REP_BLOCK 100  /* replicate numbers reserved per decision */
 #define MAX_ARMS 6     /* values of one variable screened together */
 
@@ -235,66 +234,6 @@ void eng_progress(eng *e, const char *fmt, ...)
     }
     write_status(e, line);
     mt_store_add_event(e->st, NAN, e->phase ? e->phase : "start", line, NULL);
-}
-
-/* The incumbent's throughput: the median TFLOP/s per GPU of every run of
- * the config the engine holds as its best now (the accepted best, not the
- * best single sample of any config).  Each config's figures are kept by
- * its id, so a candidate accepted after its runs has them at once. */
-static double incumbent_tflops(eng *e, const jobreq *q, double tf)
-{
-    char id[17];
-    cJSON *a;
-    double v[MAX_REPS * 4], med = NAN;
-    size_t n = 0;
-    if (!e->best || !q->cfg)
-        return NAN; /* a bisection: no incumbent */
-    if (!e->tflops_of && !(e->tflops_of = cJSON_CreateObject()))
-        return NAN;
-    if (isfinite(tf) && eng_job_ok(q->out)) {
-        mt_config_id(q->cfg, id);
-        if (!(a = cJSON_GetObjectItemCaseSensitive(e->tflops_of, id)))
-            a = cJSON_AddArrayToObject(e->tflops_of, id);
-        if (a)
-            cJSON_AddItemToArray(a, cJSON_CreateNumber(tf));
-    }
-    mt_config_id(e->best, id);
-    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(e->tflops_of, id))
-        if (n < sizeof v / sizeof v[0])
-            v[n++] = a->valuedouble;
-    if (n && mt_stats_median(v, n, &med))
-        med = NAN;
-    return med;
-}
-
-void eng_timeline(eng *e, const jobreq *q)
-{
-    cJSON *o = cJSON_CreateObject();
-    double tf = eng_num(q->out, "tflops");
-    const char *src = "logged";
-    double best;
-    if (!isfinite(tf) && eng_job_ok(q->out)) {
-        /* a log without throughput lines: Megatron's formula (core/flops.h) */
-        mt_flops_throughput(e->c, q->cfg, eng_num(q->out, "ms") / 1000.0, &tf, NULL);
-        src = "computed";
-    }
-    /* the accepted best's throughput so far (the incumbent's runs) */
-    best = incumbent_tflops(e, q, tf);
-    cJSON_AddNumberToObject(o, "run", e->runs);
-    cJSON_AddNumberToObject(o, "gpu_hours", e->gpu_hours);
-    if (isfinite(tf)) {
-        cJSON_AddNumberToObject(o, "tflops", tf);
-        cJSON_AddStringToObject(o, "tflops_source", src);
-    } else {
-        cJSON_AddNullToObject(o, "tflops");
-        cJSON_AddNullToObject(o, "tflops_source");
-    }
-    if (isfinite(best))
-        cJSON_AddNumberToObject(o, "best_tflops", best);
-    else
-        cJSON_AddNullToObject(o, "best_tflops");
-    cJSON_AddStringToObject(o, "phase", q->phase ? q->phase : (e->phase ? e->phase : ""));
-    cJSON_AddItemToArray(e->timeline, o);
 }
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -896,32 +835,6 @@ static int fp_differs(const cJSON *a, const cJSON *b, char *why, size_t n)
         return 1;
     }
     return 0;
-}
-
-/* A fingerprint's node list as "a,b" into buf ("" when none is known). */
-const char *eng_fp_nodes(const cJSON *fp, char *buf, size_t n)
-{
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(fp, "hosts"), *x;
-    size_t len = 0;
-    buf[0] = '\0';
-    if (!cJSON_IsArray(h))
-        return buf;
-    cJSON_ArrayForEach(x, h) {
-        const char *s = cJSON_GetStringValue(x);
-        size_t k = s ? strlen(s) : 0, i;
-        for (i = 0; i < k; i++) /* what a job's nodelist may carry (PROTOCOL.md) */
-            if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
-                k = 0;
-        if (!k || len + k + 2 > n) {
-            buf[0] = '\0'; /* unnamed, odd, or too long to pass: not pinned */
-            return buf;
-        }
-        if (len)
-            buf[len++] = ',';
-        memcpy(buf + len, s, k + 1);
-        len += k;
-    }
-    return buf;
 }
 
 /* The one host of a fingerprint, or NULL (none known, or several). */
@@ -3516,6 +3429,8 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     memset(out, 0, sizeof *out);
     out->gain = NAN;
     memset(&e, 0, sizeof e);
+    e.status_live = eng_progress_quiet;
+    e.strategy = mt_strategy_name(o->strategy);
     e.reg = reg;
     e.c = c;
     e.o = *o;

@@ -7,10 +7,14 @@
  * for one slot and in forked children (each with its own store connection)
  * for several.  The model executor evaluates the sim's model in process
  * (search/model.c), with the sim's own noise: the same engine and budget,
- * thousands of times faster, for the search benchmark.
+ * thousands of times faster, for the search benchmark.  Every job a batch
+ * counts adds its row to the tune's timeline (its throughput and the
+ * incumbent's).
  */
 #include "engine_int.h"
 
+#include "config.h"
+#include "flops.h"
 #include "measure.h"
 #include "prepare.h"
 
@@ -137,6 +141,69 @@ static int run_model(eng *e, const jobreq *q)
     return rc < 0 ? rc : 0;
 }
 
+/* ---- the timeline ------------------------------------------------------------------------ */
+
+/* The incumbent's throughput: the median TFLOP/s per GPU of every run of
+ * the config the engine holds as its best now (the accepted best, not the
+ * best single sample of any config).  Each config's figures are kept by
+ * its id, so a candidate accepted after its runs has them at once. */
+static double incumbent_tflops(eng *e, const jobreq *q, double tf)
+{
+    char id[17];
+    cJSON *a;
+    double v[MAX_REPS * 4], med = NAN;
+    size_t n = 0;
+    if (!e->best || !q->cfg)
+        return NAN; /* a bisection: no incumbent */
+    if (!e->tflops_of && !(e->tflops_of = cJSON_CreateObject()))
+        return NAN;
+    if (isfinite(tf) && eng_job_ok(q->out)) {
+        mt_config_id(q->cfg, id);
+        if (!(a = cJSON_GetObjectItemCaseSensitive(e->tflops_of, id)))
+            a = cJSON_AddArrayToObject(e->tflops_of, id);
+        if (a)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(tf));
+    }
+    mt_config_id(e->best, id);
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(e->tflops_of, id))
+        if (n < sizeof v / sizeof v[0])
+            v[n++] = a->valuedouble;
+    if (n && mt_stats_median(v, n, &med))
+        med = NAN;
+    return med;
+}
+
+/* The job's row of the tune's timeline (bundle.json timeline). */
+static void timeline(eng *e, const jobreq *q)
+{
+    cJSON *o = cJSON_CreateObject();
+    double tf = eng_num(q->out, "tflops");
+    const char *src = "logged";
+    double best;
+    if (!isfinite(tf) && eng_job_ok(q->out)) {
+        /* a log without throughput lines: Megatron's formula (core/flops.h) */
+        mt_flops_throughput(e->c, q->cfg, eng_num(q->out, "ms") / 1000.0, &tf, NULL);
+        src = "computed";
+    }
+    /* the accepted best's throughput so far (the incumbent's runs) */
+    best = incumbent_tflops(e, q, tf);
+    cJSON_AddNumberToObject(o, "run", e->runs);
+    cJSON_AddNumberToObject(o, "gpu_hours", e->gpu_hours);
+    if (isfinite(tf)) {
+        cJSON_AddNumberToObject(o, "tflops", tf);
+        cJSON_AddStringToObject(o, "tflops_source", src);
+    } else {
+        cJSON_AddNullToObject(o, "tflops");
+        cJSON_AddNullToObject(o, "tflops_source");
+    }
+    if (isfinite(best))
+        cJSON_AddNumberToObject(o, "best_tflops", best);
+    else
+        cJSON_AddNullToObject(o, "best_tflops");
+    cJSON_AddStringToObject(o, "phase", q->phase ? q->phase : (e->phase ? e->phase : ""));
+    cJSON_AddItemToArray(e->timeline, o);
+}
+
 /* ---- batches ------------------------------------------------------------------------------ */
 
 static cJSON *memo_get(eng *e, const jobreq *q)
@@ -249,7 +316,7 @@ int eng_exec(eng *e, jobreq *v, size_t n)
             double gh = eng_num(v[i].out, "gpu_hours");
             e->gpu_hours += isfinite(gh) ? gh : 0;
             e->runs++;
-            eng_timeline(e, &v[i]);
+            timeline(e, &v[i]);
         }
     }
     return rc;

@@ -250,6 +250,32 @@ static void send_to(eng *e, zworker *w, int cmd, cJSON *body)
     }
 }
 
+/* A fingerprint's node list as "a,b" into buf ("" when none is known). */
+const char *eng_fp_nodes(const cJSON *fp, char *buf, size_t n)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(fp, "hosts"), *x;
+    size_t len = 0;
+    buf[0] = '\0';
+    if (!cJSON_IsArray(h))
+        return buf;
+    cJSON_ArrayForEach(x, h) {
+        const char *s = cJSON_GetStringValue(x);
+        size_t k = s ? strlen(s) : 0, i;
+        for (i = 0; i < k; i++) /* what a job's nodelist may carry (PROTOCOL.md) */
+            if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
+                k = 0;
+        if (!k || len + k + 2 > n) {
+            buf[0] = '\0'; /* unnamed, odd, or too long to pass: not pinned */
+            return buf;
+        }
+        if (len)
+            buf[len++] = ',';
+        memcpy(buf + len, s, k + 1);
+        len += k;
+    }
+    return buf;
+}
+
 static int job_index(zx *z, const char *key, int retry)
 {
     size_t i;
@@ -1081,7 +1107,8 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
         }
         tick(e);
         if (now_s() - last_status > 1.0) {
-            eng_progress_quiet(e);
+            if (e->status_live)
+                e->status_live(e);
             last_status = now_s();
         }
         if (e->o.worker_wait_s > 0) {
