@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "gate.h"
+#include "job_memo.h"
 #include "evaluate.h"
 #include "flops.h"
 #include "label.h"
@@ -237,6 +238,14 @@ void eng_progress(eng *e, const char *fmt, ...)
 }
 
 /* ---- helpers ------------------------------------------------------------------------------ */
+
+/* A job memo's hottest-GPU peak, GB (NAN: none). */
+static double memo_peak_gb(const cJSON *job)
+{
+    mt_job_memo m;
+    mt_job_memo_from_json(job, &m);
+    return m.peak_gb;
+}
 
 static double hbm_gb(eng *e)
 {
@@ -746,8 +755,10 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
     q.rep = seq * REP_BLOCK + REP_BLOCK - 1;
     q.phase = in->phase;
     if (eng_exec(e, &q, 1) || !eng_job_ok(q.out)) {
+        mt_job_memo m;
+        mt_job_memo_from_json(q.out, &m);
         snprintf(why, n, "activation: the profiled run of the candidate failed (%s)",
-                 q.out ? eng_str(q.out, "evidence") : "no result");
+                 q.out ? m.evidence : "no result");
         eng_jobs_free(&q, 1);
         return 0;
     }
@@ -906,35 +917,37 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             }
         for (i = 0; i < 2 * k; i += 2) {
             const cJSON *c = got[i], *x = got[i + 1];
-            if (!failed && !eng_job_ok(x) && !strcmp(eng_str(x, "outcome"), "infra")) {
+            mt_job_memo cm, xm;
+            mt_job_memo_from_json(c, &cm);
+            mt_job_memo_from_json(x, &xm);
+            if (!failed && !eng_job_ok(x) && !strcmp(xm.outcome, "infra")) {
                 /* the coordinator retried it (PROTOCOL.md 5): still lost */
                 snprintf(out->reason, sizeof out->reason,
                          "not judged: the candidate's run was lost to infrastructure on every "
                          "retry (%s); this says nothing against the candidate",
-                         eng_str(x, "evidence"));
+                         xm.evidence);
                 out->refusal = AB_RUN_LOST;
                 failed = 1;
             } else if (!failed && !eng_job_ok(x)) {
                 snprintf(out->reason, sizeof out->reason, "the candidate's run failed: %s (%s)",
-                         eng_str(x, "outcome"), eng_str(x, "evidence"));
+                         xm.outcome, xm.evidence);
                 out->refusal = AB_CANDIDATE_FAILED;
-                out->failed_oom = !strncmp(eng_str(x, "outcome"), "oom", 3);
+                out->failed_oom = !strncmp(xm.outcome, "oom", 3);
                 failed = 1;
             } else if (!failed && !eng_job_ok(c)) {
                 snprintf(out->reason, sizeof out->reason, "the control's run failed: %s (%s)",
-                         eng_str(c, "outcome"), eng_str(c, "evidence"));
+                         cm.outcome, cm.evidence);
                 out->refusal = AB_CONTROL_FAILED;
-                out->failed_oom = !strncmp(eng_str(c, "outcome"), "oom", 3);
+                out->failed_oom = !strncmp(cm.outcome, "oom", 3);
                 failed = 1;
             } else if (!failed) {
                 /* every replicate of both arms on the machine of the first
                  * control run: the same nodes, GPUs, driver, CUDA, NCCL,
                  * container and stack (DESIGN.md 4) */
-                const cJSON *fc = cJSON_GetObjectItemCaseSensitive(c, "fingerprint");
-                const cJSON *fx = cJSON_GetObjectItemCaseSensitive(x, "fingerprint");
+                const cJSON *fc = cm.fingerprint, *fx = xm.fingerprint;
                 char why[340];
                 int arm = 0;
-                if (!fp_ref && cJSON_IsObject(fc))
+                if (!fp_ref && fc)
                     fp_ref = cJSON_Duplicate(fc, 1);
                 if (fp_differs(fp_ref, fc, why, sizeof why))
                     arm = 1;
@@ -952,10 +965,10 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                 }
             }
             if (n < MAX_REPS) {
-                xs[n] = eng_num(c, "ms"), ys[n] = eng_num(x, "ms");
-                xt[n] = eng_num(c, "tflops"), yt[n] = eng_num(x, "tflops");
-                cruns[n] = (int64_t)eng_num(c, "run_id");
-                xruns[n] = (int64_t)eng_num(x, "run_id");
+                xs[n] = cm.ms, ys[n] = xm.ms;
+                xt[n] = cm.tflops, yt[n] = xm.tflops;
+                cruns[n] = (int64_t)cm.run_id;
+                xruns[n] = (int64_t)xm.run_id;
                 n++;
             }
             cJSON_AddItemToArray(cjobs, cJSON_Duplicate(c, 1));
@@ -1002,9 +1015,11 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             memset(&g, 0, sizeof g);
             cJSON_ArrayForEach(x, xjobs)
             {
-                double l = eng_num(x, "loss"), p = eng_num(x, "peak_gb");
-                if (eng_num(x, "loss_finite") != 1 || eng_num(x, "skipped") > 0 ||
-                    eng_num(x, "nan") > 0)
+                mt_job_memo m;
+                double l, p;
+                mt_job_memo_from_json(x, &m);
+                l = m.loss, p = m.peak_gb;
+                if (m.loss_finite != 1 || m.skipped > 0 || m.nan > 0)
                     g.bad_iterations = 1;
                 if (isfinite(l) && nx < MAX_REPS)
                     xl[nx++] = l;
@@ -1013,7 +1028,10 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             }
             cJSON_ArrayForEach(x, cjobs)
             {
-                double l = eng_num(x, "loss");
+                mt_job_memo m;
+                double l;
+                mt_job_memo_from_json(x, &m);
+                l = m.loss;
                 if (isfinite(l) && nc < MAX_REPS)
                     cl[nc++] = l;
             }
@@ -1181,7 +1199,7 @@ static int probe_fits(eng *e, const mt_kv *cfg, cJSON **job)
     q.phase = "fit";
     if (eng_exec(e, &q, 1))
         return -1;
-    peak = eng_num(q.out, "peak_gb");
+    peak = memo_peak_gb(q.out);
     ok = eng_job_ok(q.out) &&
          (!isfinite(peak) || !isfinite(cap) || peak <= cap * (1 - e->c->memory_headroom));
     *job = q.out;
@@ -1224,12 +1242,12 @@ static void record_simple(eng *e, const char *phase, const char *variable, const
 /* The probe's figures in words. */
 static void probe_words(const cJSON *job, char *buf, size_t n)
 {
-    double peak = eng_num(job, "peak_gb");
-    if (isfinite(peak))
-        snprintf(buf, n, "probe %s, hottest GPU %.1f GB", eng_str(job, "outcome"), peak);
+    mt_job_memo m;
+    mt_job_memo_from_json(job, &m);
+    if (isfinite(m.peak_gb))
+        snprintf(buf, n, "probe %s, hottest GPU %.1f GB", m.outcome, m.peak_gb);
     else
-        snprintf(buf, n, "probe %s (%s), no peak figure", eng_str(job, "outcome"),
-                 eng_str(job, "evidence"));
+        snprintf(buf, n, "probe %s (%s), no peak figure", m.outcome, m.evidence);
 }
 
 /* A figure in GB, null when there is none. */
@@ -1254,9 +1272,11 @@ static void fit_record(eng *e, int fits, const memview *m, const cJSON *job, con
     add_gb(o, "usable_gb", m->usable);
     cJSON_AddNumberToObject(o, "uncertainty", e->c->memory_uncertainty);
     if (job) {
+        mt_job_memo jm;
+        mt_job_memo_from_json(job, &jm);
         p = cJSON_AddObjectToObject(o, "probe");
-        cJSON_AddStringToObject(p, "outcome", eng_str(job, "outcome"));
-        add_gb(p, "peak_gb", eng_num(job, "peak_gb"));
+        cJSON_AddStringToObject(p, "outcome", jm.outcome);
+        add_gb(p, "peak_gb", jm.peak_gb);
     } else {
         cJSON_AddNullToObject(o, "probe");
     }
@@ -1372,7 +1392,7 @@ static int phase_fit(eng *e)
             return -1;
         probe_words(job, pw, sizeof pw);
         if (r) {
-            e->best_peak_gb = eng_num(job, "peak_gb");
+            e->best_peak_gb = memo_peak_gb(job);
             snprintf(why, sizeof why, "the base config fits: %s; %s", mw, pw);
             eng_progress(e, "%s", why);
             if (base_m.verdict == MEM_UNSURE) /* the probe overruled the estimate: evidence */
@@ -1381,13 +1401,15 @@ static int phase_fit(eng *e)
             cJSON_Delete(job);
             return 0;
         }
-        if (strcmp(eng_str(job, "outcome"), "oom") && strcmp(eng_str(job, "outcome"), "ok")) {
+        mt_job_memo jm;
+        mt_job_memo_from_json(job, &jm);
+        if (strcmp(jm.outcome, "oom") && strcmp(jm.outcome, "ok")) {
             /* not a memory problem: the base itself does not run (a hang, a
              * crash, a launch refusal); no memory change can fix that */
-            snprintf(why, sizeof why, "the base config's probe failed: %s (%s)",
-                     eng_str(job, "outcome"), eng_str(job, "evidence"));
+            snprintf(why, sizeof why, "the base config's probe failed: %s (%s)", jm.outcome,
+                     jm.evidence);
             snprintf(e->stopped, sizeof e->stopped, "the base config does not run (%.40s)",
-                     eng_str(job, "outcome"));
+                     jm.outcome);
             fit_record(e, -1, &base_m, job, why);
             cJSON_Delete(job);
             eng_progress(e, "%s", why);
@@ -1448,7 +1470,7 @@ static int phase_fit(eng *e)
         snprintf(why, sizeof why, "%s (%s): %s; %s%s", k->summary, step, mw, pw,
                  r ? "" : ", over the usable memory");
         if (r)
-            e->best_peak_gb = eng_num(job, "peak_gb");
+            e->best_peak_gb = memo_peak_gb(job);
         cJSON_Delete(job);
         record_simple(e, "fit", k->variable, e->best, k->config, r ? "accepted" : "rejected", why);
         eng_progress(e, "%s", why);
@@ -2728,12 +2750,15 @@ static void add_role(cJSON *roles, const char *role, long rank, double gb, doubl
 static cJSON *memory_json(eng *e, const char *name, const cJSON *job, const mt_kv *cfg)
 {
     cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray(), *roles = cJSON_CreateArray();
-    double cap = hbm_gb(e), p = eng_num(job, "peak_gb"), run = eng_num(job, "run_id"), *gb;
+    mt_job_memo jm;
+    double cap = hbm_gb(e), p, run, *gb;
     long world = strtol(mt_kv_get(e->c->hardware, "world_size"), NULL, 10), i, hot = -1;
     mt_store_gpu_mem *rows = NULL;
     size_t nrows = 0, r;
     const char *source = "none";
     mt_mesh mesh;
+    mt_job_memo_from_json(job, &jm);
+    p = jm.peak_gb, run = jm.run_id;
     if (world < 1)
         world = 1;
     gb = malloc((size_t)world * sizeof *gb);
@@ -2749,7 +2774,7 @@ static cJSON *memory_json(eng *e, const char *name, const cJSON *job, const mt_k
     }
     if (gb && !strcmp(source, "none") && isfinite(p)) {
         /* no rows (the model executor): the hottest GPU's figure alone */
-        double pr = eng_num(job, "peak_rank");
+        double pr = jm.peak_rank;
         if (isfinite(pr) && pr >= 0 && pr < world) {
             gb[(long)pr] = p;
             source = "peak";
@@ -3074,8 +3099,10 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         }
         for (i = 0; i < 6; i++)
             if (eng_job_ok(q[i].out)) {
-                xt[n] = eng_num(q[i].out, "tflops");
-                xs[n++] = eng_num(q[i].out, "ms");
+                mt_job_memo m;
+                mt_job_memo_from_json(q[i].out, &m);
+                xt[n] = m.tflops;
+                xs[n++] = m.ms;
             }
         cJSON_AddItemToObject(v, "baseline", arm_json(e, base, xs, xt, (size_t)n));
         cJSON_AddItemToObject(v, "winner", arm_json(e, base, xs, xt, (size_t)n));
@@ -3169,8 +3196,13 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
             e->mem_winner = memory_json(e, "winner", q[1].out, e->best);
         }
         e->runs -= 2; /* memoized reads, not runs */
-        e->gpu_hours -= (isfinite(eng_num(q[0].out, "gpu_hours")) ? eng_num(q[0].out, "gpu_hours") : 0) +
-                        (isfinite(eng_num(q[1].out, "gpu_hours")) ? eng_num(q[1].out, "gpu_hours") : 0);
+        {
+            mt_job_memo m0, m1;
+            mt_job_memo_from_json(q[0].out, &m0);
+            mt_job_memo_from_json(q[1].out, &m1);
+            e->gpu_hours -= (isfinite(m0.gpu_hours) ? m0.gpu_hours : 0) +
+                            (isfinite(m1.gpu_hours) ? m1.gpu_hours : 0);
+        }
         cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
         cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
         eng_jobs_free(q, 2);
@@ -3316,8 +3348,11 @@ static int phase_sample(eng *e)
         }
         for (j = 0; j < (size_t)k; j++)
             if (eng_job_ok(q[j].out)) {
-                double peak = eng_num(q[j].out, "peak_gb");
-                ms[ok++] = eng_num(q[j].out, "ms");
+                mt_job_memo m;
+                double peak;
+                mt_job_memo_from_json(q[j].out, &m);
+                peak = m.peak_gb;
+                ms[ok++] = m.ms;
                 /* the memory gate ofat applies: the measured peak within the headroom */
                 if (isfinite(peak) && isfinite(cap) && peak > cap * (1 - e->c->memory_headroom))
                     over = 1;

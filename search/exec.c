@@ -15,6 +15,7 @@
 
 #include "config.h"
 #include "flops.h"
+#include "job_memo.h"
 #include "measure.h"
 #include "prepare.h"
 
@@ -43,7 +44,9 @@ const char *eng_str(const cJSON *o, const char *k)
 
 int eng_job_ok(const cJSON *j)
 {
-    return j && !strcmp(eng_str(j, "outcome"), "ok") && isfinite(eng_num(j, "ms"));
+    mt_job_memo m;
+    mt_job_memo_from_json(j, &m);
+    return j && !strcmp(m.outcome, "ok") && isfinite(m.ms);
 }
 
 /* The memo of a measurement (measure.c calls it inside the run's
@@ -177,12 +180,15 @@ static double incumbent_tflops(eng *e, const jobreq *q, double tf)
 static void timeline(eng *e, const jobreq *q)
 {
     cJSON *o = cJSON_CreateObject();
-    double tf = eng_num(q->out, "tflops");
+    mt_job_memo m;
+    double tf;
     const char *src = "logged";
     double best;
+    mt_job_memo_from_json(q->out, &m);
+    tf = m.tflops;
     if (!isfinite(tf) && eng_job_ok(q->out)) {
         /* a log without throughput lines: Megatron's formula (core/flops.h) */
-        mt_flops_throughput(e->c, q->cfg, eng_num(q->out, "ms") / 1000.0, &tf, NULL);
+        mt_flops_throughput(e->c, q->cfg, m.ms / 1000.0, &tf, NULL);
         src = "computed";
     }
     /* the accepted best's throughput so far (the incumbent's runs) */
@@ -313,7 +319,10 @@ int eng_exec(eng *e, jobreq *v, size_t n)
             rc = -1;
         }
         if (v[i].out) {
-            double gh = eng_num(v[i].out, "gpu_hours");
+            mt_job_memo m;
+            double gh;
+            mt_job_memo_from_json(v[i].out, &m);
+            gh = m.gpu_hours;
             e->gpu_hours += isfinite(gh) ? gh : 0;
             e->runs++;
             timeline(e, &v[i]);

@@ -6,6 +6,7 @@
 
 #include "evaluate.h"
 #include "hardware.h"
+#include "job_memo.h"
 #include "sim.h"
 #include "stats.h"
 #include "wall.h"
@@ -27,7 +28,9 @@ char *mt_model_job_routed(const mt_contract *c, const mt_kv *cfg, const char *ki
     sim_noise nz;
     char err[256], rule[64], msg[256], *text;
     const mt_gpu_spec *g;
-    cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject();
+    mt_job_memo j;
+    mt_wall_verdict wv;
+    cJSON *v = cJSON_CreateObject();
     double peak = 0, steps[1024], step_s, world;
     int validate = !strcmp(kind, "validate"), n = 0, it, first, last, total;
     int used_first = -1, used_last = -1, bad;
@@ -38,20 +41,22 @@ char *mt_model_job_routed(const mt_contract *c, const mt_kv *cfg, const char *ki
     total = validate ? c->validate.steps : c->screen.steps;
     world = strtod(mt_kv_get(c->hardware, "world_size"), NULL);
     err[0] = msg[0] = '\0';
+    mt_job_memo_init(&j);
+    j.verdicts = v;
     bad = sim_cfg_from_moetune(&sc, cfg, c->hardware, c->view, err, sizeof err);
     if (!bad && natural)
         sc.routing_natural = 1; /* the router's own routing; the sim's config id follows it */
     if (bad || sim_check(&sc, rule, sizeof rule, msg, sizeof msg) || sim_evaluate(&sc, &b)) {
-        cJSON_AddStringToObject(o, "outcome", "crash");
-        cJSON_AddStringToObject(o, "evidence", err[0] ? err : msg);
-        cJSON_AddNumberToObject(o, "gpu_hours", 0);
+        j.outcome = "crash";
+        j.evidence = err[0] ? err : msg;
+        j.gpu_hours = 0;
     } else {
         g = sim_gpu(&sc);
         int hot_rank = sim_hottest_rank(&sc, &peak);
         if (g && peak > mt_gpu_oom_bytes(g)) {
-            cJSON_AddStringToObject(o, "outcome", "oom");
-            cJSON_AddStringToObject(o, "evidence", "model: the hottest rank exceeds HBM");
-            cJSON_AddNumberToObject(o, "gpu_hours", sc.startup_s * world / 3600);
+            j.outcome = "oom";
+            j.evidence = "model: the hottest rank exceeds HBM";
+            j.gpu_hours = sc.startup_s * world / 3600;
         } else {
             sim_noise_init(&nz, seed ? seed : (uint64_t)sc.seed, sim_cfg_id(&sc),
                            rep, sc.noise_offset_sd, sc.noise_jitter_cv, sc.noise_rho);
@@ -65,25 +70,23 @@ char *mt_model_job_routed(const mt_contract *c, const mt_kv *cfg, const char *ki
                 }
             }
             mt_stats_median(steps, (size_t)n, &step_s);
-            cJSON_AddStringToObject(o, "outcome", "ok");
-            cJSON_AddStringToObject(o, "evidence", "model executor");
-            cJSON_AddNumberToObject(o, "ms", step_s * 1000);
-            cJSON_AddNumberToObject(o, "tflops", b.tflops_per_gpu * b.step_s / step_s);
-            cJSON_AddNumberToObject(o, "loss", 2.5);
-            cJSON_AddNumberToObject(o, "loss_finite", 1);
-            cJSON_AddNumberToObject(o, "skipped", 0);
-            cJSON_AddNumberToObject(o, "nan", 0);
-            cJSON_AddNumberToObject(o, "peak_gb", peak / 1e9);
-            cJSON_AddNumberToObject(o, "peak_rank", hot_rank);
-            cJSON_AddNumberToObject(o, "gpu_hours",
-                                    (sc.startup_s + total * b.step_s) * world / 3600);
+            j.outcome = "ok";
+            j.evidence = "model executor";
+            j.measured = 1;
+            j.ms = step_s * 1000;
+            j.tflops = b.tflops_per_gpu * b.step_s / step_s;
+            j.loss = 2.5;
+            j.loss_finite = 1;
+            j.skipped = j.nan = 0;
+            j.peak_gb = peak / 1e9;
+            j.peak_rank = hot_rank;
+            j.gpu_hours = (sc.startup_s + total * b.step_s) * world / 3600;
             if (n > 0) {
                 /* the steps the median covers, as measure.c records them */
-                cJSON *w = cJSON_CreateObject();
-                cJSON_AddNumberToObject(w, "first", used_first);
-                cJSON_AddNumberToObject(w, "last", used_last);
-                cJSON_AddNumberToObject(w, "n", n);
-                cJSON_AddItemToObject(o, "window", w);
+                j.has_window = 1;
+                j.window_first = used_first;
+                j.window_last = used_last;
+                j.window_n = n;
             }
             /* the model honours every knob: each is applied by construction */
             for (i = 0; mt_kv_entry(cfg, i, &k, &val) == 0; i++) {
@@ -94,8 +97,6 @@ char *mt_model_job_routed(const mt_contract *c, const mt_kv *cfg, const char *ki
             }
             if (!strcmp(kind, "profile")) {
                 mt_wall_input in;
-                mt_wall_verdict wv;
-                cJSON *w = cJSON_CreateObject();
                 double tot = b.step_s > 0 ? b.step_s : 1;
                 memset(&in, 0, sizeof in);
                 in.window_ns = (int64_t)(tot * 1e9);
@@ -106,25 +107,23 @@ char *mt_model_job_routed(const mt_contract *c, const mt_kv *cfg, const char *ki
                 in.gaps_per_device = 1000;
                 in.headroom = -1;
                 mt_wall_classify(&in, &c->profile, &wv);
-                cJSON_AddStringToObject(w, "wall", mt_wall_name(wv.wall));
-                cJSON_AddStringToObject(w, "runner_up", mt_wall_name(wv.runner_up));
-                cJSON_AddNumberToObject(w, "confidence", wv.confidence);
-                cJSON_AddStringToObject(w, "reason", wv.reason);
-                cJSON_AddNumberToObject(w, "compute", b.compute / tot);
-                cJSON_AddNumberToObject(w, "exposed_comm", wv.exposed_share);
-                cJSON_AddNumberToObject(w, "hidden_comm", (b.ep_comm - b.ep_exposed) / tot);
-                cJSON_AddNumberToObject(w, "idle", wv.idle_share);
-                cJSON_AddNumberToObject(w, "bubble", b.pp_bubble / tot);
+                j.has_wall = 1;
+                j.wall.wall = mt_wall_name(wv.wall);
+                j.wall.runner_up = mt_wall_name(wv.runner_up);
+                j.wall.confidence = wv.confidence;
+                j.wall.reason = wv.reason;
+                j.wall.compute = b.compute / tot;
+                j.wall.exposed_comm = wv.exposed_share;
+                j.wall.hidden_comm = (b.ep_comm - b.ep_exposed) / tot;
+                j.wall.idle = wv.idle_share;
+                j.wall.bubble = b.pp_bubble / tot;
                 /* the shares are of one modelled step: no step range */
-                cJSON_AddNumberToObject(w, "window_s", tot);
-                cJSON_AddItemToObject(o, "wall", w);
+                j.wall.window_s = tot;
             }
         }
     }
-    cJSON_AddNumberToObject(o, "run_id", -1);
-    cJSON_AddItemToObject(o, "verdicts", v);
-    text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
+    text = mt_job_memo_to_json(&j);
+    cJSON_Delete(v);
     return text;
 }
 

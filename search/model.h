@@ -21,10 +21,11 @@
 /* One job of the model executor (MT_EXEC_MODEL), exactly as a tune runs it:
  * kind "screen" | "validate" | "profile", replicate rep, the sim's noise
  * seeded by seed (0: the contract's sim seed), as the tune's seed option.
- * Returns the job's memo as JSON text (caller frees; NULL when out of
- * memory): outcome ("ok" | "oom" | "crash"), ms (median step of the
- * contract's window), window {first, last, n} (the steps that median
- * covers), tflops, gpu_hours (what the tune charges), peak_gb, evidence.
+ * Returns the job's memo (an mt_job_memo, workers/job_memo.h) as JSON text
+ * (caller frees; NULL when out of memory): outcome ("ok" | "oom" |
+ * "crash"), ms (median step of the contract's window), window {first,
+ * last, n} (the steps that median covers), tflops, gpu_hours (what the
+ * tune charges), peak_gb, evidence.
  * The plugins' legality is not asked: the engine only submits configs that
  * pass it. */
 char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep,

@@ -13,6 +13,7 @@
 #include "engine_int.h"
 
 #include "config.h"
+#include "job_memo.h"
 #include "keys.h"
 #include "measure.h"
 #include "prepare.h"
@@ -296,10 +297,11 @@ static void learn_nodes(eng *e, const char *key, const cJSON *memo)
     int j = job_index(z, key, -1);
     struct zpin *pin;
     char buf[MT_PROTO_HOSTS_MAX + 1];
+    mt_job_memo m;
+    mt_job_memo_from_json(memo, &m);
     if (!strcmp(e->c->launcher, "local") || j < 0 || z->jobs[j].q->group <= 0 ||
         !(pin = pin_of(z, z->jobs[j].q->group)) || pin->nodes ||
-        !eng_fp_nodes(cJSON_GetObjectItemCaseSensitive(memo, "fingerprint"), buf,
-                      sizeof buf)[0])
+        !eng_fp_nodes(m.fingerprint, buf, sizeof buf)[0])
         return;
     pin->nodes = strdup(buf);
 }
