@@ -730,18 +730,18 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
 {
     cJSON *x, *lists[2] = {in->changes, in->repairs}, *prof = NULL;
     jobreq q;
+    mt_job_memo jm, pm;
     int l, ok = 1, need_profile = 0;
+    mt_job_memo_from_json(job, &jm);
     for (l = 0; l < 2; l++)
         cJSON_ArrayForEach(x, lists[l])
         {
-            const char *knob = eng_str(x, "knob");
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(job, "verdicts"), knob);
-            if (!strcmp(eng_str(v, "verdict"), "applied"))
+            const char *knob = eng_str(x, "knob"), *ve;
+            const char *v = mt_job_memo_verdict(&jm, knob, &ve);
+            if (v && !strcmp(v, "applied"))
                 continue;
-            if (!strcmp(eng_str(v, "verdict"), "not_applied")) {
-                snprintf(why, n, "activation: %s did not take effect (%s)", knob,
-                         eng_str(v, "evidence"));
+            if (v && !strcmp(v, "not_applied")) {
+                snprintf(why, n, "activation: %s did not take effect (%s)", knob, ve);
                 return 0;
             }
             need_profile = 1;
@@ -763,18 +763,16 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
         return 0;
     }
     prof = q.out;
-    cJSON_AddItemToObject(evidence, "profile_trace",
-                          cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(prof, "trace"), 1));
+    mt_job_memo_from_json(prof, &pm);
+    cJSON_AddItemToObject(evidence, "profile_trace", cJSON_Duplicate(pm.trace, 1));
     for (l = 0; l < 2 && ok; l++)
         cJSON_ArrayForEach(x, lists[l])
         {
-            const char *knob = eng_str(x, "knob");
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(prof, "verdicts"), knob);
-            if (strcmp(eng_str(v, "verdict"), "applied")) {
+            const char *knob = eng_str(x, "knob"), *ve;
+            const char *v = mt_job_memo_verdict(&pm, knob, &ve);
+            if (!v || strcmp(v, "applied")) {
                 snprintf(why, n, "activation not verified: %s is %s after a profiled run%s%s",
-                         knob, v ? eng_str(v, "verdict") : "unchecked (no plugin verdict)",
-                         v ? ": " : "", v ? eng_str(v, "evidence") : "");
+                         knob, v ? v : "unchecked (no plugin verdict)", v ? ": " : "", ve);
                 ok = 0;
                 break;
             }

@@ -107,6 +107,14 @@ static const cJSON *obj(const cJSON *o, const char *k)
     return cJSON_IsObject(x) ? x : NULL;
 }
 
+const char *mt_job_memo_verdict(const mt_job_memo *m, const char *knob, const char **evidence)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(m->verdicts, knob);
+    if (evidence)
+        *evidence = v ? str(v, "evidence") : "";
+    return v ? str(v, "verdict") : NULL;
+}
+
 void mt_job_memo_from_json(const cJSON *o, mt_job_memo *m)
 {
     const cJSON *w;

@@ -88,4 +88,10 @@ char *mt_job_memo_to_json(const mt_job_memo *m);
  * groups were there. */
 void mt_job_memo_from_json(const cJSON *o, mt_job_memo *m);
 
+/* The activation verdict m holds for knob ("applied" | "not_applied" |
+ * "unknown"; "" when its entry has none), or NULL when it holds no entry
+ * for knob; *evidence (may be NULL) gets the entry's evidence ("" when
+ * none).  Borrowed from m's verdicts. */
+const char *mt_job_memo_verdict(const mt_job_memo *m, const char *knob, const char **evidence);
+
 #endif
