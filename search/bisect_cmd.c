@@ -12,6 +12,7 @@
  */
 #include "bisect.h"
 #include "engine_int.h"
+#include "job_memo.h"
 
 #include "bisect_config.h"
 #include "config.h"
@@ -307,6 +308,7 @@ static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
     }
     for (i = 0; i < n && !rc; i++) {
         const char *oc;
+        mt_job_memo jm;
         mt_bisect_job *j = &jobs[i];
         if (!v[i].cfg) {
             j->status = MT_BJ_SKIP;
@@ -318,13 +320,14 @@ static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
                         b->revs->v[j->rev], j->evidence);
             continue;
         }
-        oc = eng_str(v[i].out, "outcome");
+        mt_job_memo_from_json(v[i].out, &jm);
+        oc = jm.outcome;
         snprintf(j->outcome, sizeof j->outcome, "%s", oc[0] ? oc : "?");
-        snprintf(j->evidence, sizeof j->evidence, "%s", eng_str(v[i].out, "evidence"));
+        snprintf(j->evidence, sizeof j->evidence, "%s", jm.evidence);
         j->ms = NAN;
         if (eng_job_ok(v[i].out)) {
             j->status = MT_BJ_OK;
-            j->ms = eng_num(v[i].out, "ms");
+            j->ms = jm.ms;
         } else if (!strcmp(oc, "skip")) {
             j->status = MT_BJ_SKIP;
         } else if (!strcmp(oc, "infra")) {
@@ -803,13 +806,20 @@ static int same_revisions(const char *dir, const revlist *revs, mt_diag *d)
  * the run after it ran out of memory or left less headroom than the gate
  * asks (memory).  NULL when the pair could not be measured (why in the
  * object's "error" otherwise). */
+/* The share of the profiled window of walls[w] (diagnose): exposed
+ * communication, host (idle less the pipeline's bubble), compute. */
+static double wall_share(const mt_job_memo_wall *wl, int w)
+{
+    return w == 0 ? wl->exposed_comm : w == 1 ? wl->idle - wl->bubble : wl->compute;
+}
+
 static cJSON *diagnose(eng *e, const mt_kv *cfg_before, const char *rev_before,
                        const mt_kv *cfg_after, const char *rev_after, const char *id_before,
                        const char *id_after, int *executed)
 {
     static const char *const walls[] = {"communication", "host", "compute"};
-    static const char *const share_of[] = {"exposed_comm", "idle", "compute"};
     jobreq v[2];
+    mt_job_memo m[2];
     cJSON *x = cJSON_CreateObject(), *o[2], *sh, *ev;
     double ms[2], grow[3], best = -INFINITY, pk[2];
     const char *wall = NULL;
@@ -837,34 +847,30 @@ static cJSON *diagnose(eng *e, const mt_kv *cfg_before, const char *rev_before,
     for (i = 0; i < 2; i++) {
         cJSON *y = cJSON_AddObjectToObject(x, i ? "after" : "before");
         cJSON *wl = cJSON_GetObjectItem(o[i], "wall");
-        ms[i] = eng_num(o[i], "ms");
-        pk[i] = eng_num(o[i], "peak_gb");
-        cJSON_AddStringToObject(y, "outcome", eng_str(o[i], "outcome"));
+        mt_job_memo_from_json(o[i], &m[i]);
+        ms[i] = m[i].ms;
+        pk[i] = m[i].peak_gb;
+        cJSON_AddStringToObject(y, "outcome", m[i].outcome);
         num_or_null(y, "ms", ms[i]);
         num_or_null(y, "peak_gb", pk[i]);
         if (wl)
             cJSON_AddItemToObject(y, "wall", cJSON_Duplicate(wl, 1));
     }
-    if (!eng_job_ok(o[1]) && !strcmp(eng_str(o[1], "outcome"), "oom")) {
+    if (!eng_job_ok(o[1]) && !strcmp(m[1].outcome, "oom")) {
         wall = "memory";
         snprintf(line, sizeof line, "the run after it ran out of memory: %.300s",
-                 eng_str(o[1], "evidence"));
+                 m[1].evidence);
     } else if (!eng_job_ok(o[0]) || !eng_job_ok(o[1]) || !cJSON_GetObjectItem(o[0], "wall") ||
                !cJSON_GetObjectItem(o[1], "wall")) {
         snprintf(line, sizeof line, "the profiled pair did not both run and profile: %s / %s",
-                 eng_str(o[0], "outcome"), eng_str(o[1], "outcome"));
+                 m[0].outcome, m[1].outcome);
         cJSON_AddStringToObject(x, "error", line);
         eng_jobs_free(v, 2);
         return x;
     }
     sh = cJSON_AddObjectToObject(x, "change_points");
     for (w = 0; w < 3 && !wall; w++) {
-        double a = eng_num(cJSON_GetObjectItem(o[0], "wall"), share_of[w]);
-        double b = eng_num(cJSON_GetObjectItem(o[1], "wall"), share_of[w]);
-        if (w == 1) { /* host: idle less the pipeline's bubble */
-            a -= eng_num(cJSON_GetObjectItem(o[0], "wall"), "bubble");
-            b -= eng_num(cJSON_GetObjectItem(o[1], "wall"), "bubble");
-        }
+        double a = wall_share(&m[0].wall, w), b = wall_share(&m[1].wall, w);
         /* the wall's time per step after minus before, in points of the step before */
         grow[w] = ms[0] > 0 ? 100 * (b * ms[1] - a * ms[0]) / ms[0] : NAN;
         num_or_null(sh, walls[w], grow[w]);
@@ -1433,6 +1439,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     FILE *f;
     memset(&b, 0, sizeof b);
     memset(&e, 0, sizeof e);
+    e.status_live = eng_progress_quiet;
     memset(&cs, 0, sizeof cs);
     *outcome = MT_BISECT_ERROR;
     rc = -EINVAL; /* bad input until the revisions are known */

@@ -350,7 +350,7 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
     cJSON_AddNumberToObject(o, "gpus_per_node",
                             strtod(mt_kv_get(e->c->hardware, "gpus_per_node"), NULL));
     cJSON_AddNumberToObject(o, "memory_gb", g ? g->hbm_gb : 0);
-    cJSON_AddStringToObject(b, "strategy", mt_strategy_name(e->o.strategy));
+    cJSON_AddStringToObject(b, "strategy", e->strategy);
     cJSON_AddStringToObject(b, "status", statuses[status >= 0 && status <= 3 ? status : 3]);
     o = cJSON_AddObjectToObject(b, "budget");
     cJSON_AddNumberToObject(o, "gpu_hours_limit", e->budget_gh);

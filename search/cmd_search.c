@@ -13,7 +13,7 @@
 #include "evaluate.h"
 #include "measure.h"
 #include "memory.h"
-#include "optimum.h"
+#include "model.h"
 #include "prepare.h"
 #include "recipe.h"
 #include "render.h"

@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "gate.h"
+#include "job_memo.h"
 #include "evaluate.h"
 #include "flops.h"
 #include "label.h"
@@ -26,7 +27,6 @@
 #include <unistd.h>
 
 #define MAX_AB 48      /* A/B decisions of one tune, a safety bound */
-#define MAX_REPS 40    /* replicates per arm of one decision */
 #define REP_BLOCK 100  /* replicate numbers reserved per decision */
 #define MAX_ARMS 6     /* values of one variable screened together */
 
@@ -237,67 +237,15 @@ void eng_progress(eng *e, const char *fmt, ...)
     mt_store_add_event(e->st, NAN, e->phase ? e->phase : "start", line, NULL);
 }
 
-/* The incumbent's throughput: the median TFLOP/s per GPU of every run of
- * the config the engine holds as its best now (the accepted best, not the
- * best single sample of any config).  Each config's figures are kept by
- * its id, so a candidate accepted after its runs has them at once. */
-static double incumbent_tflops(eng *e, const jobreq *q, double tf)
-{
-    char id[17];
-    cJSON *a;
-    double v[MAX_REPS * 4], med = NAN;
-    size_t n = 0;
-    if (!e->best || !q->cfg)
-        return NAN; /* a bisection: no incumbent */
-    if (!e->tflops_of && !(e->tflops_of = cJSON_CreateObject()))
-        return NAN;
-    if (isfinite(tf) && eng_job_ok(q->out)) {
-        mt_config_id(q->cfg, id);
-        if (!(a = cJSON_GetObjectItemCaseSensitive(e->tflops_of, id)))
-            a = cJSON_AddArrayToObject(e->tflops_of, id);
-        if (a)
-            cJSON_AddItemToArray(a, cJSON_CreateNumber(tf));
-    }
-    mt_config_id(e->best, id);
-    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(e->tflops_of, id))
-        if (n < sizeof v / sizeof v[0])
-            v[n++] = a->valuedouble;
-    if (n && mt_stats_median(v, n, &med))
-        med = NAN;
-    return med;
-}
-
-void eng_timeline(eng *e, const jobreq *q)
-{
-    cJSON *o = cJSON_CreateObject();
-    double tf = eng_num(q->out, "tflops");
-    const char *src = "logged";
-    double best;
-    if (!isfinite(tf) && eng_job_ok(q->out)) {
-        /* a log without throughput lines: Megatron's formula (core/flops.h) */
-        mt_flops_throughput(e->c, q->cfg, eng_num(q->out, "ms") / 1000.0, &tf, NULL);
-        src = "computed";
-    }
-    /* the accepted best's throughput so far (the incumbent's runs) */
-    best = incumbent_tflops(e, q, tf);
-    cJSON_AddNumberToObject(o, "run", e->runs);
-    cJSON_AddNumberToObject(o, "gpu_hours", e->gpu_hours);
-    if (isfinite(tf)) {
-        cJSON_AddNumberToObject(o, "tflops", tf);
-        cJSON_AddStringToObject(o, "tflops_source", src);
-    } else {
-        cJSON_AddNullToObject(o, "tflops");
-        cJSON_AddNullToObject(o, "tflops_source");
-    }
-    if (isfinite(best))
-        cJSON_AddNumberToObject(o, "best_tflops", best);
-    else
-        cJSON_AddNullToObject(o, "best_tflops");
-    cJSON_AddStringToObject(o, "phase", q->phase ? q->phase : (e->phase ? e->phase : ""));
-    cJSON_AddItemToArray(e->timeline, o);
-}
-
 /* ---- helpers ------------------------------------------------------------------------------ */
+
+/* A job memo's hottest-GPU peak, GB (NAN: none). */
+static double memo_peak_gb(const cJSON *job)
+{
+    mt_job_memo m;
+    mt_job_memo_from_json(job, &m);
+    return m.peak_gb;
+}
 
 static double hbm_gb(eng *e)
 {
@@ -692,10 +640,25 @@ typedef struct ab_in {
     int one_look;        /* 1: the first look only (undecided stays undecided) */
 } ab_in;
 
+/* Why a comparison was not accepted; its reason text says the same in words
+ * (the engine switches on this, never on the text). */
+typedef enum ab_refusal {
+    AB_NONE = 0,         /* accepted, or judged without the gate */
+    AB_GATE,             /* the gate refused: ab_out.gate says why */
+    AB_RUN_LOST,         /* the candidate's run lost to infrastructure on every retry */
+    AB_CANDIDATE_FAILED, /* "the candidate's run failed: ..." */
+    AB_CONTROL_FAILED,   /* "the control's run failed: ..." */
+    AB_OTHER_MACHINE,    /* a replicate ran on another machine (fingerprint) */
+    AB_NO_STATISTICS     /* non-positive step times */
+} ab_refusal;
+
 typedef struct ab_out {
     int have_stats;
     mt_stats_decision dec;
     int accepted;
+    ab_refusal refusal;
+    mt_gate_refusal gate; /* with AB_GATE */
+    int failed_oom;       /* with AB_*_FAILED: the failed run's outcome is oom */
     char reason[600];
     double gain; /* -effect */
     cJSON *decision; /* the record: borrowed from e->decisions, or owned when pending */
@@ -767,18 +730,18 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
 {
     cJSON *x, *lists[2] = {in->changes, in->repairs}, *prof = NULL;
     jobreq q;
+    mt_job_memo jm, pm;
     int l, ok = 1, need_profile = 0;
+    mt_job_memo_from_json(job, &jm);
     for (l = 0; l < 2; l++)
         cJSON_ArrayForEach(x, lists[l])
         {
-            const char *knob = eng_str(x, "knob");
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(job, "verdicts"), knob);
-            if (!strcmp(eng_str(v, "verdict"), "applied"))
+            const char *knob = eng_str(x, "knob"), *ve;
+            const char *v = mt_job_memo_verdict(&jm, knob, &ve);
+            if (v && !strcmp(v, "applied"))
                 continue;
-            if (!strcmp(eng_str(v, "verdict"), "not_applied")) {
-                snprintf(why, n, "activation: %s did not take effect (%s)", knob,
-                         eng_str(v, "evidence"));
+            if (v && !strcmp(v, "not_applied")) {
+                snprintf(why, n, "activation: %s did not take effect (%s)", knob, ve);
                 return 0;
             }
             need_profile = 1;
@@ -792,24 +755,24 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
     q.rep = seq * REP_BLOCK + REP_BLOCK - 1;
     q.phase = in->phase;
     if (eng_exec(e, &q, 1) || !eng_job_ok(q.out)) {
+        mt_job_memo m;
+        mt_job_memo_from_json(q.out, &m);
         snprintf(why, n, "activation: the profiled run of the candidate failed (%s)",
-                 q.out ? eng_str(q.out, "evidence") : "no result");
+                 q.out ? m.evidence : "no result");
         eng_jobs_free(&q, 1);
         return 0;
     }
     prof = q.out;
-    cJSON_AddItemToObject(evidence, "profile_trace",
-                          cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(prof, "trace"), 1));
+    mt_job_memo_from_json(prof, &pm);
+    cJSON_AddItemToObject(evidence, "profile_trace", cJSON_Duplicate(pm.trace, 1));
     for (l = 0; l < 2 && ok; l++)
         cJSON_ArrayForEach(x, lists[l])
         {
-            const char *knob = eng_str(x, "knob");
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(
-                cJSON_GetObjectItemCaseSensitive(prof, "verdicts"), knob);
-            if (strcmp(eng_str(v, "verdict"), "applied")) {
+            const char *knob = eng_str(x, "knob"), *ve;
+            const char *v = mt_job_memo_verdict(&pm, knob, &ve);
+            if (!v || strcmp(v, "applied")) {
                 snprintf(why, n, "activation not verified: %s is %s after a profiled run%s%s",
-                         knob, v ? eng_str(v, "verdict") : "unchecked (no plugin verdict)",
-                         v ? ": " : "", v ? eng_str(v, "evidence") : "");
+                         knob, v ? v : "unchecked (no plugin verdict)", v ? ": " : "", ve);
                 ok = 0;
                 break;
             }
@@ -883,32 +846,6 @@ static int fp_differs(const cJSON *a, const cJSON *b, char *why, size_t n)
     return 0;
 }
 
-/* A fingerprint's node list as "a,b" into buf ("" when none is known). */
-const char *eng_fp_nodes(const cJSON *fp, char *buf, size_t n)
-{
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(fp, "hosts"), *x;
-    size_t len = 0;
-    buf[0] = '\0';
-    if (!cJSON_IsArray(h))
-        return buf;
-    cJSON_ArrayForEach(x, h) {
-        const char *s = cJSON_GetStringValue(x);
-        size_t k = s ? strlen(s) : 0, i;
-        for (i = 0; i < k; i++) /* what a job's nodelist may carry (PROTOCOL.md) */
-            if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
-                k = 0;
-        if (!k || len + k + 2 > n) {
-            buf[0] = '\0'; /* unnamed, odd, or too long to pass: not pinned */
-            return buf;
-        }
-        if (len)
-            buf[len++] = ',';
-        memcpy(buf + len, s, k + 1);
-        len += k;
-    }
-    return buf;
-}
-
 /* The one host of a fingerprint, or NULL (none known, or several). */
 static const char *fp_host(const cJSON *fp)
 {
@@ -978,30 +915,37 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             }
         for (i = 0; i < 2 * k; i += 2) {
             const cJSON *c = got[i], *x = got[i + 1];
-            if (!failed && !eng_job_ok(x) && !strcmp(eng_str(x, "outcome"), "infra")) {
+            mt_job_memo cm, xm;
+            mt_job_memo_from_json(c, &cm);
+            mt_job_memo_from_json(x, &xm);
+            if (!failed && !eng_job_ok(x) && !strcmp(xm.outcome, "infra")) {
                 /* the coordinator retried it (PROTOCOL.md 5): still lost */
                 snprintf(out->reason, sizeof out->reason,
                          "not judged: the candidate's run was lost to infrastructure on every "
                          "retry (%s); this says nothing against the candidate",
-                         eng_str(x, "evidence"));
+                         xm.evidence);
+                out->refusal = AB_RUN_LOST;
                 failed = 1;
             } else if (!failed && !eng_job_ok(x)) {
                 snprintf(out->reason, sizeof out->reason, "the candidate's run failed: %s (%s)",
-                         eng_str(x, "outcome"), eng_str(x, "evidence"));
+                         xm.outcome, xm.evidence);
+                out->refusal = AB_CANDIDATE_FAILED;
+                out->failed_oom = !strncmp(xm.outcome, "oom", 3);
                 failed = 1;
             } else if (!failed && !eng_job_ok(c)) {
                 snprintf(out->reason, sizeof out->reason, "the control's run failed: %s (%s)",
-                         eng_str(c, "outcome"), eng_str(c, "evidence"));
+                         cm.outcome, cm.evidence);
+                out->refusal = AB_CONTROL_FAILED;
+                out->failed_oom = !strncmp(cm.outcome, "oom", 3);
                 failed = 1;
             } else if (!failed) {
                 /* every replicate of both arms on the machine of the first
                  * control run: the same nodes, GPUs, driver, CUDA, NCCL,
                  * container and stack (DESIGN.md 4) */
-                const cJSON *fc = cJSON_GetObjectItemCaseSensitive(c, "fingerprint");
-                const cJSON *fx = cJSON_GetObjectItemCaseSensitive(x, "fingerprint");
+                const cJSON *fc = cm.fingerprint, *fx = xm.fingerprint;
                 char why[340];
                 int arm = 0;
-                if (!fp_ref && cJSON_IsObject(fc))
+                if (!fp_ref && fc)
                     fp_ref = cJSON_Duplicate(fc, 1);
                 if (fp_differs(fp_ref, fc, why, sizeof why))
                     arm = 1;
@@ -1014,14 +958,15 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                              "across different nodes or GPU fingerprints is refused, which says "
                              "nothing against the candidate",
                              n + 1, arm == 1 ? "control" : "candidate", why);
+                    out->refusal = AB_OTHER_MACHINE;
                     failed = 1;
                 }
             }
             if (n < MAX_REPS) {
-                xs[n] = eng_num(c, "ms"), ys[n] = eng_num(x, "ms");
-                xt[n] = eng_num(c, "tflops"), yt[n] = eng_num(x, "tflops");
-                cruns[n] = (int64_t)eng_num(c, "run_id");
-                xruns[n] = (int64_t)eng_num(x, "run_id");
+                xs[n] = cm.ms, ys[n] = xm.ms;
+                xt[n] = cm.tflops, yt[n] = xm.tflops;
+                cruns[n] = (int64_t)cm.run_id;
+                xruns[n] = (int64_t)xm.run_id;
                 n++;
             }
             cJSON_AddItemToArray(cjobs, cJSON_Duplicate(c, 1));
@@ -1048,6 +993,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             }
         } else {
             snprintf(out->reason, sizeof out->reason, "no statistics (non-positive step times)");
+            out->refusal = AB_NO_STATISTICS;
             failed = 1;
         }
         break;
@@ -1067,9 +1013,11 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             memset(&g, 0, sizeof g);
             cJSON_ArrayForEach(x, xjobs)
             {
-                double l = eng_num(x, "loss"), p = eng_num(x, "peak_gb");
-                if (eng_num(x, "loss_finite") != 1 || eng_num(x, "skipped") > 0 ||
-                    eng_num(x, "nan") > 0)
+                mt_job_memo m;
+                double l, p;
+                mt_job_memo_from_json(x, &m);
+                l = m.loss, p = m.peak_gb;
+                if (m.loss_finite != 1 || m.skipped > 0 || m.nan > 0)
                     g.bad_iterations = 1;
                 if (isfinite(l) && nx < MAX_REPS)
                     xl[nx++] = l;
@@ -1078,7 +1026,10 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             }
             cJSON_ArrayForEach(x, cjobs)
             {
-                double l = eng_num(x, "loss");
+                mt_job_memo m;
+                double l;
+                mt_job_memo_from_json(x, &m);
+                l = m.loss;
                 if (isfinite(l) && nc < MAX_REPS)
                     cl[nc++] = l;
             }
@@ -1096,13 +1047,17 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             g.candidate_peak_gb = peak;
             g.activation = 1;
             /* activation last: it may need a profiled run of the candidate */
-            if (mt_gate(&g, out->reason, sizeof out->reason)) {
+            out->gate = mt_gate_judge(&g, out->reason, sizeof out->reason);
+            if (out->gate == MT_GATE_ACCEPTED) {
                 char why[600];
                 g.activation = activation(e, in, cJSON_GetArrayItem(xjobs, 0), seq, why,
                                           sizeof why, ev);
                 g.activation_why = why;
-                out->accepted = mt_gate(&g, out->reason, sizeof out->reason);
+                out->gate = mt_gate_judge(&g, out->reason, sizeof out->reason);
+                out->accepted = out->gate == MT_GATE_ACCEPTED;
             }
+            if (!out->accepted)
+                out->refusal = AB_GATE;
         }
     }
     if (budget_cut) {
@@ -1242,7 +1197,7 @@ static int probe_fits(eng *e, const mt_kv *cfg, cJSON **job)
     q.phase = "fit";
     if (eng_exec(e, &q, 1))
         return -1;
-    peak = eng_num(q.out, "peak_gb");
+    peak = memo_peak_gb(q.out);
     ok = eng_job_ok(q.out) &&
          (!isfinite(peak) || !isfinite(cap) || peak <= cap * (1 - e->c->memory_headroom));
     *job = q.out;
@@ -1285,12 +1240,12 @@ static void record_simple(eng *e, const char *phase, const char *variable, const
 /* The probe's figures in words. */
 static void probe_words(const cJSON *job, char *buf, size_t n)
 {
-    double peak = eng_num(job, "peak_gb");
-    if (isfinite(peak))
-        snprintf(buf, n, "probe %s, hottest GPU %.1f GB", eng_str(job, "outcome"), peak);
+    mt_job_memo m;
+    mt_job_memo_from_json(job, &m);
+    if (isfinite(m.peak_gb))
+        snprintf(buf, n, "probe %s, hottest GPU %.1f GB", m.outcome, m.peak_gb);
     else
-        snprintf(buf, n, "probe %s (%s), no peak figure", eng_str(job, "outcome"),
-                 eng_str(job, "evidence"));
+        snprintf(buf, n, "probe %s (%s), no peak figure", m.outcome, m.evidence);
 }
 
 /* A figure in GB, null when there is none. */
@@ -1315,9 +1270,11 @@ static void fit_record(eng *e, int fits, const memview *m, const cJSON *job, con
     add_gb(o, "usable_gb", m->usable);
     cJSON_AddNumberToObject(o, "uncertainty", e->c->memory_uncertainty);
     if (job) {
+        mt_job_memo jm;
+        mt_job_memo_from_json(job, &jm);
         p = cJSON_AddObjectToObject(o, "probe");
-        cJSON_AddStringToObject(p, "outcome", eng_str(job, "outcome"));
-        add_gb(p, "peak_gb", eng_num(job, "peak_gb"));
+        cJSON_AddStringToObject(p, "outcome", jm.outcome);
+        add_gb(p, "peak_gb", jm.peak_gb);
     } else {
         cJSON_AddNullToObject(o, "probe");
     }
@@ -1433,7 +1390,7 @@ static int phase_fit(eng *e)
             return -1;
         probe_words(job, pw, sizeof pw);
         if (r) {
-            e->best_peak_gb = eng_num(job, "peak_gb");
+            e->best_peak_gb = memo_peak_gb(job);
             snprintf(why, sizeof why, "the base config fits: %s; %s", mw, pw);
             eng_progress(e, "%s", why);
             if (base_m.verdict == MEM_UNSURE) /* the probe overruled the estimate: evidence */
@@ -1442,13 +1399,15 @@ static int phase_fit(eng *e)
             cJSON_Delete(job);
             return 0;
         }
-        if (strcmp(eng_str(job, "outcome"), "oom") && strcmp(eng_str(job, "outcome"), "ok")) {
+        mt_job_memo jm;
+        mt_job_memo_from_json(job, &jm);
+        if (strcmp(jm.outcome, "oom") && strcmp(jm.outcome, "ok")) {
             /* not a memory problem: the base itself does not run (a hang, a
              * crash, a launch refusal); no memory change can fix that */
-            snprintf(why, sizeof why, "the base config's probe failed: %s (%s)",
-                     eng_str(job, "outcome"), eng_str(job, "evidence"));
+            snprintf(why, sizeof why, "the base config's probe failed: %s (%s)", jm.outcome,
+                     jm.evidence);
             snprintf(e->stopped, sizeof e->stopped, "the base config does not run (%.40s)",
-                     eng_str(job, "outcome"));
+                     jm.outcome);
             fit_record(e, -1, &base_m, job, why);
             cJSON_Delete(job);
             eng_progress(e, "%s", why);
@@ -1509,7 +1468,7 @@ static int phase_fit(eng *e)
         snprintf(why, sizeof why, "%s (%s): %s; %s%s", k->summary, step, mw, pw,
                  r ? "" : ", over the usable memory");
         if (r)
-            e->best_peak_gb = eng_num(job, "peak_gb");
+            e->best_peak_gb = memo_peak_gb(job);
         cJSON_Delete(job);
         record_simple(e, "fit", k->variable, e->best, k->config, r ? "accepted" : "rejected", why);
         eng_progress(e, "%s", why);
@@ -1633,9 +1592,18 @@ typedef struct arm_result {
     double near;  /* < 0: a near miss (faster, but under the minimum effect) */
 } arm_result;
 
+/* Refused by the gate only for being under the minimum effect. */
+static int below_effect(const ab_out *o)
+{
+    return o->refusal == AB_GATE && o->gate == MT_GATE_BELOW_EFFECT;
+}
+
 static int refused_for_memory(const ab_out *o)
 {
-    return !o->accepted && (!strncmp(o->reason, "memory:", 7) || strstr(o->reason, "failed: oom"));
+    return !o->accepted &&
+           ((o->refusal == AB_GATE && o->gate == MT_GATE_MEMORY) ||
+            ((o->refusal == AB_CANDIDATE_FAILED || o->refusal == AB_CONTROL_FAILED) &&
+             o->failed_oom));
 }
 
 /* Candidate k, accepted by decision rec: it becomes the best. */
@@ -1698,7 +1666,7 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
      * with the candidate estimated faster (the bundle below) */
     if (near_effect)
         *near_effect = rc == 0 && !out.accepted && out.have_stats && out.dec.effect < 0 &&
-                               !strncmp(out.reason, "below the minimum effect", 24)
+                               below_effect(&out)
                            ? out.dec.effect
                            : 0;
     if (rc == 0) {
@@ -1749,10 +1717,11 @@ static int smaller_change(eng *e, const mt_candidate *c, const mt_candidate *l)
     return a != b ? a < b : knobs_changed(e, c) < knobs_changed(e, l);
 }
 
-/* The gate's reason without its leading "accepted: ". */
-static const char *gate_words(const char *reason)
+/* The gate's reason without its leading "accepted: " (the gate's
+ * MT_GATE_ACCEPTED_PREFIX, which every accepted reason has). */
+static const char *gate_words(const ab_out *o)
 {
-    return strncmp(reason, "accepted: ", 10) ? reason : reason + 10;
+    return o->accepted ? o->reason + strlen(MT_GATE_ACCEPTED_PREFIX) : o->reason;
 }
 
 static double rec_median(const cJSON *rec, const char *arm)
@@ -1882,12 +1851,11 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
         res[j].screened = 1;
         res[j].worse = o->have_stats && o->dec.verdict == MT_STATS_WORSE;
         res[j].memory = refused_for_memory(o);
-        res[j].near = !o->accepted && o->have_stats && o->dec.effect < 0 &&
-                              !strncmp(o->reason, "below the minimum effect", 24)
+        res[j].near = !o->accepted && o->have_stats && o->dec.effect < 0 && below_effect(o)
                           ? o->dec.effect
                           : 0;
         eng_progress(e, "%s value %zu %s%s", k[j]->variable, j + 1,
-                     o->accepted ? "passes the gate: " : "rejected: ", gate_words(o->reason));
+                     o->accepted ? "passes the gate: " : "rejected: ", gate_words(o));
         if (o->accepted) {
             pass++;
             if (lead < 0 || rec_median(o->decision, "candidate") <
@@ -1989,7 +1957,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
             char why[1200];
             snprintf(why, sizeof why,
                      "passed the gate (%.590s), not selected: %.400s; value %d is selected",
-                     gate_words(out[j].reason), note[j][0] ? note[j] : "the run stopped",
+                     gate_words(&out[j]), note[j][0] ? note[j] : "the run stopped",
                      lead + 1);
             rec_verdict(rec, "rejected", why);
             out[j].accepted = 0;
@@ -2018,7 +1986,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
         *accepted = 1;
         take_change(e, k[lead], &in[lead], out[lead].decision);
         eng_progress(e, "%s: value %d selected (%s): %s", k[lead]->variable, lead + 1,
-                     k[lead]->summary, gate_words(out[lead].reason));
+                     k[lead]->summary, gate_words(&out[lead]));
     }
     for (j = 0; j < m; j++)
         cJSON_Delete(in[j].changes), cJSON_Delete(in[j].repairs);
@@ -2780,12 +2748,15 @@ static void add_role(cJSON *roles, const char *role, long rank, double gb, doubl
 static cJSON *memory_json(eng *e, const char *name, const cJSON *job, const mt_kv *cfg)
 {
     cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray(), *roles = cJSON_CreateArray();
-    double cap = hbm_gb(e), p = eng_num(job, "peak_gb"), run = eng_num(job, "run_id"), *gb;
+    mt_job_memo jm;
+    double cap = hbm_gb(e), p, run, *gb;
     long world = strtol(mt_kv_get(e->c->hardware, "world_size"), NULL, 10), i, hot = -1;
     mt_store_gpu_mem *rows = NULL;
     size_t nrows = 0, r;
     const char *source = "none";
     mt_mesh mesh;
+    mt_job_memo_from_json(job, &jm);
+    p = jm.peak_gb, run = jm.run_id;
     if (world < 1)
         world = 1;
     gb = malloc((size_t)world * sizeof *gb);
@@ -2801,7 +2772,7 @@ static cJSON *memory_json(eng *e, const char *name, const cJSON *job, const mt_k
     }
     if (gb && !strcmp(source, "none") && isfinite(p)) {
         /* no rows (the model executor): the hottest GPU's figure alone */
-        double pr = eng_num(job, "peak_rank");
+        double pr = jm.peak_rank;
         if (isfinite(pr) && pr >= 0 && pr < world) {
             gb[(long)pr] = p;
             source = "peak";
@@ -3048,9 +3019,9 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
                  "(%.600s)",
                  100 * fabs(out.dec.effect), out.dec.effect <= 0 ? "shorter" : "longer",
                  out.reason);
-    else if (!strncmp(out.reason, "the candidate's ", 16))
+    else if (out.refusal == AB_CANDIDATE_FAILED) /* "the candidate's run failed: ..." */
         snprintf(why, sizeof why, "with natural routing the winner's %.600s", out.reason + 16);
-    else if (!strncmp(out.reason, "the control's ", 14))
+    else if (out.refusal == AB_CONTROL_FAILED) /* "the control's run failed: ..." */
         snprintf(why, sizeof why, "with natural routing the baseline's %.600s", out.reason + 14);
     else
         snprintf(why, sizeof why, "with natural routing: %.600s",
@@ -3126,8 +3097,10 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         }
         for (i = 0; i < 6; i++)
             if (eng_job_ok(q[i].out)) {
-                xt[n] = eng_num(q[i].out, "tflops");
-                xs[n++] = eng_num(q[i].out, "ms");
+                mt_job_memo m;
+                mt_job_memo_from_json(q[i].out, &m);
+                xt[n] = m.tflops;
+                xs[n++] = m.ms;
             }
         cJSON_AddItemToObject(v, "baseline", arm_json(e, base, xs, xt, (size_t)n));
         cJSON_AddItemToObject(v, "winner", arm_json(e, base, xs, xt, (size_t)n));
@@ -3221,8 +3194,13 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
             e->mem_winner = memory_json(e, "winner", q[1].out, e->best);
         }
         e->runs -= 2; /* memoized reads, not runs */
-        e->gpu_hours -= (isfinite(eng_num(q[0].out, "gpu_hours")) ? eng_num(q[0].out, "gpu_hours") : 0) +
-                        (isfinite(eng_num(q[1].out, "gpu_hours")) ? eng_num(q[1].out, "gpu_hours") : 0);
+        {
+            mt_job_memo m0, m1;
+            mt_job_memo_from_json(q[0].out, &m0);
+            mt_job_memo_from_json(q[1].out, &m1);
+            e->gpu_hours -= (isfinite(m0.gpu_hours) ? m0.gpu_hours : 0) +
+                            (isfinite(m1.gpu_hours) ? m1.gpu_hours : 0);
+        }
         cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
         cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
         eng_jobs_free(q, 2);
@@ -3368,8 +3346,11 @@ static int phase_sample(eng *e)
         }
         for (j = 0; j < (size_t)k; j++)
             if (eng_job_ok(q[j].out)) {
-                double peak = eng_num(q[j].out, "peak_gb");
-                ms[ok++] = eng_num(q[j].out, "ms");
+                mt_job_memo m;
+                double peak;
+                mt_job_memo_from_json(q[j].out, &m);
+                peak = m.peak_gb;
+                ms[ok++] = m.ms;
                 /* the memory gate ofat applies: the measured peak within the headroom */
                 if (isfinite(peak) && isfinite(cap) && peak > cap * (1 - e->c->memory_headroom))
                     over = 1;
@@ -3481,6 +3462,8 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     memset(out, 0, sizeof *out);
     out->gain = NAN;
     memset(&e, 0, sizeof e);
+    e.status_live = eng_progress_quiet;
+    e.strategy = mt_strategy_name(o->strategy);
     e.reg = reg;
     e.c = c;
     e.o = *o;

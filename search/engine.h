@@ -18,6 +18,7 @@
 
 #include "contract.h"
 #include "diag.h"
+#include "model.h"
 #include "registry.h"
 
 #include <stdint.h>
@@ -92,21 +93,7 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
 int mt_tune_mark_stopped(const char *dir, const char *signal, const char *resume, char *phase,
                          size_t phase_n, char *last, size_t last_n);
 
-/* One job of the model executor (MT_EXEC_MODEL), exactly as a tune runs it:
- * kind "screen" | "validate" | "profile", replicate rep, the sim's noise
- * seeded by seed (0: the contract's sim seed), as the tune's seed option.
- * Returns the job's memo as JSON text (caller frees; NULL when out of
- * memory): outcome ("ok" | "oom" | "crash"), ms (median step of the
- * contract's window), window {first, last, n} (the steps that median
- * covers), tflops, gpu_hours (what the tune charges), peak_gb, evidence.
- * The plugins' legality is not asked: the engine only submits configs that
- * pass it. */
-char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep,
-                   uint64_t seed);
-
-/* GPU-hours of one launch that ends at start-up (the sim's start-up time on
- * every GPU of the contract): what the model executor charges an oom job. */
-double mt_model_launch_gpu_hours(const mt_contract *c, const mt_kv *cfg);
+/* The model executor's jobs (mt_model_job, ...): search/model.h. */
 
 /* ---- moetune bisect (search/bisect_cmd.c; the method in search/bisect.h) ---- */
 

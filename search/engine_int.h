@@ -1,6 +1,7 @@
 /*
  * engine_int.h - the engine's internals shared by engine.c (the policy),
- * exec.c (jobs) and bundle.c (the evidence bundle).  Not an interface.
+ * exec.c (jobs), zexec.c (the ZeroMQ executor), bundle.c (the evidence
+ * bundle) and bisect_cmd.c.  Not an interface.
  */
 #ifndef MT_ENGINE_INT_H
 #define MT_ENGINE_INT_H
@@ -11,6 +12,8 @@
 #include "wall.h"
 
 #include <cjson/cJSON.h>
+
+#define MAX_REPS 40 /* replicates per arm of one decision */
 
 typedef struct jobreq {
     const mt_kv *cfg;
@@ -34,7 +37,7 @@ typedef struct jobreq {
 
 /* A run fingerprint's node list as "a,b" into buf (n bytes): "" when none
  * is known, or a name is empty, holds more than [A-Za-z0-9._-] (what a
- * job's nodelist may carry) or does not fit.  Returns buf. */
+ * job's nodelist may carry) or does not fit.  Returns buf.  (zexec.c) */
 const char *eng_fp_nodes(const cJSON *fp, char *buf, size_t n);
 
 typedef struct eng {
@@ -68,7 +71,11 @@ typedef struct eng {
     int last_memory;          /* ... refused it for memory (gate or OOM) */
     mt_tune_result *res;      /* where accepted changes are listed */
     void *zx;                 /* the ZeroMQ executor's state */
-    char live[256];           /* the latest progress line of a running job */           /* the last screen found the candidate slower */
+    char live[256];           /* the latest progress line of a running job */
+    /* status.json from the latest progress line (eng_progress_quiet), which
+     * the ZeroMQ executor calls while it waits; NULL: none written */
+    void (*status_live)(struct eng *e);
+    const char *strategy;     /* mt_strategy_name of o.strategy (the bundle's) */           /* the last screen found the candidate slower */
     FILE *status_tty;
     /* a bisection: the prepare step's templates and the repository */
     const char *const *prepare;
@@ -85,13 +92,15 @@ int eng_job_ok(const cJSON *j);
 double eng_num(const cJSON *o, const char *k);
 const char *eng_str(const cJSON *o, const char *k);
 
-/* engine.c */
-void eng_timeline(eng *e, const jobreq *q);
+/* engine.c.  The files below it (exec.c, zexec.c, bundle.c) never call
+ * into it: the dependencies run engine -> bundle and engine -> exec ->
+ * zexec, and what they need of the engine is in eng (status_live,
+ * strategy). */
 void eng_progress(eng *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 void eng_progress_quiet(eng *e); /* status.json only */
 
-/* zexec.c */
+/* zexec.c (and eng_fp_nodes above) */
 int eng_zx_open(eng *e);
 void eng_zx_close(eng *e);
 int eng_zx_run(eng *e, jobreq *v, size_t n);

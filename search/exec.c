@@ -5,16 +5,19 @@
  * a finished job is never run again.  The local executor runs jobs through
  * workers/measure.c (the contract's launcher, real processes), in process
  * for one slot and in forked children (each with its own store connection)
- * for several.  The model executor evaluates the sim's model in process,
- * with the sim's own noise: the same engine and budget, thousands of times
- * faster, for the search benchmark.
+ * for several.  The model executor evaluates the sim's model in process
+ * (search/model.c), with the sim's own noise: the same engine and budget,
+ * thousands of times faster, for the search benchmark.  Every job a batch
+ * counts adds its row to the tune's timeline (its throughput and the
+ * incumbent's).
  */
 #include "engine_int.h"
 
-#include "hardware.h"
+#include "config.h"
+#include "flops.h"
+#include "job_memo.h"
 #include "measure.h"
 #include "prepare.h"
-#include "sim.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -41,7 +44,9 @@ const char *eng_str(const cJSON *o, const char *k)
 
 int eng_job_ok(const cJSON *j)
 {
-    return j && !strcmp(eng_str(j, "outcome"), "ok") && isfinite(eng_num(j, "ms"));
+    mt_job_memo m;
+    mt_job_memo_from_json(j, &m);
+    return j && !strcmp(m.outcome, "ok") && isfinite(m.ms);
 }
 
 /* The memo of a measurement (measure.c calls it inside the run's
@@ -61,7 +66,7 @@ void eng_job_key(const char *kind, const char *id, int rep, char *key, size_t n)
  * outcome, memoized like any other. */
 static int memo_failed(eng *e, mt_store *st, const char *key, const char *why)
 {
-    char *text = mt_measure_failed_memo("launch_error", why);
+    char *text = mt_job_memo_failed("launch_error", why);
     int rc = text ? mt_store_memo_put(st, key, text, e->d) : -1;
     free(text);
     return rc < 0 ? rc : 0;
@@ -124,138 +129,12 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
     return rc;
 }
 
-/* ---- the model executor ------------------------------------------------------------------ */
-
-/* One job of the model executor as its memo (JSON text, caller frees);
- * natural: the router's own routing although the contract forces balance. */
-static char *model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep,
-                       uint64_t seed, int natural)
-{
-    sim_cfg sc;
-    sim_breakdown b;
-    sim_noise nz;
-    char err[256], rule[64], msg[256], *text;
-    const mt_gpu_spec *g;
-    cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject();
-    double peak = 0, steps[1024], step_s, world;
-    int validate = !strcmp(kind, "validate"), n = 0, it, first, last, total;
-    int used_first = -1, used_last = -1, bad;
-    size_t i;
-    const char *k, *val;
-    first = validate ? c->validate.first : c->screen.first;
-    last = validate ? c->validate.last : c->screen.last;
-    total = validate ? c->validate.steps : c->screen.steps;
-    world = strtod(mt_kv_get(c->hardware, "world_size"), NULL);
-    err[0] = msg[0] = '\0';
-    bad = sim_cfg_from_moetune(&sc, cfg, c->hardware, c->view, err, sizeof err);
-    if (!bad && natural)
-        sc.routing_natural = 1; /* the router's own routing; the sim's config id follows it */
-    if (bad || sim_check(&sc, rule, sizeof rule, msg, sizeof msg) || sim_evaluate(&sc, &b)) {
-        cJSON_AddStringToObject(o, "outcome", "crash");
-        cJSON_AddStringToObject(o, "evidence", err[0] ? err : msg);
-        cJSON_AddNumberToObject(o, "gpu_hours", 0);
-    } else {
-        g = sim_gpu(&sc);
-        int hot_rank = sim_hottest_rank(&sc, &peak);
-        if (g && peak > mt_gpu_oom_bytes(g)) {
-            cJSON_AddStringToObject(o, "outcome", "oom");
-            cJSON_AddStringToObject(o, "evidence", "model: the hottest rank exceeds HBM");
-            cJSON_AddNumberToObject(o, "gpu_hours", sc.startup_s * world / 3600);
-        } else {
-            sim_noise_init(&nz, seed ? seed : (uint64_t)sc.seed, sim_cfg_id(&sc),
-                           rep, sc.noise_offset_sd, sc.noise_jitter_cv, sc.noise_rho);
-            for (it = 1; it <= total && it <= last; it++) {
-                double t = b.step_s * sim_noise_step(&nz);
-                if (it >= first && n < 1024) {
-                    steps[n++] = t;
-                    if (used_first < 0)
-                        used_first = it;
-                    used_last = it;
-                }
-            }
-            mt_stats_median(steps, (size_t)n, &step_s);
-            cJSON_AddStringToObject(o, "outcome", "ok");
-            cJSON_AddStringToObject(o, "evidence", "model executor");
-            cJSON_AddNumberToObject(o, "ms", step_s * 1000);
-            cJSON_AddNumberToObject(o, "tflops", b.tflops_per_gpu * b.step_s / step_s);
-            cJSON_AddNumberToObject(o, "loss", 2.5);
-            cJSON_AddNumberToObject(o, "loss_finite", 1);
-            cJSON_AddNumberToObject(o, "skipped", 0);
-            cJSON_AddNumberToObject(o, "nan", 0);
-            cJSON_AddNumberToObject(o, "peak_gb", peak / 1e9);
-            cJSON_AddNumberToObject(o, "peak_rank", hot_rank);
-            cJSON_AddNumberToObject(o, "gpu_hours",
-                                    (sc.startup_s + total * b.step_s) * world / 3600);
-            if (n > 0) {
-                /* the steps the median covers, as measure.c records them */
-                cJSON *w = cJSON_CreateObject();
-                cJSON_AddNumberToObject(w, "first", used_first);
-                cJSON_AddNumberToObject(w, "last", used_last);
-                cJSON_AddNumberToObject(w, "n", n);
-                cJSON_AddItemToObject(o, "window", w);
-            }
-            /* the model honours every knob: each is applied by construction */
-            for (i = 0; mt_kv_entry(cfg, i, &k, &val) == 0; i++) {
-                cJSON *x = cJSON_CreateObject();
-                cJSON_AddStringToObject(x, "verdict", "applied");
-                cJSON_AddStringToObject(x, "evidence", "model executor");
-                cJSON_AddItemToObject(v, k, x);
-            }
-            if (!strcmp(kind, "profile")) {
-                mt_wall_input in;
-                mt_wall_verdict wv;
-                cJSON *w = cJSON_CreateObject();
-                double tot = b.step_s > 0 ? b.step_s : 1;
-                memset(&in, 0, sizeof in);
-                in.window_ns = (int64_t)(tot * 1e9);
-                in.exposed_comm_ns =
-                    (int64_t)((b.ep_exposed + b.tp_comm + b.cp_comm + b.dp_exposed) * 1e9);
-                in.idle_ns = (int64_t)((b.host + b.pp_bubble) * 1e9);
-                in.bubble_share = b.pp_bubble / tot;
-                in.gaps_per_device = 1000;
-                in.headroom = -1;
-                mt_wall_classify(&in, &c->profile, &wv);
-                cJSON_AddStringToObject(w, "wall", mt_wall_name(wv.wall));
-                cJSON_AddStringToObject(w, "runner_up", mt_wall_name(wv.runner_up));
-                cJSON_AddNumberToObject(w, "confidence", wv.confidence);
-                cJSON_AddStringToObject(w, "reason", wv.reason);
-                cJSON_AddNumberToObject(w, "compute", b.compute / tot);
-                cJSON_AddNumberToObject(w, "exposed_comm", wv.exposed_share);
-                cJSON_AddNumberToObject(w, "hidden_comm", (b.ep_comm - b.ep_exposed) / tot);
-                cJSON_AddNumberToObject(w, "idle", wv.idle_share);
-                cJSON_AddNumberToObject(w, "bubble", b.pp_bubble / tot);
-                /* the shares are of one modelled step: no step range */
-                cJSON_AddNumberToObject(w, "window_s", tot);
-                cJSON_AddItemToObject(o, "wall", w);
-            }
-        }
-    }
-    cJSON_AddNumberToObject(o, "run_id", -1);
-    cJSON_AddItemToObject(o, "verdicts", v);
-    text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return text;
-}
-
-char *mt_model_job(const mt_contract *c, const mt_kv *cfg, const char *kind, int rep, uint64_t seed)
-{
-    return model_job(c, cfg, kind, rep, seed, 0);
-}
-
-double mt_model_launch_gpu_hours(const mt_contract *c, const mt_kv *cfg)
-{
-    sim_cfg sc;
-    char err[256];
-    double world = strtod(mt_kv_get(c->hardware, "world_size"), NULL);
-    if (sim_cfg_from_moetune(&sc, cfg, c->hardware, c->view, err, sizeof err))
-        sim_cfg_defaults(&sc);
-    return sc.startup_s * world / 3600;
-}
+/* ---- the model executor (its jobs in search/model.c) -------------------------------------- */
 
 static int run_model(eng *e, const jobreq *q)
 {
-    char key[128], *text = model_job(e->c, q->cfg, q->kind, q->rep, e->o.seed,
-                                     q->routing && !strcmp(q->routing, "natural"));
+    char key[128], *text = mt_model_job_routed(e->c, q->cfg, q->kind, q->rep, e->o.seed,
+                                               q->routing && !strcmp(q->routing, "natural"));
     int rc;
     if (!text)
         return -ENOMEM;
@@ -263,6 +142,72 @@ static int run_model(eng *e, const jobreq *q)
     rc = mt_store_memo_put(e->st, key, text, e->d);
     free(text);
     return rc < 0 ? rc : 0;
+}
+
+/* ---- the timeline ------------------------------------------------------------------------ */
+
+/* The incumbent's throughput: the median TFLOP/s per GPU of every run of
+ * the config the engine holds as its best now (the accepted best, not the
+ * best single sample of any config).  Each config's figures are kept by
+ * its id, so a candidate accepted after its runs has them at once. */
+static double incumbent_tflops(eng *e, const jobreq *q, double tf)
+{
+    char id[17];
+    cJSON *a;
+    double v[MAX_REPS * 4], med = NAN;
+    size_t n = 0;
+    if (!e->best || !q->cfg)
+        return NAN; /* a bisection: no incumbent */
+    if (!e->tflops_of && !(e->tflops_of = cJSON_CreateObject()))
+        return NAN;
+    if (isfinite(tf) && eng_job_ok(q->out)) {
+        mt_config_id(q->cfg, id);
+        if (!(a = cJSON_GetObjectItemCaseSensitive(e->tflops_of, id)))
+            a = cJSON_AddArrayToObject(e->tflops_of, id);
+        if (a)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(tf));
+    }
+    mt_config_id(e->best, id);
+    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(e->tflops_of, id))
+        if (n < sizeof v / sizeof v[0])
+            v[n++] = a->valuedouble;
+    if (n && mt_stats_median(v, n, &med))
+        med = NAN;
+    return med;
+}
+
+/* The job's row of the tune's timeline (bundle.json timeline). */
+static void timeline(eng *e, const jobreq *q)
+{
+    cJSON *o = cJSON_CreateObject();
+    mt_job_memo m;
+    double tf;
+    const char *src = "logged";
+    double best;
+    mt_job_memo_from_json(q->out, &m);
+    tf = m.tflops;
+    if (!isfinite(tf) && eng_job_ok(q->out)) {
+        /* a log without throughput lines: Megatron's formula (core/flops.h) */
+        mt_flops_throughput(e->c, q->cfg, m.ms / 1000.0, &tf, NULL);
+        src = "computed";
+    }
+    /* the accepted best's throughput so far (the incumbent's runs) */
+    best = incumbent_tflops(e, q, tf);
+    cJSON_AddNumberToObject(o, "run", e->runs);
+    cJSON_AddNumberToObject(o, "gpu_hours", e->gpu_hours);
+    if (isfinite(tf)) {
+        cJSON_AddNumberToObject(o, "tflops", tf);
+        cJSON_AddStringToObject(o, "tflops_source", src);
+    } else {
+        cJSON_AddNullToObject(o, "tflops");
+        cJSON_AddNullToObject(o, "tflops_source");
+    }
+    if (isfinite(best))
+        cJSON_AddNumberToObject(o, "best_tflops", best);
+    else
+        cJSON_AddNullToObject(o, "best_tflops");
+    cJSON_AddStringToObject(o, "phase", q->phase ? q->phase : (e->phase ? e->phase : ""));
+    cJSON_AddItemToArray(e->timeline, o);
 }
 
 /* ---- batches ------------------------------------------------------------------------------ */
@@ -374,10 +319,13 @@ int eng_exec(eng *e, jobreq *v, size_t n)
             rc = -1;
         }
         if (v[i].out) {
-            double gh = eng_num(v[i].out, "gpu_hours");
+            mt_job_memo m;
+            double gh;
+            mt_job_memo_from_json(v[i].out, &m);
+            gh = m.gpu_hours;
             e->gpu_hours += isfinite(gh) ? gh : 0;
             e->runs++;
-            eng_timeline(e, &v[i]);
+            timeline(e, &v[i]);
         }
     }
     return rc;

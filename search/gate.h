@@ -35,7 +35,28 @@ typedef struct mt_gate_in {
     const char *activation_why;
 } mt_gate_in;
 
-/* 1 accepted, 0 refused; reason gets one line either way. */
+/* What the gate decided, one value per check above; the reason text says the
+ * same in words (callers switch on this, never on the text). */
+typedef enum mt_gate_refusal {
+    MT_GATE_ACCEPTED = 0,
+    MT_GATE_SLOWER,          /* 1: WORSE */
+    MT_GATE_NOT_SIGNIFICANT, /* 1: SAME/UNKNOWN at or above the minimum effect */
+    MT_GATE_BELOW_EFFECT,    /* 1: SAME/UNKNOWN under the minimum effect */
+    MT_GATE_BAD_ITERATIONS,  /* 2 */
+    MT_GATE_LOSS,            /* 3 */
+    MT_GATE_MEMORY,          /* 4 */
+    MT_GATE_LABEL,           /* 5 */
+    MT_GATE_ACTIVATION       /* 6 */
+} mt_gate_refusal;
+
+/* How an accepted reason begins (the words after it say why). */
+#define MT_GATE_ACCEPTED_PREFIX "accepted: "
+
+/* The gate's decision: MT_GATE_ACCEPTED or the first check that refused;
+ * reason gets one line either way. */
+mt_gate_refusal mt_gate_judge(const mt_gate_in *g, char *reason, size_t n);
+
+/* 1 accepted, 0 refused (mt_gate_judge's decision as a flag). */
 int mt_gate(const mt_gate_in *g, char *reason, size_t n);
 
 #endif

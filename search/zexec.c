@@ -13,8 +13,8 @@
 #include "engine_int.h"
 
 #include "config.h"
+#include "job_memo.h"
 #include "keys.h"
-#include "measure.h"
 #include "prepare.h"
 #include "proto.h"
 
@@ -250,6 +250,32 @@ static void send_to(eng *e, zworker *w, int cmd, cJSON *body)
     }
 }
 
+/* A fingerprint's node list as "a,b" into buf ("" when none is known). */
+const char *eng_fp_nodes(const cJSON *fp, char *buf, size_t n)
+{
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(fp, "hosts"), *x;
+    size_t len = 0;
+    buf[0] = '\0';
+    if (!cJSON_IsArray(h))
+        return buf;
+    cJSON_ArrayForEach(x, h) {
+        const char *s = cJSON_GetStringValue(x);
+        size_t k = s ? strlen(s) : 0, i;
+        for (i = 0; i < k; i++) /* what a job's nodelist may carry (PROTOCOL.md) */
+            if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
+                k = 0;
+        if (!k || len + k + 2 > n) {
+            buf[0] = '\0'; /* unnamed, odd, or too long to pass: not pinned */
+            return buf;
+        }
+        if (len)
+            buf[len++] = ',';
+        memcpy(buf + len, s, k + 1);
+        len += k;
+    }
+    return buf;
+}
+
 static int job_index(zx *z, const char *key, int retry)
 {
     size_t i;
@@ -270,10 +296,11 @@ static void learn_nodes(eng *e, const char *key, const cJSON *memo)
     int j = job_index(z, key, -1);
     struct zpin *pin;
     char buf[MT_PROTO_HOSTS_MAX + 1];
+    mt_job_memo m;
+    mt_job_memo_from_json(memo, &m);
     if (!strcmp(e->c->launcher, "local") || j < 0 || z->jobs[j].q->group <= 0 ||
         !(pin = pin_of(z, z->jobs[j].q->group)) || pin->nodes ||
-        !eng_fp_nodes(cJSON_GetObjectItemCaseSensitive(memo, "fingerprint"), buf,
-                      sizeof buf)[0])
+        !eng_fp_nodes(m.fingerprint, buf, sizeof buf)[0])
         return;
     pin->nodes = strdup(buf);
 }
@@ -297,7 +324,7 @@ static void job_finished(zx *z, const char *key)
 
 static void failed_memo(eng *e, const char *key, const char *outcome, const char *why)
 {
-    char *text = mt_measure_failed_memo(outcome, why);
+    char *text = mt_job_memo_failed(outcome, why);
     if (text)
         store_memo(e, key, text, e->d);
     free(text);
@@ -1081,7 +1108,8 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
         }
         tick(e);
         if (now_s() - last_status > 1.0) {
-            eng_progress_quiet(e);
+            if (e->status_live)
+                e->status_live(e);
             last_status = now_s();
         }
         if (e->o.worker_wait_s > 0) {

@@ -5,7 +5,7 @@
  * starts from a naive layout (TP2 EP8 PP32 VPP3, alltoall, recompute), and
  * `moetune tune` on the sim must end in a validated recipe whose noise-free
  * throughput is within 5% of the noise-free optimum of the declared space
- * (core/optimum.c, the evaluator behind `moetune optimum`).  Also what
+ * (search/model.c, the evaluator behind `moetune optimum`).  Also what
  * `moetune optimum` says of a base that fits and of one that does not.
  *
  * The tune is a real `moetune` process with the model executor (the sim's
@@ -14,7 +14,7 @@
  */
 #include "config.h"
 #include "memory.h"
-#include "optimum.h"
+#include "model.h"
 #include "testkit.h"
 
 #include <check.h>

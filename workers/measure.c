@@ -4,6 +4,7 @@
 #include "config.h"
 #include "profile.h"
 #include "fingerprint.h"
+#include "job_memo.h"
 #include "launch.h"
 #include "nvml.h"
 #include "prepare.h"
@@ -18,7 +19,6 @@
 #include <dirent.h>
 #include <sys/stat.h>
 #include <time.h>
-
 
 void mt_measure_sim_env(const mt_contract *c, const char *routing, mt_kv *env)
 {
@@ -1092,43 +1092,33 @@ static const char *memo_verdict_word(uint32_t v)
     }
 }
 
-static void memo_num(cJSON *o, const char *k, double v)
-{
-    if (isfinite(v))
-        cJSON_AddNumberToObject(o, k, v);
-    else
-        cJSON_AddNullToObject(o, k);
-}
-
 char *mt_measure_memo_json(const mt_measure *m)
 {
-    cJSON *o = cJSON_CreateObject(), *v = cJSON_CreateObject(), *ev = cJSON_CreateObject();
+    mt_job_memo j;
+    cJSON *v = cJSON_CreateObject(), *ev = cJSON_CreateObject(), *fpj;
     const char *k, *val;
     size_t i;
     char *text;
-    cJSON_AddStringToObject(o, "outcome", mt_outcome_name(m->outcome));
-    cJSON_AddStringToObject(o, "evidence", m->evidence);
-    memo_num(o, "ms", m->median_step_ms);
-    memo_num(o, "tflops", m->median_tflops);
-    memo_num(o, "loss", m->last_loss);
-    cJSON_AddNumberToObject(o, "loss_finite", m->loss_finite);
-    cJSON_AddNumberToObject(o, "skipped", (double)m->skipped);
-    cJSON_AddNumberToObject(o, "nan", (double)m->nan);
-    memo_num(o, "peak_gb", m->peak_bytes > 0 ? m->peak_bytes / 1e9 : NAN);
+    mt_job_memo_init(&j);
+    j.outcome = mt_outcome_name(m->outcome);
+    j.evidence = m->evidence;
+    j.measured = 1;
+    j.ms = m->median_step_ms;
+    j.tflops = m->median_tflops;
+    j.loss = m->last_loss;
+    j.loss_finite = m->loss_finite;
+    j.skipped = (double)m->skipped;
+    j.nan = (double)m->nan;
+    j.peak_gb = m->peak_bytes > 0 ? m->peak_bytes / 1e9 : NAN;
     if (m->peak_rank >= 0)
-        cJSON_AddNumberToObject(o, "peak_rank", m->peak_rank);
-    cJSON_AddNumberToObject(o, "gpu_hours", m->gpu_hours);
-    cJSON_AddNumberToObject(o, "wall_s", m->run.wall_s);
-    cJSON_AddNumberToObject(o, "run_id", (double)m->run_id);
-    {
-        /* what the run ran on (hosts, GPUs, driver, CUDA, NCCL, container,
-         * stack): the engine refuses an A/B whose runs differ in it */
-        cJSON *fpj = m->fingerprint ? cJSON_Parse(m->fingerprint) : NULL;
-        if (cJSON_IsObject(fpj))
-            cJSON_AddItemToObject(o, "fingerprint", fpj);
-        else
-            cJSON_Delete(fpj);
-    }
+        j.peak_rank = m->peak_rank;
+    j.gpu_hours = m->gpu_hours;
+    j.wall_s = m->run.wall_s;
+    j.run_id = (double)m->run_id;
+    /* what the run ran on (hosts, GPUs, driver, CUDA, NCCL, container,
+     * stack): the engine refuses an A/B whose runs differ in it */
+    fpj = m->fingerprint ? cJSON_Parse(m->fingerprint) : NULL;
+    j.fingerprint = fpj;
     for (i = 0; i < m->verdicts.n; i++) {
         cJSON *x = cJSON_CreateObject();
         cJSON_AddStringToObject(x, "verdict", memo_verdict_word(m->verdicts.v[i].verdict));
@@ -1136,54 +1126,36 @@ char *mt_measure_memo_json(const mt_measure *m)
                                 m->verdicts.v[i].evidence ? m->verdicts.v[i].evidence : "");
         cJSON_AddItemToObject(v, m->verdicts.v[i].knob, x);
     }
-    cJSON_AddItemToObject(o, "verdicts", v);
+    j.verdicts = v;
     for (i = 0; m->verify_evidence && mt_kv_entry(m->verify_evidence, i, &k, &val) == 0; i++)
         if (!strncmp(k, "trace.", 6))
             cJSON_AddStringToObject(ev, k, val);
-    cJSON_AddItemToObject(o, "trace", ev);
+    j.trace = ev;
     if (m->used_first >= 0) {
-        cJSON *w = cJSON_CreateObject();
-        cJSON_AddNumberToObject(w, "first", (double)m->used_first);
-        cJSON_AddNumberToObject(w, "last", (double)m->used_last);
-        cJSON_AddNumberToObject(w, "n", (double)m->n_window);
-        cJSON_AddItemToObject(o, "window", w);
+        j.has_window = 1;
+        j.window_first = (double)m->used_first;
+        j.window_last = (double)m->used_last;
+        j.window_n = (double)m->n_window;
     }
     if (m->profiled) {
-        cJSON *w = cJSON_CreateObject();
-        cJSON_AddStringToObject(w, "wall", mt_wall_name(m->wall.wall));
-        cJSON_AddStringToObject(w, "runner_up", mt_wall_name(m->wall.runner_up));
-        cJSON_AddNumberToObject(w, "confidence", m->wall.confidence);
-        cJSON_AddStringToObject(w, "reason", m->wall.reason);
-        cJSON_AddNumberToObject(w, "compute", m->share_compute);
-        cJSON_AddNumberToObject(w, "exposed_comm", m->wall.exposed_share);
-        cJSON_AddNumberToObject(w, "hidden_comm", m->share_hidden);
-        cJSON_AddNumberToObject(w, "idle", m->wall.idle_share);
-        cJSON_AddNumberToObject(w, "bubble", m->wall.idle_share - m->wall.idle_net_share);
+        j.has_wall = 1;
+        j.wall.wall = mt_wall_name(m->wall.wall);
+        j.wall.runner_up = mt_wall_name(m->wall.runner_up);
+        j.wall.confidence = m->wall.confidence;
+        j.wall.reason = m->wall.reason;
+        j.wall.compute = m->share_compute;
+        j.wall.exposed_comm = m->wall.exposed_share;
+        j.wall.hidden_comm = m->share_hidden;
+        j.wall.idle = m->wall.idle_share;
+        j.wall.bubble = m->wall.idle_share - m->wall.idle_net_share;
         /* the profiled window the shares are of */
-        if (m->prof_first >= 0) {
-            cJSON_AddNumberToObject(w, "first", m->prof_first);
-            cJSON_AddNumberToObject(w, "last", m->prof_last);
-        }
-        memo_num(w, "window_s", m->prof_window_s);
-        cJSON_AddItemToObject(o, "wall", w);
+        j.wall.has_steps = m->prof_first >= 0;
+        j.wall.first = m->prof_first;
+        j.wall.last = m->prof_last;
+        j.wall.window_s = m->prof_window_s;
     }
-    text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
+    text = mt_job_memo_to_json(&j);
+    cJSON_Delete(fpj), cJSON_Delete(v), cJSON_Delete(ev);
     return text;
 }
 
-char *mt_measure_failed_memo(const char *outcome, const char *evidence)
-{
-    cJSON *o = cJSON_CreateObject();
-    char *text;
-    if (!o)
-        return NULL;
-    cJSON_AddStringToObject(o, "outcome", outcome);
-    cJSON_AddStringToObject(o, "evidence", evidence ? evidence : "");
-    cJSON_AddNumberToObject(o, "gpu_hours", 0);
-    cJSON_AddNumberToObject(o, "run_id", -1);
-    cJSON_AddItemToObject(o, "verdicts", cJSON_CreateObject());
-    text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    return text;
-}

@@ -140,17 +140,11 @@ int mt_measure_command(const mt_contract *c, const mt_rendered *r, const char *s
 int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *out, mt_diag *d);
 void mt_measure_clear(mt_measure *m);
 
-/* The measurement's summary as the engine memoizes it (one JSON object:
- * outcome, evidence, ms, tflops, loss, loss_finite, skipped, nan, peak_gb,
- * gpu_hours, wall_s, run_id, verdicts {knob: {verdict, evidence}}, trace
- * {trace.*}, window {first, last, n}: the iterations whose step times the
- * median ms summarizes, when there were any, and wall {...} for a profiled
- * run).  Caller frees; NULL on OOM. */
+/* The measurement's summary as the engine memoizes it: its mt_job_memo
+ * as JSON (workers/job_memo.h has the schema), every group present but the
+ * window (only when step times entered the median) and the wall (only for
+ * a profiled run).  Caller frees; NULL on OOM. */
 char *mt_measure_memo_json(const mt_measure *m);
-/* The memo of a job that produced no run (it could not be set up, was
- * refused, or its process died): outcome, evidence, no GPU-hours, no run.
- * Caller frees; NULL on OOM. */
-char *mt_measure_failed_memo(const char *outcome, const char *evidence);
 
 /* Types a finished run from its process facts and its log: OOM on any rank
  * wins over the hang of the others; then NaN, infrastructure errors (NCCL,

@@ -4,7 +4,7 @@
 #include "prepare.h"
 
 #include "launch.h"
-#include "measure.h"
+#include "job_memo.h"
 #include "runner.h"
 #include "sha256.h"
 
@@ -388,7 +388,7 @@ int mt_prepare_job(const char *const *tmpl, size_t n, const char *rev, const cha
                  mt_diag_count(d) ? mt_diag_at(d, mt_diag_count(d) - 1)->message
                                   : "the prepare step could not be attempted");
     }
-    text = mt_measure_failed_memo(outcome, evidence);
+    text = mt_job_memo_failed(outcome, evidence);
     rc = st && text ? mt_store_memo_put(st, memo_key, text, d) : -1;
     free(text);
     return rc < 0 ? rc : 0;

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "keys.h"
 #include "launch.h"
+#include "job_memo.h"
 #include "measure.h"
 #include "prepare.h"
 #include "proto.h"
@@ -688,7 +689,7 @@ static cJSON *result_body(wk *w, const char *store_dir, const mt_contract *c, co
             body = mt_proto_result_body(job_id, retry, memo, NULL);
     }
     if (!body && why_missing) {
-        char *text = mt_measure_failed_memo("infra", why_missing);
+        char *text = mt_job_memo_failed("infra", why_missing);
         body = text ? mt_proto_result_body(job_id, retry, text, NULL) : NULL;
         free(text);
     }

@@ -44,7 +44,7 @@
 #include "config.h"
 #include "contract.h"
 #include "engine.h"
-#include "optimum.h"
+#include "model.h"
 #include "registry.h"
 
 #include <cjson/cJSON.h>

@@ -292,6 +292,7 @@ int main(int argc, char **argv)
     cfg = mt_kv_dup(c->base);
     mt_config_id(cfg, id);
     memset(&e, 0, sizeof e);
+    e.status_live = eng_progress_quiet;
     mt_tune_opts_init(&e.o);
     port = free_port();
     snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", port);
