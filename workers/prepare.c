@@ -5,6 +5,7 @@
 
 #include "launch.h"
 #include "job_memo.h"
+#include "store.h"
 #include "runner.h"
 #include "sha256.h"
 
