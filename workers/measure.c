@@ -857,6 +857,144 @@ out:
     return rc;
 }
 
+/* The PyTorch profiler over three steps of the screen window, as the
+ * dialect takes it (the end is exclusive, and must be reached for the
+ * profiler to flush). */
+static void add_profiler(const mt_measure_spec *spec, mt_measure *m, mt_rendered *r)
+{
+    const mt_contract *c = spec->contract;
+    char a[32], b[32], tbdir[4096];
+    size_t i;
+    snprintf(a, sizeof a, "%d", m->first);
+    snprintf(b, sizeof b, "%d", m->first + 3 < m->last ? m->first + 3 : m->last);
+    m->prof_first = m->first;
+    m->prof_last = (m->first + 3 < m->last ? m->first + 3 : m->last) - 1;
+    snprintf(tbdir, sizeof tbdir, "%s/tb", spec->run_dir);
+    if (c->dialect == MT_DIALECT_BRIDGE) {
+        char o1[64], o2[64], o3[4200];
+        snprintf(o1, sizeof o1, "profiling.profile_step_start=%s", a);
+        snprintf(o2, sizeof o2, "profiling.profile_step_end=%s", b);
+        snprintf(o3, sizeof o3, "logger.tensorboard_dir=%s", tbdir);
+        mt_strlist_push(&r->argv, "profiling.use_pytorch_profiler=true");
+        mt_strlist_push(&r->argv, o1);
+        mt_strlist_push(&r->argv, o2);
+        mt_strlist_push(&r->argv, o3);
+    } else {
+        const char *fl[] = {"--profile", "--use-pytorch-profiler", "--profile-step-start", a,
+                            "--profile-step-end", b, "--tensorboard-dir", tbdir};
+        for (i = 0; i < sizeof fl / sizeof fl[0]; i++)
+            mt_strlist_push(&r->argv, fl[i]);
+    }
+}
+
+/* The run's environment into env: the caller's pass-through list
+ * (launch.h; a result-changing variable that is a knob is the config's
+ * alone), the rendered knobs, the contract's static settings, and for the
+ * sim the cluster it stands for (its per-rank memory report in memfile).
+ * 0, or -1 out of memory. */
+static int run_environment(const mt_measure_spec *spec, const mt_kv *cfg, const mt_rendered *r,
+                           int kind, const char *memfile, mt_kv *env)
+{
+    const mt_contract *c = spec->contract;
+    const char *ek, *ev;
+    size_t i;
+    if (mt_launch_environment(kind, 0, NULL, env))
+        return -1;
+    for (i = 0; mt_kv_entry(cfg, i, &ek, &ev) == 0; i++)
+        if (!strncmp(ek, "env.", 4) && mt_launch_env_class(ek + 4, strlen(ek + 4)) == MT_ENV_RESULT)
+            mt_kv_unset(env, ek + 4);
+    for (i = 0; mt_kv_entry(r->env, i, &ek, &ev) == 0; i++)
+        if (mt_kv_set(env, ek, ev))
+            return -1;
+    if (spec->rev && subst_env(env, spec->rev, spec->work ? spec->work : "."))
+        return -1;
+    if (!strcmp(c->backend, "sim")) {
+        char rep[32];
+        mt_measure_sim_env(c, spec->routing, env);
+        snprintf(rep, sizeof rep, "%d", spec->replicate);
+        mt_kv_set(env, "MOETUNE_SIM_REPLICATE", rep);
+        mt_kv_set(env, "MOETUNE_SIM_MEMORY_FILE", memfile);
+        if (spec->sim_seed) {
+            char seed[32];
+            snprintf(seed, sizeof seed, "%llu", (unsigned long long)spec->sim_seed);
+            mt_kv_set(env, "MOETUNE_SIM_SEED", seed);
+        }
+        if (mt_kv_get(r->launch, "cpu_bind"))
+            mt_kv_set(env, "MOETUNE_SIM_CPU_BIND", mt_kv_get(r->launch, "cpu_bind"));
+        /* under srun every task is one rank of the sim (srun's SLURM_PROCID
+         * and SLURM_NTASKS, or rank-exec's RANK and WORLD_SIZE); the local
+         * launcher's one process speaks for every rank, whatever rank the
+         * worker itself was given */
+        mt_kv_unset(env, "WORLD_SIZE");
+        mt_kv_unset(env, "RANK");
+        mt_kv_unset(env, "LOCAL_RANK");
+        /* each rank appends its own peak: no line of an earlier attempt */
+        unlink(memfile);
+    }
+    return 0;
+}
+
+/* Runs the wrapped argv under the runner, its lines into g's log parser,
+ * until it ends; m->run gets how (a program that cannot start is an
+ * outcome, not a setup failure). */
+static void run_program(const mt_measure_spec *spec, mt_launch *launch, const char **cargv,
+                        const mt_kv *env, glue *g, mt_measure *m, mt_diag *d)
+{
+    const mt_contract *c = spec->contract;
+    mt_run_spec rs;
+    g->spec = spec;
+    g->launch = launch;
+    g->log = mt_logparse_new();
+    mt_logparse_on_iteration(g->log, on_iteration, g);
+    if (launch && launch->kind == MT_LAUNCHER_SRUN && launch->ntasks_per_node > 0) {
+        /* torchrun under srun: each task starts the node's ranks, and its
+         * lines carry srun's task and torchrun's local rank */
+        int gpn = (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10);
+        if (gpn > 0 && gpn % launch->ntasks_per_node == 0)
+            mt_logparse_set_ranks_per_task(g->log, gpn / launch->ntasks_per_node);
+    }
+    memset(&rs, 0, sizeof rs);
+    rs.argv = cargv;
+    rs.env = env;
+    rs.run_dir = spec->run_dir;
+    rs.time_limit_s = spec->time_limit_s > 0 ? spec->time_limit_s : 600;
+    rs.step_s = 0; /* set from the run's own pace after two iterations */
+    rs.hang_factor = spec->hang_factor;
+    rs.startup_s = 120;
+    rs.on_line = on_line;
+    rs.line_ctx = g;
+    rs.on_stop = mt_launch_stop;
+    rs.stop_ctx = launch;
+    rs.cancel = spec->cancel;
+    g->run = mt_runner_start(&rs, d);
+    if (!g->run) {
+        m->run.outcome = MT_OUTCOME_LAUNCH_ERROR;
+        m->run.evidence = mt_diag_count(d) ? mt_diag_at(d, mt_diag_count(d) - 1)->message
+                                           : "the program could not start";
+    } else {
+        mt_runner_wait(g->run, &m->run);
+    }
+}
+
+/* The machine the run ran on, as JSON: the hosts its lines named (under
+ * srun without them: unknown, never this host), GPUs, driver, stack. */
+static char *run_fingerprint(mt_nvml *nvml, const mt_strlist *hosts, int kind,
+                             const mt_contract *c, const mt_kv *env, mt_diag *d)
+{
+    mt_fingerprint_in fin;
+    memset(&fin, 0, sizeof fin);
+    fin.nvml = nvml;
+    if (hosts->n) {
+        fin.hosts = (const char *const *)hosts->v;
+        fin.n_hosts = hosts->n;
+    } else if (kind == MT_LAUNCHER_SRUN) {
+        fin.hosts_unknown = 1; /* not this host: Slurm's nodes, never learnt */
+    }
+    fin.stack = c->stack;
+    fin.env = env;
+    return mt_fingerprint_json(&fin, d);
+}
+
 int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_diag *d)
 {
     const mt_contract *c = spec->contract;
@@ -869,13 +1007,11 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     mt_gpu_mems nvmems = {0};
     mt_store_gpu_mem *rows = NULL;
     size_t nrows = 0, i;
-    mt_run_spec rs;
     glue g;
     char *job = NULL, *fp = NULL, memfile[4096], steps[32];
-    const char **cargv = NULL, *ek, *ev;
+    const char **cargv = NULL;
     int kind = mt_launch_kind(c->launcher), rc = -1, window_steps;
     double started = (double)time(NULL);
-    mt_fingerprint_in fin;
 
     memset(m, 0, sizeof *m);
     memset(&g, 0, sizeof g);
@@ -903,76 +1039,13 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
         goto out;
 
     job = mt_launch_job_name(spec->kind);
-    if (spec->profile) {
-        /* the PyTorch profiler over the screen window, as Megatron takes it */
-        char a[32], b[32], tbdir[4096];
-        snprintf(a, sizeof a, "%d", m->first);
-        /* three steps of the window (the end is exclusive, and must be
-         * reached for the profiler to flush) */
-        snprintf(b, sizeof b, "%d", m->first + 3 < m->last ? m->first + 3 : m->last);
-        m->prof_first = m->first;
-        m->prof_last = (m->first + 3 < m->last ? m->first + 3 : m->last) - 1;
-        snprintf(tbdir, sizeof tbdir, "%s/tb", spec->run_dir);
-        if (c->dialect == MT_DIALECT_BRIDGE) {
-            char o1[64], o2[64], o3[4200];
-            snprintf(o1, sizeof o1, "profiling.profile_step_start=%s", a);
-            snprintf(o2, sizeof o2, "profiling.profile_step_end=%s", b);
-            snprintf(o3, sizeof o3, "logger.tensorboard_dir=%s", tbdir);
-            mt_strlist_push(&r.argv, "profiling.use_pytorch_profiler=true");
-            mt_strlist_push(&r.argv, o1);
-            mt_strlist_push(&r.argv, o2);
-            mt_strlist_push(&r.argv, o3);
-        } else {
-            const char *fl[] = {"--profile", "--use-pytorch-profiler", "--profile-step-start", a,
-                                "--profile-step-end", b, "--tensorboard-dir", tbdir};
-            for (i = 0; i < sizeof fl / sizeof fl[0]; i++)
-                mt_strlist_push(&r.argv, fl[i]);
-        }
-    }
+    if (spec->profile)
+        add_profiler(spec, m, &r);
 
-    /* the environment: the caller's pass-through list (launch.h; a
-     * result-changing variable that is a knob is the config's alone), the
-     * rendered knobs, the contract's static settings, and for the sim the
-     * cluster it stands for */
-    if (mt_launch_environment(kind, 0, NULL, env)) {
-        mt_diag_add(d, spec->run_dir, 0, NULL, "out of memory");
-        goto out;
-    }
-    for (i = 0; mt_kv_entry(cfg, i, &ek, &ev) == 0; i++)
-        if (!strncmp(ek, "env.", 4) && mt_launch_env_class(ek + 4, strlen(ek + 4)) == MT_ENV_RESULT)
-            mt_kv_unset(env, ek + 4);
-    for (i = 0; mt_kv_entry(r.env, i, &ek, &ev) == 0; i++)
-        if (mt_kv_set(env, ek, ev)) {
-            mt_diag_add(d, spec->run_dir, 0, NULL, "out of memory");
-            goto out;
-        }
-    if (spec->rev && subst_env(env, spec->rev, spec->work ? spec->work : ".")) {
-        mt_diag_add(d, spec->run_dir, 0, NULL, "out of memory");
-        goto out;
-    }
     snprintf(memfile, sizeof memfile, "%s/gpu_memory.txt", spec->run_dir);
-    if (!strcmp(c->backend, "sim")) {
-        char rep[32];
-        mt_measure_sim_env(c, spec->routing, env);
-        snprintf(rep, sizeof rep, "%d", spec->replicate);
-        mt_kv_set(env, "MOETUNE_SIM_REPLICATE", rep);
-        mt_kv_set(env, "MOETUNE_SIM_MEMORY_FILE", memfile);
-        if (spec->sim_seed) {
-            char seed[32];
-            snprintf(seed, sizeof seed, "%llu", (unsigned long long)spec->sim_seed);
-            mt_kv_set(env, "MOETUNE_SIM_SEED", seed);
-        }
-        if (mt_kv_get(r.launch, "cpu_bind"))
-            mt_kv_set(env, "MOETUNE_SIM_CPU_BIND", mt_kv_get(r.launch, "cpu_bind"));
-        /* under srun every task is one rank of the sim (srun's SLURM_PROCID
-         * and SLURM_NTASKS, or rank-exec's RANK and WORLD_SIZE); the local
-         * launcher's one process speaks for every rank, whatever rank the
-         * worker itself was given */
-        mt_kv_unset(env, "WORLD_SIZE");
-        mt_kv_unset(env, "RANK");
-        mt_kv_unset(env, "LOCAL_RANK");
-        /* each rank appends its own peak: no line of an earlier attempt */
-        unlink(memfile);
+    if (run_environment(spec, cfg, &r, kind, memfile, env)) {
+        mt_diag_add(d, spec->run_dir, 0, NULL, "out of memory");
+        goto out;
     }
     if (mt_measure_command(c, &r, spec->sim_path, spec->run_dir, job, spec->rev, spec->work,
                            spec->nodelist, env, &wrapped, &launch, d))
@@ -985,39 +1058,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     if (mt_nvml_available(nvml))
         sampler = mt_nvml_sampler_start(nvml, 0, d);
 
-    g.spec = spec;
-    g.launch = launch;
-    g.log = mt_logparse_new();
-    mt_logparse_on_iteration(g.log, on_iteration, &g);
-    if (launch && launch->kind == MT_LAUNCHER_SRUN && launch->ntasks_per_node > 0) {
-        /* torchrun under srun: each task starts the node's ranks, and its
-         * lines carry srun's task and torchrun's local rank */
-        int gpn = (int)strtol(mt_kv_get(c->hardware, "gpus_per_node"), NULL, 10);
-        if (gpn > 0 && gpn % launch->ntasks_per_node == 0)
-            mt_logparse_set_ranks_per_task(g.log, gpn / launch->ntasks_per_node);
-    }
-    memset(&rs, 0, sizeof rs);
-    rs.argv = cargv;
-    rs.env = env;
-    rs.run_dir = spec->run_dir;
-    rs.time_limit_s = spec->time_limit_s > 0 ? spec->time_limit_s : 600;
-    rs.step_s = 0; /* set from the run's own pace after two iterations */
-    rs.hang_factor = spec->hang_factor;
-    rs.startup_s = 120;
-    rs.on_line = on_line;
-    rs.line_ctx = &g;
-    rs.on_stop = mt_launch_stop;
-    rs.stop_ctx = launch;
-    rs.cancel = spec->cancel;
-    g.run = mt_runner_start(&rs, d);
-    if (!g.run) {
-        /* a program that cannot start is an outcome, not a setup failure */
-        m->run.outcome = MT_OUTCOME_LAUNCH_ERROR;
-        m->run.evidence = mt_diag_count(d) ? mt_diag_at(d, mt_diag_count(d) - 1)->message
-                                           : "the program could not start";
-    } else {
-        mt_runner_wait(g.run, &m->run);
-    }
+    run_program(spec, launch, cargv, env, &g, m, d);
     if (sampler)
         mt_nvml_sampler_stop(&sampler, &nvmems);
     mt_logparse_finish(g.log);
@@ -1032,17 +1073,7 @@ int mt_measure_run(const mt_measure_spec *spec, mt_store *st, mt_measure *m, mt_
     summarize(m);
     collect_memory(m, &nvmems, memfile, &rows, &nrows, d);
     verify(spec, m, cfg, &r, d);
-    memset(&fin, 0, sizeof fin);
-    fin.nvml = nvml;
-    if (g.hosts.n) {
-        fin.hosts = (const char *const *)g.hosts.v;
-        fin.n_hosts = g.hosts.n;
-    } else if (kind == MT_LAUNCHER_SRUN) {
-        fin.hosts_unknown = 1; /* not this host: Slurm's nodes, never learnt */
-    }
-    fin.stack = c->stack;
-    fin.env = env;
-    fp = mt_fingerprint_json(&fin, d);
+    fp = run_fingerprint(nvml, &g.hosts, kind, c, env, d);
     m->fingerprint = fp; /* the memo's copy (an A/B compares its runs' machines) */
     rc = st ? store_result(spec, st, m, cfg, rows, nrows, fp, started, d) : 0;
     m->fingerprint = NULL;
