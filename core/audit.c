@@ -335,8 +335,7 @@ static void try_pairs(space_walk *s, value_search *v)
             if (w == s->bidx[m] || !s->vals[m][w])
                 continue;
             for (m2 = m + 1; m2 < s->nk && !v->found && v->tries < v->budget; m2++)
-                for (w2 = 0; m2 != i && w2 < s->nv[m2] && !v->found && v->tries < v->budget;
-                     w2++) {
+                for (w2 = 0; m2 != i && w2 < s->nv[m2] && !v->found && v->tries < v->budget; w2++) {
                     if (w2 == s->bidx[m2] || !s->vals[m2][w2])
                         continue;
                     idx_at_base(s);
@@ -397,8 +396,7 @@ static void report_unreachable(space_walk *s, const value_search *v, size_t j, d
                     "search is capped); e.g. [%s] %s. Remove the value, or make sure "
                     "a config of the space can use it",
                     s->vals[i][j], v->tries, v->pairs, v->grid, configs,
-                    v->first.n ? v->first.v[0].rule : "?",
-                    v->first.n ? v->first.v[0].message : "");
+                    v->first.n ? v->first.v[0].rule : "?", v->first.n ? v->first.v[0].message : "");
 }
 
 /* Searches a legal config for value j of knob i, spending from *budget;

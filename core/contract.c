@@ -328,8 +328,8 @@ static int type_matches(loader *L, const config_setting_t *e, int t, const char 
 }
 
 /* Whether numeric e (text buf) lies in f's range; says why not. */
-static int in_range(loader *L, const config_setting_t *e, int t, const char *path,
-                    const field *f, const char *buf)
+static int in_range(loader *L, const config_setting_t *e, int t, const char *path, const field *f,
+                    const char *buf)
 {
     double v = f->type == F_INT ? (double)config_setting_get_int64(e)
                                 : (t == CONFIG_TYPE_FLOAT ? config_setting_get_float(e)
@@ -1231,8 +1231,9 @@ static void parse_stack(loader *L, const config_setting_t *e)
 {
     int i;
     if (!e || config_setting_type(e) != CONFIG_TYPE_GROUP)
-        err(L, e, "stack", "missing group 'stack' (versions: megatron_lm, transformer_engine, "
-                           "container, ...)");
+        err(L, e, "stack",
+            "missing group 'stack' (versions: megatron_lm, transformer_engine, "
+            "container, ...)");
     else
         for (i = 0; i < config_setting_length(e); i++) {
             const config_setting_t *x = config_setting_get_elem(e, (unsigned)i);
@@ -1241,8 +1242,7 @@ static void parse_stack(loader *L, const config_setting_t *e)
             if (config_setting_type(x) != CONFIG_TYPE_STRING || scalar_string(x, buf, sizeof buf))
                 err(L, x, path, "'%s' must be a version string in double quotes", path);
             else
-                mt_kv_set(L->c->stack, config_setting_name(x), buf),
-                    mt_kv_set(L->canon, path, buf);
+                mt_kv_set(L->c->stack, config_setting_name(x), buf), mt_kv_set(L->canon, path, buf);
         }
 }
 
@@ -1254,8 +1254,9 @@ static void parse_windows(loader *L, const config_setting_t *e)
     const config_setting_t *w;
     int i;
     if (!e || config_setting_type(e) != CONFIG_TYPE_GROUP)
-        err(L, e, "windows", "missing group 'windows' with screen { steps; warmup; window; } "
-                             "and validate { steps; first; last; }");
+        err(L, e, "windows",
+            "missing group 'windows' with screen { steps; warmup; window; } "
+            "and validate { steps; first; last; }");
     else {
         mt_kv *kv = mt_kv_new();
         static const char *const known[] = {"screen", "validate"};

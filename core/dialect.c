@@ -544,9 +544,8 @@ static int convert_value(const mt_flag *f, const char *arg, char *one, size_t n,
 
 /* "--x=v" gives exactly one value: v converted into val[n]; -1 with res's
  * error when f takes none or more than one. */
-static int inline_value(const mt_flag *f, const char *inline_val, size_t want_min,
-                        size_t want_max, char *val, size_t n, mt_argparse_result *res,
-                        const mt_kv *extra)
+static int inline_value(const mt_flag *f, const char *inline_val, size_t want_min, size_t want_max,
+                        char *val, size_t n, mt_argparse_result *res, const mt_kv *extra)
 {
     char one[1024];
     if (want_max < 1)
@@ -651,8 +650,8 @@ int mt_argparse_ext(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_
                 return -1;
             vals = 1;
         } else {
-            if (following_values(f, argv, argc, i, want_min, want_max, val, sizeof val, res,
-                                 extra, &vals))
+            if (following_values(f, argv, argc, i, want_min, want_max, val, sizeof val, res, extra,
+                                 &vals))
                 return -1;
             i += vals;
         }

@@ -507,15 +507,13 @@ static int read_shape(const mt_kv *cfg, const mt_kv *hw, int L, shape *m)
     m->qk_norm = on(cfg, "qk_layernorm");
     m->unfused_attn =
         is(cfg, "attention_backend", "unfused") || is(cfg, "attention_backend", "local");
-    m->sp = m->tp > 1 && (on(cfg, "sequence_parallel") || m->E > 0) ? m->tp
-                                                                    : 1; /* MoE + TP needs SP */
+    m->sp =
+        m->tp > 1 && (on(cfg, "sequence_parallel") || m->E > 0) ? m->tp : 1; /* MoE + TP needs SP */
     m->T = m->s * m->b / m->cp;
     m->Ts = m->T / m->sp;
     m->ab = saved_input_bytes(cfg);
     m->ab_act = m->ab;
-    m->rb = is(cfg, "moe_router_dtype", "fp64")   ? 8
-            : is(cfg, "moe_router_dtype", "fp32") ? 4
-                                                  : 2;
+    m->rb = is(cfg, "moe_router_dtype", "fp64") ? 8 : is(cfg, "moe_router_dtype", "fp32") ? 4 : 2;
     m->cf = 1;
     if (on(cfg, "moe_pad_expert_input_to_capacity") &&
         num(cfg, "moe_expert_capacity_factor", 0) > 0)
@@ -570,8 +568,7 @@ static void read_sizes(const mt_kv *cfg, const shape *m, sizes *z)
     {
         double inst = num(cfg, "num_distributed_optimizer_instances", 1);
         if (inst > 1)
-            z->dp_shard = fmax(1, z->dp_shard / inst),
-            z->edp_shard = fmax(1, z->edp_shard / inst);
+            z->dp_shard = fmax(1, z->dp_shard / inst), z->edp_shard = fmax(1, z->edp_shard / inst);
     }
     z->nmicro = floor(m->gbs / (m->b * dp));
     if (z->nmicro < 1)

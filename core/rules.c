@@ -1051,8 +1051,8 @@ static int layout_chars_ok(const char *buf, mt_sink *s)
 /* The layers of the layout in order (flat, fl of them, no stage marks):
  * one E first, one L last, num_layers t, mtp_num_layers m (into *mtp)
  * after the decoders.  0 (said in s) when one of these fails. */
-static int layout_layers_ok(const mt_ctx_v1 *ctx, mt_sink *s, const char *layout,
-                            const char *flat, size_t fl, long *mtp)
+static int layout_layers_ok(const mt_ctx_v1 *ctx, mt_sink *s, const char *layout, const char *flat,
+                            size_t fl, long *mtp)
 {
     long layers;
     int have_mtp;

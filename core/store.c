@@ -695,8 +695,7 @@ static int schema_version_check(mt_store *s, const mt_contract *c, mt_diag *d)
 
 /* The store's recorded contract (the row st stands on) into s, checked
  * against c when given.  0, or -1 with the differing fields in d. */
-static int check_recorded_contract(mt_store *s, const mt_contract *c, sqlite3_stmt *st,
-                                   mt_diag *d)
+static int check_recorded_contract(mt_store *s, const mt_contract *c, sqlite3_stmt *st, mt_diag *d)
 {
     s->fingerprint = col_dup(st, 0);
     s->canonical = col_dup(st, 1);
@@ -839,8 +838,8 @@ static int mkdir_p(const char *dir, mt_diag *d)
  * SQLite can lock, and the store file in it a regular file (or absent,
  * with a contract: *flags then let SQLite create it).  0, or -1 with the
  * reason in d. */
-static int locate_store(mt_store *s, const char *dir, const mt_contract *c,
-                        unsigned long fs_magic, int *flags, mt_diag *d)
+static int locate_store(mt_store *s, const char *dir, const mt_contract *c, unsigned long fs_magic,
+                        int *flags, mt_diag *d)
 {
     struct stat sb;
     int exists;

@@ -332,8 +332,7 @@ static int parse_count(const char *value)
 
 /* One of srun's one-word settings k = v (rank_exec, container_*) into l.
  * 0, 1 when v is not one word (said in d), -1 out of memory. */
-static int word_setting(mt_launch *l, const char *k, const char *v, const char *field,
-                        mt_diag *d)
+static int word_setting(mt_launch *l, const char *k, const char *v, const char *field, mt_diag *d)
 {
     char **dst = !strcmp(k, "rank_exec")          ? &l->rank_exec
                  : !strcmp(k, "container_image")  ? &l->container_image

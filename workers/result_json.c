@@ -384,23 +384,20 @@ static int read_gpu(const cJSON *e, size_t i, mt_store_gpu_mem *g, char *err, si
     if (!cJSON_IsObject(e))
         return fail(err, errlen, -EINVAL, "field \"gpus[%zu]\": expected an object", i);
     if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "rank"), -1, INT_MAX, &x))
-        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].rank\": expected an integer >= -1",
-                    i);
+        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].rank\": expected an integer >= -1", i);
     g->rank = (int)x;
     if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "gpu"), -1, INT_MAX, &x))
         return fail(err, errlen, -EINVAL, "field \"gpus[%zu].gpu\": expected an integer >= -1", i);
     g->gpu = (int)x;
     if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "peak_bytes"), LLONG_MIN, LLONG_MAX, &x))
-        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].peak_bytes\": expected an integer",
-                    i);
+        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].peak_bytes\": expected an integer", i);
     g->peak_bytes = x;
     if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "alloc_bytes"), LLONG_MIN, LLONG_MAX, &x))
         return fail(err, errlen, -EINVAL, "field \"gpus[%zu].alloc_bytes\": expected an integer",
                     i);
     g->alloc_bytes = x;
     if (str_field(e, "host", 1, &g->host))
-        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].host\": expected a string or null",
-                    i);
+        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].host\": expected a string or null", i);
     if (str_field(e, "source", 1, &g->source))
         return fail(err, errlen, -EINVAL, "field \"gpus[%zu].source\": expected a string or null",
                     i);

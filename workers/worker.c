@@ -727,7 +727,6 @@ static void hold_result(wk *w, const char *job_id, int retry, cJSON *body)
         w->pend[i].last_sent = now_s();
 }
 
-
 /* A job the worker already has: running (acknowledged again), another one
  * running (refused) or finished (its result again).  1 when msg's job j was
  * answered so, 0 when it is new. */
@@ -1015,8 +1014,7 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         send_ack(w, j.job_id, j.retry, 0, why);
         goto out;
     }
-    if (!strcmp(j.kind, "bisect") &&
-        bisect_prepare(w, &j, c, d, &tv, &n_tv, work, sizeof work))
+    if (!strcmp(j.kind, "bisect") && bisect_prepare(w, &j, c, d, &tv, &n_tv, work, sizeof work))
         goto out;
     snprintf(w->store_dir, sizeof w->store_dir, "%s/stores/%s", w->o.dir, fp);
     if (job_finished_before(w, &j, c, d))
@@ -1325,8 +1323,8 @@ static int keep_alive(wk *w, const mt_worker_opts *o, double hb)
     if (!w->lost && t - w->last_heard > MT_PROTO_LIVENESS * hb) {
         w->lost = 1;
         if (w->refused[0])
-            logf_(w, "the coordinator is not talking to this worker: %s; %s, retrying",
-                  w->refused, w->busy ? "the job keeps running" : "waiting");
+            logf_(w, "the coordinator is not talking to this worker: %s; %s, retrying", w->refused,
+                  w->busy ? "the job keeps running" : "waiting");
         else
             logf_(w, "the coordinator is unreachable; %s, reconnecting",
                   w->busy ? "the job keeps running" : "waiting");
