@@ -221,6 +221,214 @@ static void grid_sets(mt_registry *r, size_t nk, const char **knobs, char ***val
     }
 }
 
+/* The declared space being audited: each knob's values (vals[i][0..nv[i]),
+ * the base's index bidx[i]) and the scratch of the search (idx, sets). */
+typedef struct space_walk {
+    mt_registry *r;
+    const mt_contract *c;
+    const mt_kv *base;
+    mt_diag *d;
+    size_t nk;
+    const char **knobs;
+    char ***vals;
+    size_t *nv, *bidx, *idx;
+    mt_kv *sets;
+} space_walk;
+
+/* One declared value's search: knob i at canon, what it tried and found. */
+typedef struct value_search {
+    size_t i, budget, tries, grid, pairs;
+    const char *canon;
+    int found, exhausted;
+    mt_violations first;
+} value_search;
+
+/* Knob i's declared values split into s->vals[i] (its text kept in *buf)
+ * and checked; the base's value located, or added as a point of the grid.
+ * The number of problems said in d, or -1 when out of memory. */
+static int declare_values(space_walk *s, size_t i, char **buf)
+{
+    const char *k, *v;
+    char field[300], canon[2048], why[1024];
+    size_t j;
+    int problems = 0;
+    mt_kv_entry(s->c->space, i, &k, &v);
+    s->knobs[i] = k;
+    *buf = strdup(v);
+    s->vals[i] = calloc(MAX_VALUES + 1, sizeof **s->vals);
+    if (!*buf || !s->vals[i])
+        return -1;
+    s->nv[i] = split_bar(*buf, s->vals[i], MAX_VALUES);
+    snprintf(field, sizeof field, "space.%s", k);
+    if (mt_registry_is_core(k)) {
+        mt_diag_add(s->d, s->c->path, mt_contract_line(s->c, field), field,
+                    "%s is fixed by the contract and cannot be searched", k);
+        return 1;
+    }
+    if (!mt_registry_knob(s->r, k, NULL)) {
+        mt_kv *scratch = mt_kv_new();
+        mt_config_set(s->r, scratch, k, s->vals[i][0], s->c->path, mt_contract_line(s->c, field),
+                      field, s->d);
+        mt_kv_destroy(&scratch);
+        return 1;
+    }
+    for (j = 0; j < s->nv[i]; j++)
+        if (mt_registry_normalize(s->r, k, s->vals[i][j], canon, sizeof canon, why, sizeof why)) {
+            mt_diag_add(s->d, s->c->path, mt_contract_line(s->c, field), field, "%s", why);
+            problems++;
+        }
+    /* the grid walks from the base: its value is a point of the grid */
+    {
+        const char *b = mt_kv_get(s->base, k);
+        for (j = 0; b && j < s->nv[i]; j++) {
+            if (!mt_registry_normalize(s->r, k, s->vals[i][j], canon, sizeof canon, why,
+                                       sizeof why) &&
+                !strcmp(canon, b))
+                break;
+        }
+        /* the base's value, or (NULL) the knob left unset as in the base */
+        if (j == s->nv[i] && s->nv[i] < MAX_VALUES)
+            s->vals[i][s->nv[i]++] = (char *)b;
+        s->bidx[i] = j < s->nv[i] ? j : 0;
+    }
+    return problems;
+}
+
+/* Tries the grid point idx (NULL: the base) with the searched value. */
+static void try_point(space_walk *s, value_search *v, const size_t *idx)
+{
+    grid_sets(s->r, s->nk, s->knobs, s->vals, idx, v->i, v->canon, s->sets);
+    v->found = legal_with(s->r, s->c, s->base, s->sets, &v->first, s->d);
+    v->tries++;
+}
+
+/* s->idx back at the base's values. */
+static void idx_at_base(space_walk *s)
+{
+    size_t k;
+    for (k = 0; k < s->nk; k++)
+        s->idx[k] = s->bidx[k];
+}
+
+/* 2. the base with the value and one other change. */
+static void try_singles(space_walk *s, value_search *v)
+{
+    size_t m, w;
+    for (m = 0; m < s->nk && !v->found; m++)
+        for (w = 0; m != v->i && w < s->nv[m] && !v->found; w++) {
+            if (w == s->bidx[m] || !s->vals[m][w])
+                continue;
+            idx_at_base(s);
+            s->idx[m] = w;
+            try_point(s, v, s->idx);
+        }
+}
+
+/* 3. two other changes (a rule that needs two knobs: full recompute needs
+ * a method and a layer count), within the budget. */
+static void try_pairs(space_walk *s, value_search *v)
+{
+    size_t m, w, i = v->i;
+    for (m = 0; m < s->nk && !v->found && v->tries < v->budget; m++)
+        for (w = 0; m != i && w < s->nv[m] && !v->found && v->tries < v->budget; w++) {
+            size_t m2, w2;
+            if (w == s->bidx[m] || !s->vals[m][w])
+                continue;
+            for (m2 = m + 1; m2 < s->nk && !v->found && v->tries < v->budget; m2++)
+                for (w2 = 0; m2 != i && w2 < s->nv[m2] && !v->found && v->tries < v->budget; w2++) {
+                    if (w2 == s->bidx[m2] || !s->vals[m2][w2])
+                        continue;
+                    idx_at_base(s);
+                    s->idx[m] = w, s->idx[m2] = w2;
+                    try_point(s, v, s->idx);
+                    v->pairs++;
+                }
+        }
+}
+
+/* 4. the grid of the other knobs, from the base's values; the points one
+ * or two changes away were tried above (pairs only when pairs_done). */
+static void try_grid(space_walk *s, value_search *v, int pairs_done)
+{
+    size_t m, visited, i = v->i;
+    idx_at_base(s);
+    for (visited = 0;
+         !v->found && v->grid < GRID_TRIES && v->tries < v->budget && visited < 64 * GRID_TRIES;
+         visited++) {
+        size_t diff = 0;
+        /* next grid point (mixed radix over the other knobs) */
+        for (m = 0; m < s->nk; m++) {
+            if (m == i)
+                continue;
+            if ((s->idx[m] = (s->idx[m] + 1) % s->nv[m]) != s->bidx[m])
+                break;
+        }
+        if (m >= s->nk) {
+            v->exhausted = 1; /* back at the base: the whole grid was tried */
+            break;
+        }
+        for (m = 0; m < s->nk; m++)
+            diff += m != i && s->idx[m] != s->bidx[m];
+        if (diff == 1 || (diff == 2 && pairs_done))
+            continue;
+        try_point(s, v, s->idx);
+        v->grid++;
+    }
+}
+
+/* Says in d that value j of knob i has no legal config found. */
+static void report_unreachable(space_walk *s, const value_search *v, size_t j, double configs)
+{
+    char field[300];
+    size_t i = v->i;
+    snprintf(field, sizeof field, "space.%s", s->knobs[i]);
+    if (v->exhausted)
+        mt_diag_add(s->d, s->c->path, mt_contract_line(s->c, field), field,
+                    "value \"%s\" is illegal in every config of the declared space "
+                    "(%zu tried); e.g. [%s] %s. Remove the value or widen the space",
+                    s->vals[i][j], v->tries, v->first.n ? v->first.v[0].rule : "?",
+                    v->first.n ? v->first.v[0].message : "");
+    else
+        mt_diag_add(s->d, s->c->path, mt_contract_line(s->c, field), field,
+                    "value \"%s\": no legal config found in %zu tried (the base with "
+                    "it, each single change of another knob, %zu pairs of changes, "
+                    "%zu grid points from the base, of the space's %.0f configs; the "
+                    "search is capped); e.g. [%s] %s. Remove the value, or make sure "
+                    "a config of the space can use it",
+                    s->vals[i][j], v->tries, v->pairs, v->grid, configs,
+                    v->first.n ? v->first.v[0].rule : "?", v->first.n ? v->first.v[0].message : "");
+}
+
+/* Searches a legal config for value j of knob i, spending from *budget;
+ * 1 (said in d) when none was found, 0 when one was or the value is the
+ * base's own. */
+static int search_value(space_walk *s, size_t i, size_t j, size_t *budget, double configs)
+{
+    value_search v;
+    char canon[2048], why[1024];
+    int pairs_done, problem = 0;
+    if (!s->vals[i][j] || (j == s->bidx[i] && s->vals[i][j] == mt_kv_get(s->base, s->knobs[i])))
+        return 0; /* the base's own value, not declared: mt_audit_base's */
+    memset(&v, 0, sizeof v);
+    v.i = i;
+    v.budget = *budget;
+    v.canon = canon;
+    mt_registry_normalize(s->r, s->knobs[i], s->vals[i][j], canon, sizeof canon, why, sizeof why);
+    /* 1. the base with it */
+    try_point(s, &v, NULL);
+    try_singles(s, &v);
+    try_pairs(s, &v);
+    pairs_done = !v.found && v.tries < v.budget;
+    try_grid(s, &v, pairs_done);
+    *budget = *budget > v.tries ? *budget - v.tries : 0;
+    if (!v.found) {
+        report_unreachable(s, &v, j, configs);
+        problem = 1;
+    }
+    mt_violations_free(&v.first);
+    return problem;
+}
+
 int mt_audit_space(mt_registry *r, const mt_contract *c, const mt_kv *base, mt_diag *d)
 {
     size_t nk = mt_kv_count(c->space), i, j, budget = AUDIT_TRIES;
@@ -230,155 +438,27 @@ int mt_audit_space(mt_registry *r, const mt_contract *c, const mt_kv *base, mt_d
     size_t *nv = calloc(nk + 1, sizeof *nv), *bidx = calloc(nk + 1, sizeof *bidx);
     size_t *idx = calloc(nk + 1, sizeof *idx);
     mt_kv *sets = mt_kv_new();
+    space_walk s;
     double configs = 1;
     int problems = 0;
 
     if (!knobs || !bufs || !vals || !nv || !bidx || !idx || !sets)
         goto done;
+    s.r = r, s.c = c, s.base = base, s.d = d, s.nk = nk;
+    s.knobs = knobs, s.vals = vals, s.nv = nv, s.bidx = bidx, s.idx = idx, s.sets = sets;
     /* Every declared value must be a legal value of its knob first. */
     for (i = 0; i < nk; i++) {
-        const char *k, *v;
-        char field[300], canon[2048], why[1024];
-        mt_kv_entry(c->space, i, &k, &v);
-        knobs[i] = k;
-        bufs[i] = strdup(v);
-        vals[i] = calloc(MAX_VALUES + 1, sizeof **vals);
-        if (!bufs[i] || !vals[i])
+        int p = declare_values(&s, i, &bufs[i]);
+        if (p < 0)
             goto done;
-        nv[i] = split_bar(bufs[i], vals[i], MAX_VALUES);
-        snprintf(field, sizeof field, "space.%s", k);
-        if (mt_registry_is_core(k)) {
-            mt_diag_add(d, c->path, mt_contract_line(c, field), field,
-                        "%s is fixed by the contract and cannot be searched", k);
-            problems++;
-            continue;
-        }
-        if (!mt_registry_knob(r, k, NULL)) {
-            mt_kv *scratch = mt_kv_new();
-            mt_config_set(r, scratch, k, vals[i][0], c->path, mt_contract_line(c, field), field, d);
-            mt_kv_destroy(&scratch);
-            problems++;
-            continue;
-        }
-        for (j = 0; j < nv[i]; j++)
-            if (mt_registry_normalize(r, k, vals[i][j], canon, sizeof canon, why, sizeof why)) {
-                mt_diag_add(d, c->path, mt_contract_line(c, field), field, "%s", why);
-                problems++;
-            }
-        /* the grid walks from the base: its value is a point of the grid */
-        {
-            const char *b = mt_kv_get(base, k);
-            for (j = 0; b && j < nv[i]; j++) {
-                if (!mt_registry_normalize(r, k, vals[i][j], canon, sizeof canon, why,
-                                           sizeof why) &&
-                    !strcmp(canon, b))
-                    break;
-            }
-            /* the base's value, or (NULL) the knob left unset as in the base */
-            if (j == nv[i] && nv[i] < MAX_VALUES)
-                vals[i][nv[i]++] = (char *)b;
-            bidx[i] = j < nv[i] ? j : 0;
-        }
-        configs *= (double)nv[i];
+        problems += p;
+        configs *= (double)nv[i]; /* used only when no value has a problem */
     }
     if (problems)
         goto done;
     for (i = 0; i < nk; i++)
-        for (j = 0; j < nv[i]; j++) {
-            size_t tries = 0, grid = 0, pairs = 0, visited, m, w, k;
-            int pairs_done;
-            int found = 0, exhausted = 0;
-            mt_violations first = {0};
-            char canon[2048], why[1024], field[300];
-            if (!vals[i][j] || (j == bidx[i] && vals[i][j] == mt_kv_get(base, knobs[i])))
-                continue; /* the base's own value, not declared: mt_audit_base's */
-            mt_registry_normalize(r, knobs[i], vals[i][j], canon, sizeof canon, why, sizeof why);
-            /* 1. the base with it */
-            grid_sets(r, nk, knobs, vals, NULL, i, canon, sets);
-            found = legal_with(r, c, base, sets, &first, d);
-            tries++;
-            /* 2. the base with it and one other change */
-            for (m = 0; m < nk && !found; m++)
-                for (w = 0; m != i && w < nv[m] && !found; w++) {
-                    if (w == bidx[m] || !vals[m][w])
-                        continue;
-                    for (k = 0; k < nk; k++)
-                        idx[k] = bidx[k];
-                    idx[m] = w;
-                    grid_sets(r, nk, knobs, vals, idx, i, canon, sets);
-                    found = legal_with(r, c, base, sets, &first, d);
-                    tries++;
-                }
-            /* 3. two other changes (a rule that needs two knobs: full
-             * recompute needs a method and a layer count) */
-            for (m = 0; m < nk && !found && tries < budget; m++)
-                for (w = 0; m != i && w < nv[m] && !found && tries < budget; w++) {
-                    size_t m2, w2;
-                    if (w == bidx[m] || !vals[m][w])
-                        continue;
-                    for (m2 = m + 1; m2 < nk && !found && tries < budget; m2++)
-                        for (w2 = 0; m2 != i && w2 < nv[m2] && !found && tries < budget; w2++) {
-                            if (w2 == bidx[m2] || !vals[m2][w2])
-                                continue;
-                            for (k = 0; k < nk; k++)
-                                idx[k] = bidx[k];
-                            idx[m] = w, idx[m2] = w2;
-                            grid_sets(r, nk, knobs, vals, idx, i, canon, sets);
-                            found = legal_with(r, c, base, sets, &first, d);
-                            tries++, pairs++;
-                        }
-                }
-            /* 4. the grid of the other knobs, from the base's values; the
-             * points one or two changes away were tried above */
-            pairs_done = !found && tries < budget;
-            for (m = 0; m < nk; m++)
-                idx[m] = bidx[m];
-            for (visited = 0; !found && grid < GRID_TRIES && tries < budget &&
-                              visited < 64 * GRID_TRIES;
-                 visited++) {
-                size_t diff = 0;
-                /* next grid point (mixed radix over the other knobs) */
-                for (m = 0; m < nk; m++) {
-                    if (m == i)
-                        continue;
-                    if ((idx[m] = (idx[m] + 1) % nv[m]) != bidx[m])
-                        break;
-                }
-                if (m >= nk) {
-                    exhausted = 1; /* back at the base: the whole grid was tried */
-                    break;
-                }
-                for (m = 0; m < nk; m++)
-                    diff += m != i && idx[m] != bidx[m];
-                if (diff == 1 || (diff == 2 && pairs_done))
-                    continue;
-                grid_sets(r, nk, knobs, vals, idx, i, canon, sets);
-                found = legal_with(r, c, base, sets, &first, d);
-                tries++, grid++;
-            }
-            budget = budget > tries ? budget - tries : 0;
-            if (!found) {
-                snprintf(field, sizeof field, "space.%s", knobs[i]);
-                if (exhausted)
-                    mt_diag_add(d, c->path, mt_contract_line(c, field), field,
-                                "value \"%s\" is illegal in every config of the declared space "
-                                "(%zu tried); e.g. [%s] %s. Remove the value or widen the space",
-                                vals[i][j], tries, first.n ? first.v[0].rule : "?",
-                                first.n ? first.v[0].message : "");
-                else
-                    mt_diag_add(d, c->path, mt_contract_line(c, field), field,
-                                "value \"%s\": no legal config found in %zu tried (the base with "
-                                "it, each single change of another knob, %zu pairs of changes, "
-                                "%zu grid points from the base, of the space's %.0f configs; the "
-                                "search is capped); e.g. [%s] %s. Remove the value, or make sure "
-                                "a config of the space can use it",
-                                vals[i][j], tries, pairs, grid, configs,
-                                first.n ? first.v[0].rule : "?",
-                                first.n ? first.v[0].message : "");
-                problems++;
-            }
-            mt_violations_free(&first);
-        }
+        for (j = 0; j < nv[i]; j++)
+            problems += search_value(&s, i, j, &budget, configs);
 done:
     for (i = 0; i < nk; i++) {
         if (bufs)

@@ -280,6 +280,128 @@ static void unknown_name(loader *L, const config_setting_t *s, const char *group
 static char **string_array(loader *L, const config_setting_t *e, const char *path, size_t *n,
                            int allow_empty);
 
+/* A list field e at path: its strings joined by newlines into kv. */
+static void list_field(loader *L, const config_setting_t *e, const char *path, const field *f,
+                       mt_kv *kv)
+{
+    char buf[1024];
+    size_t nv = 0, k, off = 0;
+    char **v = string_array(L, e, path, &nv, 1);
+    if (!v)
+        return;
+    buf[0] = '\0';
+    for (k = 0; k < nv; k++) {
+        if (off < sizeof buf)
+            off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", k ? "\n" : "", v[k]);
+        free(v[k]);
+    }
+    free(v);
+    if (off >= sizeof buf)
+        err(L, e, path, "'%s' is too long (at most %zu bytes in all)", path, sizeof buf - 1);
+    else
+        mt_kv_set(kv, f->name, buf);
+}
+
+/* Whether scalar e (of libconfig type t) has f's type; says why not. */
+static int type_matches(loader *L, const config_setting_t *e, int t, const char *path,
+                        const field *f)
+{
+    if (f->type == F_INT && t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
+        err(L, e, path, "'%s' must be an integer, found %s%s", path, type_name(t),
+            t == CONFIG_TYPE_STRING ? " (write it without quotes)" : "");
+        return 0;
+    }
+    if (f->type == F_FLOAT && t != CONFIG_TYPE_FLOAT && t != CONFIG_TYPE_INT &&
+        t != CONFIG_TYPE_INT64) {
+        err(L, e, path, "'%s' must be a number, found %s", path, type_name(t));
+        return 0;
+    }
+    if (f->type == F_BOOL && t != CONFIG_TYPE_BOOL) {
+        err(L, e, path, "'%s' must be true or false, found %s", path, type_name(t));
+        return 0;
+    }
+    if (f->type == F_STR && t != CONFIG_TYPE_STRING) {
+        err(L, e, path, "'%s' must be a string in double quotes, found %s", path, type_name(t));
+        return 0;
+    }
+    return 1;
+}
+
+/* Whether numeric e (text buf) lies in f's range; says why not. */
+static int in_range(loader *L, const config_setting_t *e, int t, const char *path, const field *f,
+                    const char *buf)
+{
+    double v = f->type == F_INT ? (double)config_setting_get_int64(e)
+                                : (t == CONFIG_TYPE_FLOAT ? config_setting_get_float(e)
+                                                          : (double)config_setting_get_int64(e));
+    if (strspn(buf + (buf[0] == '-'), "0123456789") >= 19) /* past int64 */
+        v = buf[0] == '-' ? -HUGE_VAL : HUGE_VAL;
+    if (v < f->min || v > f->max) {
+        err(L, e, path, "'%s' = %s is out of range; it must be between %g and %g", path, buf,
+            f->min, f->max);
+        return 0;
+    }
+    return 1;
+}
+
+/* Whether buf is one of f's choices; says why not, with the closest. */
+static int is_choice(loader *L, const config_setting_t *e, const char *path, const field *f,
+                     const char *buf)
+{
+    char list[256], *tok, *save = NULL;
+    const char *opts[16];
+    size_t no = 0;
+    const char *close;
+    snprintf(list, sizeof list, "%s", f->choices);
+    for (tok = strtok_r(list, "|", &save); tok; tok = strtok_r(NULL, "|", &save))
+        if (!strcmp(tok, buf))
+            return 1;
+    snprintf(list, sizeof list, "%s", f->choices);
+    for (tok = strtok_r(list, "|", &save); tok && no < 16; tok = strtok_r(NULL, "|", &save))
+        opts[no++] = tok;
+    close = mt_spell_closest(buf, opts, no);
+    err(L, e, path, "'%s' = \"%s\" is not one of %s%s%s%s", path, buf, f->choices,
+        close ? "; did you mean \"" : "", close ? close : "", close ? "\"?" : "");
+    return 0;
+}
+
+/* Field f of group g (named gname) into kv and the canonical form, or its
+ * default; an error when it is missing, mistyped or out of its range. */
+static void parse_field(loader *L, const config_setting_t *g, const char *gname, const field *f,
+                        mt_kv *kv)
+{
+    const config_setting_t *e = config_setting_get_member(g, f->name);
+    char path[512], buf[1024];
+    int t;
+    snprintf(path, sizeof path, "%s.%s", gname, f->name);
+    if (!e) {
+        if (f->required)
+            err(L, g, path, "missing required setting '%s'", path);
+        else if (f->def) {
+            mt_kv_set(kv, f->name, f->def);
+            mt_kv_set(L->canon, path, f->def);
+        }
+        return;
+    }
+    t = config_setting_type(e);
+    if (f->type == F_LIST) {
+        list_field(L, e, path, f, kv);
+        return;
+    }
+    if (!type_matches(L, e, t, path, f))
+        return;
+    if (scalar_string(e, buf, sizeof buf)) {
+        err(L, e, path, "'%s' is too long (at most %zu bytes)", path, sizeof buf - 1);
+        return;
+    }
+    if ((f->type == F_INT || f->type == F_FLOAT) && !in_range(L, e, t, path, f, buf))
+        return;
+    if (f->choices && !is_choice(L, e, path, f, buf))
+        return;
+    mt_kv_set(kv, f->name, buf);
+    mt_kv_set(L->canon, path, buf);
+}
+
 static void parse_group(loader *L, const config_setting_t *g, const char *gname,
                         const field *fields, mt_kv *kv)
 {
@@ -287,7 +409,6 @@ static void parse_group(loader *L, const config_setting_t *g, const char *gname,
     size_t nk = 0;
     const field *f;
     int i, n;
-    char path[512], buf[1024];
 
     for (f = fields; f->name; f++)
         known[nk++] = f->name;
@@ -312,99 +433,8 @@ static void parse_group(loader *L, const config_setting_t *g, const char *gname,
         if (!f->name)
             unknown_name(L, e, gname, known, nk);
     }
-    for (f = fields; f->name; f++) {
-        const config_setting_t *e = config_setting_get_member(g, f->name);
-        int t;
-        snprintf(path, sizeof path, "%s.%s", gname, f->name);
-        if (!e) {
-            if (f->required)
-                err(L, g, path, "missing required setting '%s'", path);
-            else if (f->def) {
-                mt_kv_set(kv, f->name, f->def);
-                mt_kv_set(L->canon, path, f->def);
-            }
-            continue;
-        }
-        t = config_setting_type(e);
-        if (f->type == F_LIST) {
-            size_t nv = 0, k, off = 0;
-            char **v = string_array(L, e, path, &nv, 1);
-            if (!v)
-                continue;
-            buf[0] = '\0';
-            for (k = 0; k < nv; k++) {
-                if (off < sizeof buf)
-                    off += (size_t)snprintf(buf + off, sizeof buf - off, "%s%s", k ? "\n" : "",
-                                            v[k]);
-                free(v[k]);
-            }
-            free(v);
-            if (off >= sizeof buf)
-                err(L, e, path, "'%s' is too long (at most %zu bytes in all)", path,
-                    sizeof buf - 1);
-            else
-                mt_kv_set(kv, f->name, buf);
-            continue;
-        }
-        if (f->type == F_INT && t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) {
-            err(L, e, path, "'%s' must be an integer, found %s%s", path, type_name(t),
-                t == CONFIG_TYPE_STRING ? " (write it without quotes)" : "");
-            continue;
-        }
-        if (f->type == F_FLOAT && t != CONFIG_TYPE_FLOAT && t != CONFIG_TYPE_INT &&
-            t != CONFIG_TYPE_INT64) {
-            err(L, e, path, "'%s' must be a number, found %s", path, type_name(t));
-            continue;
-        }
-        if (f->type == F_BOOL && t != CONFIG_TYPE_BOOL) {
-            err(L, e, path, "'%s' must be true or false, found %s", path, type_name(t));
-            continue;
-        }
-        if (f->type == F_STR && t != CONFIG_TYPE_STRING) {
-            err(L, e, path, "'%s' must be a string in double quotes, found %s", path,
-                type_name(t));
-            continue;
-        }
-        if (scalar_string(e, buf, sizeof buf)) {
-            err(L, e, path, "'%s' is too long (at most %zu bytes)", path, sizeof buf - 1);
-            continue;
-        }
-        if (f->type == F_INT || f->type == F_FLOAT) {
-            double v = f->type == F_INT ? (double)config_setting_get_int64(e)
-                                        : (t == CONFIG_TYPE_FLOAT ? config_setting_get_float(e)
-                                                                  : (double)config_setting_get_int64(e));
-            if (strspn(buf + (buf[0] == '-'), "0123456789") >= 19) /* past int64 */
-                v = buf[0] == '-' ? -HUGE_VAL : HUGE_VAL;
-            if (v < f->min || v > f->max) {
-                err(L, e, path, "'%s' = %s is out of range; it must be between %g and %g",
-                    path, buf, f->min, f->max);
-                continue;
-            }
-        }
-        if (f->choices) {
-            char list[256], *tok, *save = NULL;
-            int ok = 0;
-            snprintf(list, sizeof list, "%s", f->choices);
-            for (tok = strtok_r(list, "|", &save); tok; tok = strtok_r(NULL, "|", &save))
-                if (!strcmp(tok, buf))
-                    ok = 1;
-            if (!ok) {
-                const char *opts[16];
-                size_t no = 0;
-                const char *close;
-                snprintf(list, sizeof list, "%s", f->choices);
-                for (tok = strtok_r(list, "|", &save); tok && no < 16;
-                     tok = strtok_r(NULL, "|", &save))
-                    opts[no++] = tok;
-                close = mt_spell_closest(buf, opts, no);
-                err(L, e, path, "'%s' = \"%s\" is not one of %s%s%s%s", path, buf, f->choices,
-                    close ? "; did you mean \"" : "", close ? close : "", close ? "\"?" : "");
-                continue;
-            }
-        }
-        mt_kv_set(kv, f->name, buf);
-        mt_kv_set(L->canon, path, buf);
-    }
+    for (f = fields; f->name; f++)
+        parse_field(L, g, gname, f, kv);
 }
 
 static long kv_long(const mt_kv *kv, const char *key, long def)
@@ -1172,12 +1202,165 @@ static char *canonical_text(const mt_kv *canon)
     return out;
 }
 
+/* The top level: no unknown names, 'version = 1' and the contract's name. */
+static void parse_top(loader *L, const config_setting_t *root)
+{
+    const config_setting_t *e;
+    int i, n = config_setting_length(root);
+    for (i = 0; i < n; i++) {
+        size_t k;
+        e = config_setting_get_elem(root, (unsigned)i);
+        for (k = 0; k < N_TOP; k++)
+            if (!strcmp(top_groups[k], config_setting_name(e)))
+                break;
+        if (k == N_TOP)
+            unknown_name(L, e, "", top_groups, N_TOP);
+    }
+    e = config_setting_get_member(root, "version");
+    if (!e || config_setting_type(e) != CONFIG_TYPE_INT || config_setting_get_int(e) != 1)
+        err(L, e, "version", "the contract must start with 'version = 1;' (the only version)");
+    e = config_setting_get_member(root, "name");
+    if (!e || config_setting_type(e) != CONFIG_TYPE_STRING)
+        err(L, e, "name", "missing 'name = \"...\";' (a short name for reports)");
+    else
+        L->c->name = strdup(config_setting_get_string(e));
+}
+
+/* The stack group e: component = "version" strings. */
+static void parse_stack(loader *L, const config_setting_t *e)
+{
+    int i;
+    if (!e || config_setting_type(e) != CONFIG_TYPE_GROUP)
+        err(L, e, "stack",
+            "missing group 'stack' (versions: megatron_lm, transformer_engine, "
+            "container, ...)");
+    else
+        for (i = 0; i < config_setting_length(e); i++) {
+            const config_setting_t *x = config_setting_get_elem(e, (unsigned)i);
+            char path[256], buf[512];
+            snprintf(path, sizeof path, "stack.%s", config_setting_name(x));
+            if (config_setting_type(x) != CONFIG_TYPE_STRING || scalar_string(x, buf, sizeof buf))
+                err(L, x, path, "'%s' must be a version string in double quotes", path);
+            else
+                mt_kv_set(L->c->stack, config_setting_name(x), buf), mt_kv_set(L->canon, path, buf);
+        }
+}
+
+/* The windows group e: screen { steps; warmup; window; } and validate
+ * { steps; first; last; }. */
+static void parse_windows(loader *L, const config_setting_t *e)
+{
+    mt_contract *c = L->c;
+    const config_setting_t *w;
+    int i;
+    if (!e || config_setting_type(e) != CONFIG_TYPE_GROUP)
+        err(L, e, "windows",
+            "missing group 'windows' with screen { steps; warmup; window; } "
+            "and validate { steps; first; last; }");
+    else {
+        mt_kv *kv = mt_kv_new();
+        static const char *const known[] = {"screen", "validate"};
+        for (i = 0; i < config_setting_length(e); i++) {
+            const config_setting_t *x = config_setting_get_elem(e, (unsigned)i);
+            if (strcmp(config_setting_name(x), "screen") && strcmp(config_setting_name(x), "validate"))
+                unknown_name(L, x, "windows", known, 2);
+        }
+        w = config_setting_get_member(e, "screen");
+        parse_group(L, w, "windows.screen", screen_fields, kv);
+        c->screen.steps = (int)kv_long(kv, "steps", 0);
+        c->screen_warmup = (int)kv_long(kv, "warmup", 0);
+        c->screen.first = c->screen_warmup + 1;
+        c->screen.last = c->screen_warmup + (int)kv_long(kv, "window", 0);
+        mt_kv_destroy(&kv);
+        kv = mt_kv_new();
+        w = config_setting_get_member(e, "validate");
+        parse_group(L, w, "windows.validate", validate_fields, kv);
+        c->validate.steps = (int)kv_long(kv, "steps", 50);
+        c->validate.first = (int)kv_long(kv, "first", 41);
+        c->validate.last = (int)kv_long(kv, "last", 50);
+        mt_kv_destroy(&kv);
+    }
+}
+
+/* The intervals, gates, profile and budget groups into the contract. */
+static void parse_settings(loader *L, const config_setting_t *root)
+{
+    mt_contract *c = L->c;
+    mt_kv *kv = mt_kv_new();
+    parse_group(L, config_setting_get_member(root, "intervals"), "intervals", interval_fields, kv);
+    c->eval_interval = (int)kv_long(kv, "eval", 0);
+    c->save_interval = (int)kv_long(kv, "save", 0);
+    c->log_interval = (int)kv_long(kv, "log", 1);
+    mt_kv_destroy(&kv);
+    kv = mt_kv_new();
+    parse_group(L, config_setting_get_member(root, "gates"), "gates", gate_fields, kv);
+    c->alpha = kv_double(kv, "alpha", 0.05);
+    c->min_effect = kv_double(kv, "min_effect", 0.02);
+    c->replicates = (int)kv_long(kv, "replicates", 3);
+    c->memory_headroom = kv_double(kv, "memory_headroom", 0.1);
+    c->memory_uncertainty = kv_double(kv, "memory_uncertainty", 0.15);
+    c->loss_tolerance = kv_double(kv, "loss_tolerance", 0.02);
+    mt_kv_destroy(&kv);
+    kv = mt_kv_new();
+    parse_group(L, config_setting_get_member(root, "profile"), "profile", profile_fields, kv);
+    c->profile.comm_share = kv_double(kv, "comm_share", 0.2);
+    c->profile.host_share = kv_double(kv, "host_share", 0.1);
+    c->profile.host_min_gaps = (int)kv_long(kv, "host_min_gaps", 20);
+    c->profile.gap_us = kv_double(kv, "gap_us", 20);
+    parse_classes(L, mt_kv_get(kv, "classes"));
+    mt_kv_destroy(&kv);
+    kv = mt_kv_new();
+    parse_group(L, config_setting_get_member(root, "budget"), "budget", budget_fields, kv);
+    c->gpu_hours = kv_double(kv, "gpu_hours", 0);
+    c->max_runs = (int)kv_long(kv, "runs", 0);
+    c->deadline_hours = kv_double(kv, "deadline_hours", 0);
+    mt_kv_destroy(&kv);
+}
+
+/* Every group of the root in the contract's order of fields. */
+static void parse_root(loader *L, const config_setting_t *root)
+{
+    mt_contract *c = L->c;
+    const config_setting_t *e;
+    parse_top(L, root);
+    parse_group(L, config_setting_get_member(root, "model"), "model", model_fields, c->model);
+    parse_group(L, config_setting_get_member(root, "hardware"), "hardware", hardware_fields,
+                c->hardware);
+    parse_stack(L, config_setting_get_member(root, "stack"));
+    parse_group(L, config_setting_get_member(root, "data"), "data", data_fields, c->data);
+    parse_group(L, config_setting_get_member(root, "batch"), "batch", batch_fields, c->batch);
+
+    e = config_setting_get_member(root, "base");
+    if (!e || config_setting_type(e) != CONFIG_TYPE_GROUP)
+        err(L, e, "base", "missing group 'base' (the starting configuration's knobs)");
+    else
+        parse_base(L, e, "base", "");
+    e = config_setting_get_member(root, "space");
+    if (e && config_setting_type(e) != CONFIG_TYPE_GROUP)
+        err(L, e, "space", "'space' must be a group of knob = [values]");
+    else if (e)
+        parse_space(L, e, "space", "");
+
+    parse_windows(L, config_setting_get_member(root, "windows"));
+    parse_settings(L, root);
+    parse_labels(L, config_setting_get_member(root, "labels"));
+    parse_launch(L, config_setting_get_member(root, "launch"));
+    parse_fixed_args(L, config_setting_get_member(root, "fixed_args"));
+
+    c->routing = mt_kv_get(c->data, "routing") && !strcmp(mt_kv_get(c->data, "routing"), "natural")
+                     ? MT_ROUTING_NATURAL
+                     : MT_ROUTING_FORCED;
+    c->drop_and_pad =
+        mt_kv_get(c->data, "drop_and_pad") && !strcmp(mt_kv_get(c->data, "drop_and_pad"), "true");
+    c->natural_validation = !mt_kv_get(c->data, "natural_validation") ||
+                            strcmp(mt_kv_get(c->data, "natural_validation"), "false");
+}
+
 static mt_contract *load(config_t *cfg, int rc, const char *path, mt_diag *d)
 {
     loader L = {0};
     mt_contract *c = calloc(1, sizeof *c);
-    const config_setting_t *root, *e, *w;
-    int i, n;
+    const config_setting_t *root;
 
     if (!c)
         return NULL;
@@ -1199,127 +1382,7 @@ static mt_contract *load(config_t *cfg, int rc, const char *path, mt_diag *d)
     }
     root = config_root_setting(cfg);
     record_lines(&L, root, "");
-    n = config_setting_length(root);
-    for (i = 0; i < n; i++) {
-        size_t k;
-        e = config_setting_get_elem(root, (unsigned)i);
-        for (k = 0; k < N_TOP; k++)
-            if (!strcmp(top_groups[k], config_setting_name(e)))
-                break;
-        if (k == N_TOP)
-            unknown_name(&L, e, "", top_groups, N_TOP);
-    }
-
-    e = config_setting_get_member(root, "version");
-    if (!e || config_setting_type(e) != CONFIG_TYPE_INT || config_setting_get_int(e) != 1)
-        err(&L, e, "version", "the contract must start with 'version = 1;' (the only version)");
-    e = config_setting_get_member(root, "name");
-    if (!e || config_setting_type(e) != CONFIG_TYPE_STRING)
-        err(&L, e, "name", "missing 'name = \"...\";' (a short name for reports)");
-    else
-        c->name = strdup(config_setting_get_string(e));
-
-    parse_group(&L, config_setting_get_member(root, "model"), "model", model_fields, c->model);
-    parse_group(&L, config_setting_get_member(root, "hardware"), "hardware", hardware_fields,
-                c->hardware);
-    e = config_setting_get_member(root, "stack");
-    if (!e || config_setting_type(e) != CONFIG_TYPE_GROUP)
-        err(&L, e, "stack", "missing group 'stack' (versions: megatron_lm, transformer_engine, "
-                            "container, ...)");
-    else
-        for (i = 0; i < config_setting_length(e); i++) {
-            const config_setting_t *x = config_setting_get_elem(e, (unsigned)i);
-            char path[256], buf[512];
-            snprintf(path, sizeof path, "stack.%s", config_setting_name(x));
-            if (config_setting_type(x) != CONFIG_TYPE_STRING || scalar_string(x, buf, sizeof buf))
-                err(&L, x, path, "'%s' must be a version string in double quotes", path);
-            else
-                mt_kv_set(c->stack, config_setting_name(x), buf), mt_kv_set(L.canon, path, buf);
-        }
-    parse_group(&L, config_setting_get_member(root, "data"), "data", data_fields, c->data);
-    parse_group(&L, config_setting_get_member(root, "batch"), "batch", batch_fields, c->batch);
-
-    e = config_setting_get_member(root, "base");
-    if (!e || config_setting_type(e) != CONFIG_TYPE_GROUP)
-        err(&L, e, "base", "missing group 'base' (the starting configuration's knobs)");
-    else
-        parse_base(&L, e, "base", "");
-    e = config_setting_get_member(root, "space");
-    if (e && config_setting_type(e) != CONFIG_TYPE_GROUP)
-        err(&L, e, "space", "'space' must be a group of knob = [values]");
-    else if (e)
-        parse_space(&L, e, "space", "");
-
-    e = config_setting_get_member(root, "windows");
-    if (!e || config_setting_type(e) != CONFIG_TYPE_GROUP)
-        err(&L, e, "windows", "missing group 'windows' with screen { steps; warmup; window; } "
-                              "and validate { steps; first; last; }");
-    else {
-        mt_kv *kv = mt_kv_new();
-        static const char *const known[] = {"screen", "validate"};
-        for (i = 0; i < config_setting_length(e); i++) {
-            const config_setting_t *x = config_setting_get_elem(e, (unsigned)i);
-            if (strcmp(config_setting_name(x), "screen") && strcmp(config_setting_name(x), "validate"))
-                unknown_name(&L, x, "windows", known, 2);
-        }
-        w = config_setting_get_member(e, "screen");
-        parse_group(&L, w, "windows.screen", screen_fields, kv);
-        c->screen.steps = (int)kv_long(kv, "steps", 0);
-        c->screen_warmup = (int)kv_long(kv, "warmup", 0);
-        c->screen.first = c->screen_warmup + 1;
-        c->screen.last = c->screen_warmup + (int)kv_long(kv, "window", 0);
-        mt_kv_destroy(&kv);
-        kv = mt_kv_new();
-        w = config_setting_get_member(e, "validate");
-        parse_group(&L, w, "windows.validate", validate_fields, kv);
-        c->validate.steps = (int)kv_long(kv, "steps", 50);
-        c->validate.first = (int)kv_long(kv, "first", 41);
-        c->validate.last = (int)kv_long(kv, "last", 50);
-        mt_kv_destroy(&kv);
-    }
-    {
-        mt_kv *kv = mt_kv_new();
-        parse_group(&L, config_setting_get_member(root, "intervals"), "intervals", interval_fields,
-                    kv);
-        c->eval_interval = (int)kv_long(kv, "eval", 0);
-        c->save_interval = (int)kv_long(kv, "save", 0);
-        c->log_interval = (int)kv_long(kv, "log", 1);
-        mt_kv_destroy(&kv);
-        kv = mt_kv_new();
-        parse_group(&L, config_setting_get_member(root, "gates"), "gates", gate_fields, kv);
-        c->alpha = kv_double(kv, "alpha", 0.05);
-        c->min_effect = kv_double(kv, "min_effect", 0.02);
-        c->replicates = (int)kv_long(kv, "replicates", 3);
-        c->memory_headroom = kv_double(kv, "memory_headroom", 0.1);
-        c->memory_uncertainty = kv_double(kv, "memory_uncertainty", 0.15);
-        c->loss_tolerance = kv_double(kv, "loss_tolerance", 0.02);
-        mt_kv_destroy(&kv);
-        kv = mt_kv_new();
-        parse_group(&L, config_setting_get_member(root, "profile"), "profile", profile_fields, kv);
-        c->profile.comm_share = kv_double(kv, "comm_share", 0.2);
-        c->profile.host_share = kv_double(kv, "host_share", 0.1);
-        c->profile.host_min_gaps = (int)kv_long(kv, "host_min_gaps", 20);
-        c->profile.gap_us = kv_double(kv, "gap_us", 20);
-        parse_classes(&L, mt_kv_get(kv, "classes"));
-        mt_kv_destroy(&kv);
-        kv = mt_kv_new();
-        parse_group(&L, config_setting_get_member(root, "budget"), "budget", budget_fields, kv);
-        c->gpu_hours = kv_double(kv, "gpu_hours", 0);
-        c->max_runs = (int)kv_long(kv, "runs", 0);
-        c->deadline_hours = kv_double(kv, "deadline_hours", 0);
-        mt_kv_destroy(&kv);
-    }
-    parse_labels(&L, config_setting_get_member(root, "labels"));
-    parse_launch(&L, config_setting_get_member(root, "launch"));
-    parse_fixed_args(&L, config_setting_get_member(root, "fixed_args"));
-
-    c->routing = mt_kv_get(c->data, "routing") && !strcmp(mt_kv_get(c->data, "routing"), "natural")
-                     ? MT_ROUTING_NATURAL
-                     : MT_ROUTING_FORCED;
-    c->drop_and_pad =
-        mt_kv_get(c->data, "drop_and_pad") && !strcmp(mt_kv_get(c->data, "drop_and_pad"), "true");
-    c->natural_validation = !mt_kv_get(c->data, "natural_validation") ||
-                            strcmp(mt_kv_get(c->data, "natural_validation"), "false");
+    parse_root(&L, root);
     if (!L.errors)
         semantic_checks(&L);
     if (L.errors)

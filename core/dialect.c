@@ -484,13 +484,118 @@ int mt_argparse(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_kv *
     return mt_argparse_ext(d, argv, argc, ns, res, NULL);
 }
 
+/* Appends word a to the extras (elen used of extras[cap]), clipped. */
+static void add_extra(char *extras, size_t cap, size_t *elen, const char *a)
+{
+    *elen += (size_t)snprintf(extras + *elen, cap - *elen, "%s%s", *elen ? " " : "", a);
+    if (*elen >= cap)
+        *elen = cap - 1;
+}
+
+/* A flag that takes no value (nargs 0, store_true/false/const) into ns;
+ * -1 with res's error when it was given one inline. */
+static int set_valueless(const mt_flag *f, const char *inline_val, mt_kv *ns,
+                         mt_argparse_result *res)
+{
+    if (inline_val)
+        return fail(res, f->flag, "argument %s: ignored explicit argument '%s'%s", f->flag,
+                    inline_val, "");
+    if (!strcmp(f->action, "store_true"))
+        mt_kv_set(ns, f->dest, "true");
+    else if (!strcmp(f->action, "store_false"))
+        mt_kv_set(ns, f->dest, "false");
+    else
+        mt_kv_set(ns, f->dest, f->def);
+    return 0;
+}
+
+/* How many values f's nargs takes, at least and at most. */
+static void nargs_range(const mt_flag *f, size_t *want_min, size_t *want_max)
+{
+    if (!strcmp(f->nargs, "-")) {
+        *want_min = *want_max = 1;
+    } else if (!strcmp(f->nargs, "+")) {
+        *want_min = 1, *want_max = (size_t)-1;
+    } else if (!strcmp(f->nargs, "*")) {
+        *want_min = 0, *want_max = (size_t)-1;
+    } else if (!strcmp(f->nargs, "?")) {
+        *want_min = 0, *want_max = 1;
+    } else {
+        *want_min = *want_max = (size_t)strtoul(f->nargs, NULL, 10);
+    }
+}
+
+/* One value arg of f converted into one[n] and checked against its
+ * choices; -1 with res's error when it is not valid. */
+static int convert_value(const mt_flag *f, const char *arg, char *one, size_t n,
+                         mt_argparse_result *res, const mt_kv *extra)
+{
+    char msg[512];
+    const char *tname;
+    int rc = convert(f, arg, one, n, &tname);
+    if (rc == -2)
+        return fail(res, f->flag, "KeyError: '%s'%s%s", arg, "", "");
+    if (rc)
+        return fail(res, f->flag, "argument %s: invalid %s value: '%s'", f->flag, tname, arg);
+    if (!choice_ok(f, one, msg, sizeof msg, extra))
+        return fail(res, f->flag, "%s%s%s", msg, "", "");
+    return 0;
+}
+
+/* "--x=v" gives exactly one value: v converted into val[n]; -1 with res's
+ * error when f takes none or more than one. */
+static int inline_value(const mt_flag *f, const char *inline_val, size_t want_min, size_t want_max,
+                        char *val, size_t n, mt_argparse_result *res, const mt_kv *extra)
+{
+    char one[1024];
+    if (want_max < 1)
+        return fail(res, f->flag, "argument %s: ignored explicit argument '%s'%s", f->flag,
+                    inline_val, "");
+    if (want_min > 1)
+        return fail(res, f->flag, "argument %s: expected %s arguments%s", f->flag, f->nargs, "");
+    if (convert_value(f, inline_val, one, sizeof one, res, extra))
+        return -1;
+    snprintf(val, n, "%s", one);
+    return 0;
+}
+
+/* The values of f that follow it from argv[i], up to want_max and up to
+ * the next option, converted and joined by spaces into val[n]; their count
+ * into *vals.  -1 with res's error when fewer than want_min. */
+static int following_values(const mt_flag *f, char *const *argv, size_t argc, size_t i,
+                            size_t want_min, size_t want_max, char *val, size_t n,
+                            mt_argparse_result *res, const mt_kv *extra, size_t *vals)
+{
+    char one[1024];
+    size_t j = i, len = 0;
+    while (j < argc && *vals < want_max && !is_option(argv[j]) && strcmp(argv[j], "--"))
+        j++, (*vals)++;
+    if (*vals < want_min) {
+        if (want_min == 1 && want_max == 1)
+            return fail(res, f->flag, "argument %s: expected one argument%s%s", f->flag, "", "");
+        if (want_max == (size_t)-1)
+            return fail(res, f->flag, "argument %s: expected at least one argument%s%s", f->flag,
+                        "", "");
+        return fail(res, f->flag, "argument %s: expected %s arguments%s", f->flag, f->nargs, "");
+    }
+    for (j = i; j < i + *vals; j++) {
+        if (convert_value(f, argv[j], one, sizeof one, res, extra))
+            return -1;
+        len += (size_t)snprintf(val + len, n - len, "%s%s", len ? " " : "", one);
+        if (len >= n)
+            return fail(res, f->flag, "argument %s: value too long (over %s bytes)%s", f->flag,
+                        "4096", "");
+    }
+    return 0;
+}
+
 int mt_argparse_ext(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_kv *ns,
                     mt_argparse_result *res, const mt_kv *extra)
 {
     size_t i = 0;
     char extras[400] = "";
     size_t elen = 0;
-    char val[4096], one[1024], msg[512];
+    char val[4096];
     if (res) {
         res->error[0] = res->where[0] = 0;
         res->toks = NULL;
@@ -498,11 +603,10 @@ int mt_argparse_ext(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_
     }
     set_defaults(d, ns);
     while (i < argc) {
-        const char *a = argv[i], *eq = NULL, *tname;
+        const char *a = argv[i], *eq = NULL;
         char name[256];
         const mt_flag *f;
         size_t start = i, vals = 0, want_min, want_max;
-        int rc;
         const char *inline_val = NULL;
         if (!strcmp(a, "--")) {
             /* Everything after "--" is positional: Megatron takes none. */
@@ -512,10 +616,7 @@ int mt_argparse_ext(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_
             break;
         }
         if (!is_option(a)) {
-            elen += (size_t)snprintf(extras + elen, sizeof extras - elen, "%s%s",
-                                     elen ? " " : "", a);
-            if (elen >= sizeof extras)
-                elen = sizeof extras - 1;
+            add_extra(extras, sizeof extras, &elen, a);
             push_tok(res, NULL, i, 1);
             i++;
             continue;
@@ -527,10 +628,7 @@ int mt_argparse_ext(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_
         if (!f) {
             /* With "=" argparse looks up the part before it; an unknown
              * option is kept whole among the extras. */
-            elen += (size_t)snprintf(extras + elen, sizeof extras - elen, "%s%s",
-                                     elen ? " " : "", a);
-            if (elen >= sizeof extras)
-                elen = sizeof extras - 1;
+            add_extra(extras, sizeof extras, &elen, a);
             push_tok(res, NULL, i, 1);
             i++;
             continue;
@@ -540,77 +638,21 @@ int mt_argparse_ext(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_
         i++;
         if (!strcmp(f->nargs, "0") || !strcmp(f->action, "store_true") ||
             !strcmp(f->action, "store_false") || !strcmp(f->action, "store_const")) {
-            if (inline_val)
-                return fail(res, f->flag, "argument %s: ignored explicit argument '%s'%s",
-                            f->flag, inline_val, "");
-            if (!strcmp(f->action, "store_true"))
-                mt_kv_set(ns, f->dest, "true");
-            else if (!strcmp(f->action, "store_false"))
-                mt_kv_set(ns, f->dest, "false");
-            else
-                mt_kv_set(ns, f->dest, f->def);
+            if (set_valueless(f, inline_val, ns, res))
+                return -1;
             push_tok(res, f, start, 1);
             continue;
         }
-        if (!strcmp(f->nargs, "-")) {
-            want_min = want_max = 1;
-        } else if (!strcmp(f->nargs, "+")) {
-            want_min = 1, want_max = (size_t)-1;
-        } else if (!strcmp(f->nargs, "*")) {
-            want_min = 0, want_max = (size_t)-1;
-        } else if (!strcmp(f->nargs, "?")) {
-            want_min = 0, want_max = 1;
-        } else {
-            want_min = want_max = (size_t)strtoul(f->nargs, NULL, 10);
-        }
+        nargs_range(f, &want_min, &want_max);
         val[0] = 0;
         if (inline_val) {
-            /* "--x=v" gives exactly one value. */
-            if (want_max < 1)
-                return fail(res, f->flag, "argument %s: ignored explicit argument '%s'%s",
-                            f->flag, inline_val, "");
-            if (want_min > 1)
-                return fail(res, f->flag, "argument %s: expected %s arguments%s", f->flag,
-                            f->nargs, "");
-            rc = convert(f, inline_val, one, sizeof one, &tname);
-            if (rc == -2)
-                return fail(res, f->flag, "KeyError: '%s'%s%s", inline_val, "", "");
-            if (rc)
-                return fail(res, f->flag, "argument %s: invalid %s value: '%s'", f->flag, tname,
-                            inline_val);
-            if (!choice_ok(f, one, msg, sizeof msg, extra))
-                return fail(res, f->flag, "%s%s%s", msg, "", "");
-            snprintf(val, sizeof val, "%s", one);
+            if (inline_value(f, inline_val, want_min, want_max, val, sizeof val, res, extra))
+                return -1;
             vals = 1;
         } else {
-            size_t j = i, len = 0;
-            while (j < argc && vals < want_max && !is_option(argv[j]) && strcmp(argv[j], "--"))
-                j++, vals++;
-            if (vals < want_min) {
-                if (want_min == 1 && want_max == 1)
-                    return fail(res, f->flag, "argument %s: expected one argument%s%s", f->flag,
-                                "", "");
-                if (want_max == (size_t)-1)
-                    return fail(res, f->flag, "argument %s: expected at least one argument%s%s",
-                                f->flag, "", "");
-                return fail(res, f->flag, "argument %s: expected %s arguments%s", f->flag,
-                            f->nargs, "");
-            }
-            for (j = i; j < i + vals; j++) {
-                rc = convert(f, argv[j], one, sizeof one, &tname);
-                if (rc == -2)
-                    return fail(res, f->flag, "KeyError: '%s'%s%s", argv[j], "", "");
-                if (rc)
-                    return fail(res, f->flag, "argument %s: invalid %s value: '%s'", f->flag,
-                                tname, argv[j]);
-                if (!choice_ok(f, one, msg, sizeof msg, extra))
-                    return fail(res, f->flag, "%s%s%s", msg, "", "");
-                len += (size_t)snprintf(val + len, sizeof val - len, "%s%s", len ? " " : "",
-                                        one);
-                if (len >= sizeof val)
-                    return fail(res, f->flag, "argument %s: value too long (over %s bytes)%s",
-                                f->flag, "4096", "");
-            }
+            if (following_values(f, argv, argc, i, want_min, want_max, val, sizeof val, res, extra,
+                                 &vals))
+                return -1;
             i += vals;
         }
         if (!strcmp(f->nargs, "?") && !vals)

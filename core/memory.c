@@ -464,175 +464,183 @@ static double graph_bytes(const mt_kv *cfg, const shape *m, const chunk *c, int 
     return total;
 }
 
-int mt_memory_estimate(const mt_kv *cfg, const mt_kv *hw, mt_mem_estimate *out)
+/* The model and parallel shape of cfg on hw into m; -1 when a size the
+ * estimate divides by is missing or below 1. */
+static int read_shape(const mt_kv *cfg, const mt_kv *hw, int L, shape *m)
 {
-    shape m;
-    saving sv;
-    int L = (int)num(cfg, "num_layers", 1), mtp = (int)num(cfg, "mtp_num_layers", 0);
-    int pp, vpp = 1, r, v, nst;
-    chunk *c = NULL, *kc = NULL;
-    double *held = NULL;
-    double dp, edp, dp_shard, edp_shard, attn_p, moe_p, dense_p, mtp_p, embed, Vp;
-    double w_b, g_b, master_b, mom_b, off, nmicro;
-    const char *disp = mt_kv_get(cfg, "moe_flex_dispatcher_backend");
-    mt_mem_stage *best = NULL;
-
-    memset(out, 0, sizeof *out);
-    memset(&m, 0, sizeof m);
-    memset(&sv, 0, sizeof sv);
-    m.h = num(cfg, "hidden_size", 1);
-    m.heads = num(cfg, "num_attention_heads", 1);
-    m.groups = num(cfg, "num_query_groups", 0);
-    if (m.groups <= 0)
-        m.groups = m.heads;
-    m.kvc = num(cfg, "kv_channels", 0);
-    if (m.kvc <= 0)
-        m.kvc = m.h / m.heads;
-    m.E = num(cfg, "num_experts", 0);
-    m.topk = num(cfg, "moe_router_topk", 1);
-    m.fm = num(cfg, "moe_ffn_hidden_size", 0);
-    m.fs = num(cfg, "moe_shared_expert_intermediate_size", 0);
-    m.fd = num(cfg, "ffn_hidden_size", 0);
-    if (m.fd <= 0)
-        m.fd = 4 * m.h;
-    m.V = num(cfg, "vocab_size", 0);
-    m.s = num(cfg, "seq_length", 4096);
-    m.b = num(cfg, "micro_batch_size", 1);
-    m.gbs = num(cfg, "global_batch_size", 1);
-    m.tp = num(cfg, "tensor_model_parallel_size", 1);
-    m.pp = num(cfg, "pipeline_model_parallel_size", 1);
-    m.cp = num(cfg, "context_parallel_size", 1);
-    m.ep = num(cfg, "expert_model_parallel_size", 1);
-    m.etp = num(cfg, "expert_tensor_parallel_size", 0);
-    m.world = num(hw, "world_size", 1);
-    if (m.etp <= 0)
-        m.etp = m.tp; /* Megatron: ETP defaults to TP */
-    if (m.tp < 1 || m.pp < 1 || m.cp < 1 || m.ep < 1 || m.b < 1 || L < 1 || m.h < 1 ||
-        m.heads < 1 || m.world < 1)
+    m->h = num(cfg, "hidden_size", 1);
+    m->heads = num(cfg, "num_attention_heads", 1);
+    m->groups = num(cfg, "num_query_groups", 0);
+    if (m->groups <= 0)
+        m->groups = m->heads;
+    m->kvc = num(cfg, "kv_channels", 0);
+    if (m->kvc <= 0)
+        m->kvc = m->h / m->heads;
+    m->E = num(cfg, "num_experts", 0);
+    m->topk = num(cfg, "moe_router_topk", 1);
+    m->fm = num(cfg, "moe_ffn_hidden_size", 0);
+    m->fs = num(cfg, "moe_shared_expert_intermediate_size", 0);
+    m->fd = num(cfg, "ffn_hidden_size", 0);
+    if (m->fd <= 0)
+        m->fd = 4 * m->h;
+    m->V = num(cfg, "vocab_size", 0);
+    m->s = num(cfg, "seq_length", 4096);
+    m->b = num(cfg, "micro_batch_size", 1);
+    m->gbs = num(cfg, "global_batch_size", 1);
+    m->tp = num(cfg, "tensor_model_parallel_size", 1);
+    m->pp = num(cfg, "pipeline_model_parallel_size", 1);
+    m->cp = num(cfg, "context_parallel_size", 1);
+    m->ep = num(cfg, "expert_model_parallel_size", 1);
+    m->etp = num(cfg, "expert_tensor_parallel_size", 0);
+    m->world = num(hw, "world_size", 1);
+    if (m->etp <= 0)
+        m->etp = m->tp; /* Megatron: ETP defaults to TP */
+    if (m->tp < 1 || m->pp < 1 || m->cp < 1 || m->ep < 1 || m->b < 1 || L < 1 || m->h < 1 ||
+        m->heads < 1 || m->world < 1)
         return -1;
-    pp = (int)m.pp;
-    m.mla = on(cfg, "multi_latent_attention");
-    m.ql = num(cfg, "q_lora_rank", 0);
-    m.kl = num(cfg, "kv_lora_rank", 0);
-    m.qk = num(cfg, "qk_head_dim", 128);
-    m.rope = num(cfg, "qk_pos_emb_head_dim", 64);
-    m.vd = num(cfg, "v_head_dim", 128);
-    m.qk_norm = on(cfg, "qk_layernorm");
-    m.unfused_attn =
+    m->mla = on(cfg, "multi_latent_attention");
+    m->ql = num(cfg, "q_lora_rank", 0);
+    m->kl = num(cfg, "kv_lora_rank", 0);
+    m->qk = num(cfg, "qk_head_dim", 128);
+    m->rope = num(cfg, "qk_pos_emb_head_dim", 64);
+    m->vd = num(cfg, "v_head_dim", 128);
+    m->qk_norm = on(cfg, "qk_layernorm");
+    m->unfused_attn =
         is(cfg, "attention_backend", "unfused") || is(cfg, "attention_backend", "local");
-    m.sp = m.tp > 1 && (on(cfg, "sequence_parallel") || m.E > 0) ? m.tp : 1; /* MoE + TP needs SP */
-    m.T = m.s * m.b / m.cp;
-    m.Ts = m.T / m.sp;
-    m.ab = saved_input_bytes(cfg);
-    m.ab_act = m.ab;
-    m.rb = is(cfg, "moe_router_dtype", "fp64") ? 8 : is(cfg, "moe_router_dtype", "fp32") ? 4 : 2;
-    m.cf = 1;
+    m->sp =
+        m->tp > 1 && (on(cfg, "sequence_parallel") || m->E > 0) ? m->tp : 1; /* MoE + TP needs SP */
+    m->T = m->s * m->b / m->cp;
+    m->Ts = m->T / m->sp;
+    m->ab = saved_input_bytes(cfg);
+    m->ab_act = m->ab;
+    m->rb = is(cfg, "moe_router_dtype", "fp64") ? 8 : is(cfg, "moe_router_dtype", "fp32") ? 4 : 2;
+    m->cf = 1;
     if (on(cfg, "moe_pad_expert_input_to_capacity") &&
         num(cfg, "moe_expert_capacity_factor", 0) > 0)
-        m.cf = num(cfg, "moe_expert_capacity_factor", 1);
+        m->cf = num(cfg, "moe_expert_capacity_factor", 1);
+    return 0;
+}
 
+/* What selective recompute and activation offloading in cfg save, into sv. */
+static void read_saving(const mt_kv *cfg, const shape *m, saving *sv)
+{
     if (is(cfg, "recompute_granularity", "selective")) {
-        sv.rc_norm = has(cfg, "recompute_modules", "layernorm");
-        sv.rc_core_attn = has(cfg, "recompute_modules", "core_attn");
-        sv.rc_mla_up = has(cfg, "recompute_modules", "mla_up_proj") && m.mla;
-        sv.rc_moe_act = has(cfg, "recompute_modules", "moe_act");
-        sv.rc_moe = has(cfg, "recompute_modules", "moe");
-        sv.rc_mlp = has(cfg, "recompute_modules", "mlp");
-        sv.rc_shared = has(cfg, "recompute_modules", "shared_experts");
+        sv->rc_norm = has(cfg, "recompute_modules", "layernorm");
+        sv->rc_core_attn = has(cfg, "recompute_modules", "core_attn");
+        sv->rc_mla_up = has(cfg, "recompute_modules", "mla_up_proj") && m->mla;
+        sv->rc_moe_act = has(cfg, "recompute_modules", "moe_act");
+        sv->rc_moe = has(cfg, "recompute_modules", "moe");
+        sv->rc_mlp = has(cfg, "recompute_modules", "mlp");
+        sv->rc_shared = has(cfg, "recompute_modules", "shared_experts");
     }
     if (on(cfg, "fine_grained_activation_offloading")) {
-        sv.off_frac = fmin(1, fmax(0, num(cfg, "activation_offload_fraction", 1.0)));
-        sv.off_attn_norm = has(cfg, "offload_modules", "attn_norm");
-        sv.off_qkv = has(cfg, "offload_modules", "qkv_linear");
-        sv.off_core_attn = has(cfg, "offload_modules", "core_attn");
-        sv.off_attn_proj = has(cfg, "offload_modules", "attn_proj");
-        sv.off_mlp_norm = has(cfg, "offload_modules", "mlp_norm");
-        sv.off_fc1 = has(cfg, "offload_modules", "expert_fc1");
-        sv.off_act = has(cfg, "offload_modules", "moe_act");
+        sv->off_frac = fmin(1, fmax(0, num(cfg, "activation_offload_fraction", 1.0)));
+        sv->off_attn_norm = has(cfg, "offload_modules", "attn_norm");
+        sv->off_qkv = has(cfg, "offload_modules", "qkv_linear");
+        sv->off_core_attn = has(cfg, "offload_modules", "core_attn");
+        sv->off_attn_proj = has(cfg, "offload_modules", "attn_proj");
+        sv->off_mlp_norm = has(cfg, "offload_modules", "mlp_norm");
+        sv->off_fc1 = has(cfg, "offload_modules", "expert_fc1");
+        sv->off_act = has(cfg, "offload_modules", "moe_act");
     }
+}
 
-    /* data-parallel sizes; the distributed optimizer shards dense states
-     * over DP x CP and expert states over the expert-DP group */
-    dp = floor(m.world / (m.tp * m.pp * m.cp));
-    edp = floor(m.world / (m.etp * m.ep * m.pp));
+/* Sizes the stages share: optimizer sharding, microbatches and parameter
+ * element counts per layer kind. */
+typedef struct sizes {
+    double dp_shard, edp_shard, nmicro;
+    double attn_p, moe_p, dense_p, mtp_p, embed, Vp;
+} sizes;
+
+/* Data-parallel sizes; the distributed optimizer shards dense states over
+ * DP x CP and expert states over the expert-DP group.  Then the parameters
+ * (elements): per rank for TP/EP-split parts. */
+static void read_sizes(const mt_kv *cfg, const shape *m, sizes *z)
+{
+    double dp = floor(m->world / (m->tp * m->pp * m->cp));
+    double edp = floor(m->world / (m->etp * m->ep * m->pp));
     if (dp < 1)
         dp = 1;
     if (edp < 1)
         edp = 1;
-    dp_shard = dp * m.cp;
-    edp_shard = edp;
+    z->dp_shard = dp * m->cp;
+    z->edp_shard = edp;
     {
         double inst = num(cfg, "num_distributed_optimizer_instances", 1);
         if (inst > 1)
-            dp_shard = fmax(1, dp_shard / inst), edp_shard = fmax(1, edp_shard / inst);
+            z->dp_shard = fmax(1, z->dp_shard / inst), z->edp_shard = fmax(1, z->edp_shard / inst);
     }
-    nmicro = floor(m.gbs / (m.b * dp));
-    if (nmicro < 1)
-        nmicro = 1;
-
-    /* parameters (elements): per rank for TP/EP-split parts */
+    z->nmicro = floor(m->gbs / (m->b * dp));
+    if (z->nmicro < 1)
+        z->nmicro = 1;
     {
-        double div = fmax(1, num(cfg, "make_vocab_size_divisible_by", VOCAB_DIVISOR)) * m.tp;
-        Vp = ceil(m.V / div) * div;
+        double div = fmax(1, num(cfg, "make_vocab_size_divisible_by", VOCAB_DIVISOR)) * m->tp;
+        z->Vp = ceil(m->V / div) * div;
     }
-    attn_p = attn_params(&m);
-    dense_p = 3 * m.h * m.fd;
-    moe_p = m.E * 3 * m.h * m.fm; /* SwiGLU experts: fc1 is h x 2f, fc2 f x h */
-    mtp_p = 2 * m.h * m.h;        /* MTP's eh projection (norms are negligible) */
-    embed = Vp * m.h;
-    if (build_chunks(cfg, L, mtp, pp, &vpp, &c))
-        return -1;
-    nst = pp * vpp;
-    kc = calloc((size_t)vpp, sizeof *kc);
-    held = calloc((size_t)vpp, sizeof *held);
-    if (!kc || !held) {
-        free(c), free(kc), free(held);
-        return -1;
-    }
-    {
-        double dense_n = 0, moe_n = 0, mtp_n = 0;
-        int s;
-        for (s = 0; s < nst; s++)
-            dense_n += c[s].dense, moe_n += c[s].moe, mtp_n += c[s].mtp;
-        out->params_total =
-            (L * attn_p + dense_n * dense_p + moe_n * (moe_p + 3 * m.h * m.fs + m.h * m.E) +
-             mtp_n * (attn_p + moe_p + 3 * m.h * m.fs + m.h * m.E + mtp_p) + 2 * m.V * m.h) /
-            1e9;
-    }
-    out->pp = pp;
-    out->vpp = vpp;
-    out->microbatches = nmicro;
-    out->hbm_gb = num(hw, "hbm_gb", 80);
+    z->attn_p = attn_params(m);
+    z->dense_p = 3 * m->h * m->fd;
+    z->moe_p = m->E * 3 * m->h * m->fm; /* SwiGLU experts: fc1 is h x 2f, fc2 f x h */
+    z->mtp_p = 2 * m->h * m->h;         /* MTP's eh projection (norms are negligible) */
+    z->embed = z->Vp * m->h;
+}
 
-    /* bytes per element of weights, grads and optimizer state */
-    w_b = BYTES_BF16;
-    g_b = on(cfg, "grad_reduce_in_bf16") || is(cfg, "main_grads_dtype", "bf16") ? BYTES_BF16
-                                                                                : BYTES_FP32;
-    master_b = mom_b = BYTES_FP32;
+/* The whole model's parameters, billions, from the layers of the nst chunks. */
+static double params_total(const shape *m, const sizes *z, const chunk *c, int nst, int L)
+{
+    double dense_n = 0, moe_n = 0, mtp_n = 0;
+    double attn_p = z->attn_p, dense_p = z->dense_p, moe_p = z->moe_p, mtp_p = z->mtp_p;
+    int s;
+    for (s = 0; s < nst; s++)
+        dense_n += c[s].dense, moe_n += c[s].moe, mtp_n += c[s].mtp;
+    return (L * attn_p + dense_n * dense_p + moe_n * (moe_p + 3 * m->h * m->fs + m->h * m->E) +
+            mtp_n * (attn_p + moe_p + 3 * m->h * m->fs + m->h * m->E + mtp_p) + 2 * m->V * m->h) /
+           1e9;
+}
+
+/* Bytes per element of weights, grads and optimizer state, and the share
+ * of the optimizer step offloaded to the host. */
+typedef struct elem_bytes {
+    double w, g, master, mom, off;
+} elem_bytes;
+
+/* The element sizes of cfg's precision and optimizer settings into eb. */
+static void read_elem_bytes(const mt_kv *cfg, elem_bytes *eb)
+{
+    eb->w = BYTES_BF16;
+    eb->g = on(cfg, "grad_reduce_in_bf16") || is(cfg, "main_grads_dtype", "bf16") ? BYTES_BF16
+                                                                                  : BYTES_FP32;
+    eb->master = eb->mom = BYTES_FP32;
     if (on(cfg, "use_precision_aware_optimizer")) {
-        master_b = dtype_bytes(mt_kv_get(cfg, "main_params_dtype"), BYTES_FP32);
-        mom_b = (dtype_bytes(mt_kv_get(cfg, "exp_avg_dtype"), BYTES_FP32) +
-                 dtype_bytes(mt_kv_get(cfg, "exp_avg_sq_dtype"), BYTES_FP32)) /
-                2;
+        eb->master = dtype_bytes(mt_kv_get(cfg, "main_params_dtype"), BYTES_FP32);
+        eb->mom = (dtype_bytes(mt_kv_get(cfg, "exp_avg_dtype"), BYTES_FP32) +
+                   dtype_bytes(mt_kv_get(cfg, "exp_avg_sq_dtype"), BYTES_FP32)) /
+                  2;
     }
     /* Optimizer CPU offload runs that fraction of the step on the host: its
      * moments live there; the FP32 master weights stay on the GPU, which
      * casts them to the BF16 model weights (calibration F: 3.8 GB per 25% on
      * Qwen3-30B TP2 PP2 EP4 is two thirds of its Adam states). */
-    off = on(cfg, "optimizer_cpu_offload")
-              ? fmin(1, fmax(0, num(cfg, "optimizer_offload_fraction", 1.0)))
-              : 0;
+    eb->off = on(cfg, "optimizer_cpu_offload")
+                  ? fmin(1, fmax(0, num(cfg, "optimizer_offload_fraction", 1.0)))
+                  : 0;
+}
 
+/* Each of the nst chunks' saved activations, loss logits and largest
+ * single layer per microbatch, after full recompute. */
+static void chunk_activations(const mt_kv *cfg, const shape *m, const saving *sv, double Vp,
+                              chunk *c, int nst)
+{
+    int v;
     for (v = 0; v < nst; v++) {
-        double a = c[v].dense * layer_act(&m, &sv, 0) + c[v].moe * layer_act(&m, &sv, 1) +
-                   c[v].mtp * layer_act(&m, &sv, 2);
-        double pk = fmax(c[v].dense > 0 ? layer_act(&m, &sv, 0) : 0,
-                         c[v].moe + c[v].mtp > 0 ? layer_act(&m, &sv, 1) : 0);
+        double a = c[v].dense * layer_act(m, sv, 0) + c[v].moe * layer_act(m, sv, 1) +
+                   c[v].mtp * layer_act(m, sv, 2);
+        double pk = fmax(c[v].dense > 0 ? layer_act(m, sv, 0) : 0,
+                         c[v].moe + c[v].mtp > 0 ? layer_act(m, sv, 1) : 0);
         if (is(cfg, "recompute_granularity", "full")) {
             /* only each recomputed unit's input is kept (uniform: one per
              * N layers; block: the first N layers of the chunk) */
             double n = fmax(1, num(cfg, "recompute_num_layers", 1));
-            double layers = c[v].dense + c[v].moe + c[v].mtp, in = m.Ts * m.h * BYTES_BF16;
+            double layers = c[v].dense + c[v].moe + c[v].mtp, in = m->Ts * m->h * BYTES_BF16;
             if (is(cfg, "recompute_method", "block")) {
                 double rc = fmin(n, layers);
                 a = layers > 0 ? a * (layers - rc) / layers + rc * in : 0;
@@ -642,81 +650,158 @@ int mt_memory_estimate(const mt_kv *cfg, const mt_kv *hw, mt_mem_estimate *out)
             }
         }
         if (c[v].loss) /* final norm and the saved FP32 softmax of each output head */
-            a += 2 * m.Ts * m.h * BYTES_BF16,
-                c[v].logits = m.T * Vp / m.tp * LOGIT_SAVED_BYTES * (1 + c[v].mtp);
+            a += 2 * m->Ts * m->h * BYTES_BF16,
+                c[v].logits = m->T * Vp / m->tp * LOGIT_SAVED_BYTES * (1 + c[v].mtp);
         c[v].act = a;
         c[v].peak_layer = pk;
     }
+}
 
-    out->grad_bytes = g_b;
-    out->state_bytes = master_b + 2 * mom_b * (1 - off);
-    out->offload = off;
-    out->dp_shard = on(cfg, "use_distributed_optimizer") ? dp_shard : 1;
-    out->edp_shard = on(cfg, "use_distributed_optimizer") ? edp_shard : 1;
+/* The flex dispatcher backend's registered buffers, GB (0 without flex). */
+static double flex_buffer_gb(const mt_kv *cfg)
+{
+    const char *disp = mt_kv_get(cfg, "moe_flex_dispatcher_backend");
+    if (is(cfg, "moe_token_dispatcher_type", "flex") && disp) {
+        if (!strcmp(disp, "deepep"))
+            return DEEPEP_BUFFER_GB;
+        else if (!strcmp(disp, "hybridep"))
+            return HYBRIDEP_BUFFER_GB;
+        else if (!strcmp(disp, "ncclep"))
+            return NCCLEP_BUFFER_GB;
+    }
+    return 0;
+}
+
+/* Weights, grads and optimizer state of pipeline rank r into st; the
+ * largest transient working set of its chunks into *ws. */
+static void stage_states(const mt_kv *cfg, const shape *m, const sizes *z, const elem_bytes *eb,
+                         const chunk *c, int pp, int vpp, int r, mt_mem_stage *st, double *ws)
+{
+    double nonexp = 0, exp = 0;
+    int v;
+    for (v = 0; v < vpp; v++) {
+        const chunk *k = &c[v * pp + r];
+        double moe_layers = k->moe + k->mtp;
+        st->layers += k->dense + k->moe + k->mtp;
+        nonexp += (k->dense + k->moe + k->mtp) * z->attn_p / m->tp + k->dense * z->dense_p / m->tp +
+                  moe_layers * (3 * m->h * m->fs / m->tp + m->h * m->E) + k->mtp * z->mtp_p / m->tp;
+        exp += moe_layers * z->moe_p / (m->ep * m->etp);
+        if (k->embed)
+            nonexp += z->embed / m->tp;
+        if (k->loss) {
+            /* the output layer (untied; tied weights keep a copy here
+             * when PP > 1), and MTP's copy of the embedding */
+            if (!is(cfg, "untie_embeddings_and_output_weights", "false") || pp > 1)
+                nonexp += z->embed / m->tp;
+            if (k->mtp > 0 && !k->embed)
+                nonexp += z->embed / m->tp;
+        }
+        /* one layer's backward, or the loss's BF16 logits beside their
+         * FP32 copy: not at the same time */
+        *ws = fmax(*ws,
+                   fmax(k->peak_layer, k->loss ? m->T * z->Vp / m->tp * LOGIT_TRANSIENT_BYTES : 0));
+    }
+    st->weights = (nonexp + exp) * eb->w / GB;
+    st->grads = (nonexp + exp) * eb->g / GB;
+    if (on(cfg, "use_distributed_optimizer"))
+        st->optimizer = (nonexp / z->dp_shard + exp / z->edp_shard) *
+                        (eb->master + 2 * eb->mom * (1 - eb->off)) / GB;
+    else
+        st->optimizer = (nonexp + exp) * (eb->master + 2 * eb->mom * (1 - eb->off)) / GB;
+}
+
+/* Activations, logits and graph memory pipeline rank r holds at its peak
+ * under the schedule, into st; kc and held are scratch of vpp entries. */
+static void stage_activations(const mt_kv *cfg, const shape *m, const chunk *c, int pp, int vpp,
+                              int r, double nmicro, chunk *kc, double *held, mt_mem_stage *st)
+{
+    double act = 0, logits = 0, one = 0;
+    int v;
+    for (v = 0; v < vpp; v++)
+        kc[v] = c[v * pp + r];
+    schedule_peak(pp, vpp, r, (long)nmicro, kc, held);
+    for (v = 0; v < vpp; v++) {
+        act += held[v] * kc[v].act;
+        logits += held[v] * kc[v].logits;
+        one += kc[v].act + kc[v].logits;
+        st->inflight += held[v];
+    }
+    st->graphs = graph_bytes(cfg, m, kc, vpp, held, nmicro) / GB;
+    st->activations = act / GB;
+    st->logits = logits / GB;
+    st->inflight_mb = one > 0 ? (act + logits) / one : 0;
+}
+
+/* Names the hottest stage of the pp in out->hottest_name. */
+static void name_hottest(mt_mem_estimate *out, int pp)
+{
+    out->hottest = &out->hot;
+    if (pp == 1)
+        snprintf(out->hottest_name, sizeof out->hottest_name, "every rank");
+    else
+        snprintf(out->hottest_name, sizeof out->hottest_name, "pipeline stage %d of %d%s",
+                 out->hot.rank + 1, pp,
+                 out->hot.rank == 0        ? ", the first"
+                 : out->hot.rank == pp - 1 ? ", the last"
+                                           : "");
+}
+
+int mt_memory_estimate(const mt_kv *cfg, const mt_kv *hw, mt_mem_estimate *out)
+{
+    shape m;
+    saving sv;
+    sizes z;
+    elem_bytes eb;
+    int L = (int)num(cfg, "num_layers", 1), mtp = (int)num(cfg, "mtp_num_layers", 0);
+    int pp, vpp = 1, r, nst;
+    chunk *c = NULL, *kc = NULL;
+    double *held = NULL;
+    mt_mem_stage *best = NULL;
+
+    memset(out, 0, sizeof *out);
+    memset(&m, 0, sizeof m);
+    memset(&sv, 0, sizeof sv);
+    if (read_shape(cfg, hw, L, &m))
+        return -1;
+    pp = (int)m.pp;
+    read_saving(cfg, &m, &sv);
+    read_sizes(cfg, &m, &z);
+    if (build_chunks(cfg, L, mtp, pp, &vpp, &c))
+        return -1;
+    nst = pp * vpp;
+    kc = calloc((size_t)vpp, sizeof *kc);
+    held = calloc((size_t)vpp, sizeof *held);
+    if (!kc || !held) {
+        free(c), free(kc), free(held);
+        return -1;
+    }
+    out->params_total = params_total(&m, &z, c, nst, L);
+    out->pp = pp;
+    out->vpp = vpp;
+    out->microbatches = z.nmicro;
+    out->hbm_gb = num(hw, "hbm_gb", 80);
+    read_elem_bytes(cfg, &eb);
+    chunk_activations(cfg, &m, &sv, z.Vp, c, nst);
+
+    out->grad_bytes = eb.g;
+    out->state_bytes = eb.master + 2 * eb.mom * (1 - eb.off);
+    out->offload = eb.off;
+    out->dp_shard = on(cfg, "use_distributed_optimizer") ? z.dp_shard : 1;
+    out->edp_shard = on(cfg, "use_distributed_optimizer") ? z.edp_shard : 1;
     for (r = 0; r < pp; r++) {
         mt_mem_stage st;
-        double nonexp = 0, exp = 0, act = 0, logits = 0, one = 0, ws = 0;
+        double ws = 0;
         memset(&st, 0, sizeof st);
         st.rank = r;
-        for (v = 0; v < vpp; v++) {
-            const chunk *k = &c[v * pp + r];
-            double moe_layers = k->moe + k->mtp;
-            st.layers += k->dense + k->moe + k->mtp;
-            nonexp += (k->dense + k->moe + k->mtp) * attn_p / m.tp + k->dense * dense_p / m.tp +
-                      moe_layers * (3 * m.h * m.fs / m.tp + m.h * m.E) + k->mtp * mtp_p / m.tp;
-            exp += moe_layers * moe_p / (m.ep * m.etp);
-            if (k->embed)
-                nonexp += embed / m.tp;
-            if (k->loss) {
-                /* the output layer (untied; tied weights keep a copy here
-                 * when PP > 1), and MTP's copy of the embedding */
-                if (!is(cfg, "untie_embeddings_and_output_weights", "false") || pp > 1)
-                    nonexp += embed / m.tp;
-                if (k->mtp > 0 && !k->embed)
-                    nonexp += embed / m.tp;
-            }
-            /* one layer's backward, or the loss's BF16 logits beside their
-             * FP32 copy: not at the same time */
-            ws = fmax(ws,
-                      fmax(k->peak_layer, k->loss ? m.T * Vp / m.tp * LOGIT_TRANSIENT_BYTES : 0));
-        }
-        st.weights = (nonexp + exp) * w_b / GB;
-        st.grads = (nonexp + exp) * g_b / GB;
-        if (on(cfg, "use_distributed_optimizer"))
-            st.optimizer =
-                (nonexp / dp_shard + exp / edp_shard) * (master_b + 2 * mom_b * (1 - off)) / GB;
-        else
-            st.optimizer = (nonexp + exp) * (master_b + 2 * mom_b * (1 - off)) / GB;
-        {
-            for (v = 0; v < vpp; v++)
-                kc[v] = c[v * pp + r];
-            schedule_peak(pp, vpp, r, (long)nmicro, kc, held);
-            for (v = 0; v < vpp; v++) {
-                act += held[v] * kc[v].act;
-                logits += held[v] * kc[v].logits;
-                one += kc[v].act + kc[v].logits;
-                st.inflight += held[v];
-            }
-            st.graphs = graph_bytes(cfg, &m, kc, vpp, held, nmicro) / GB;
-        }
-        st.activations = act / GB;
-        st.logits = logits / GB;
-        st.inflight_mb = one > 0 ? (act + logits) / one : 0;
+        stage_states(cfg, &m, &z, &eb, c, pp, vpp, r, &st, &ws);
+        stage_activations(cfg, &m, c, pp, vpp, r, z.nmicro, kc, held, &st);
         /* EP overlap runs a forward and a backward of two microbatches
          * layer by layer: the saved activations peak no higher, but both
          * layers' working tensors coexist */
         if (on(cfg, "overlap_moe_expert_parallel_comm"))
             ws *= 2;
         st.workspace = ws / GB;
-        out->flex_buffer_gb = 0;
-        if (is(cfg, "moe_token_dispatcher_type", "flex") && disp) {
-            if (!strcmp(disp, "deepep"))
-                out->flex_buffer_gb = DEEPEP_BUFFER_GB;
-            else if (!strcmp(disp, "hybridep"))
-                out->flex_buffer_gb = HYBRIDEP_BUFFER_GB;
-            else if (!strcmp(disp, "ncclep"))
-                out->flex_buffer_gb = NCCLEP_BUFFER_GB;
-        }
+        out->flex_buffer_gb = flex_buffer_gb(cfg);
         st.buffers = CONTEXT_GB + out->flex_buffer_gb;
         st.total = st.weights + st.grads + st.optimizer + st.activations + st.logits +
                    st.workspace + st.graphs + st.buffers;
@@ -729,15 +814,7 @@ int mt_memory_estimate(const mt_kv *cfg, const mt_kv *hw, mt_mem_estimate *out)
             best = &out->hot;
         }
     }
-    out->hottest = &out->hot;
-    if (pp == 1)
-        snprintf(out->hottest_name, sizeof out->hottest_name, "every rank");
-    else
-        snprintf(out->hottest_name, sizeof out->hottest_name, "pipeline stage %d of %d%s",
-                 out->hot.rank + 1, pp,
-                 out->hot.rank == 0        ? ", the first"
-                 : out->hot.rank == pp - 1 ? ", the last"
-                                           : "");
+    name_hottest(out, pp);
     free(c), free(kc), free(held);
     return 0;
 }

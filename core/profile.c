@@ -25,6 +25,96 @@ static void span_add(mt_profile_span *s, int64_t v, int dev, int first)
         s->max = v, s->max_dev = dev;
 }
 
+/* The step window o asks for into q (and p); 0, or an error said in d. */
+static int profile_window(const mt_trace *t, const char *label, const mt_profile_opts *o,
+                          mt_trace_query *q, mt_profile *p, mt_diag *d)
+{
+    int lo = 0, hi = 0, rc;
+    size_t ns = mt_trace_steps(t, &lo, &hi);
+    rc = mt_trace_step_window(t, o->first, o->last, &q->start_ns, &q->end_ns);
+    if (rc == -EINVAL) {
+        mt_diag_add(d, label, 0, "--window", "the window %d:%d ends before it starts", o->first,
+                    o->last);
+        return rc;
+    }
+    if (rc) {
+        if (ns)
+            mt_diag_add(d, label, 0, "--window",
+                        "the trace marks steps %d to %d (ProfilerStep#N), not %d:%d", lo, hi,
+                        o->first, o->last);
+        else
+            mt_diag_add(d, label, 0, "--window",
+                        "the trace marks no steps (no ProfilerStep#N range): a window of "
+                        "steps cannot be placed");
+        return rc;
+    }
+    q->has_window = 1;
+    p->has_steps = 1, p->first = o->first, p->last = o->last;
+    return 0;
+}
+
+/* Device metrics m, the profile's next device, into its spans and sums;
+ * its gaps above the threshold into *gaps. */
+static void profile_add(mt_profile *p, const mt_trace_metrics *m, double *gaps)
+{
+    span_add(&p->comm, m->comm_ns, m->device, !p->ndev);
+    span_add(&p->exposed, m->exposed_comm_ns, m->device, !p->ndev);
+    span_add(&p->hidden, m->hidden_ns, m->device, !p->ndev);
+    span_add(&p->idle, m->idle_ns, m->device, !p->ndev);
+    span_add(&p->active, m->active_ns, m->device, !p->ndev);
+    span_add(&p->dispatch, m->dispatch_ns, m->device, !p->ndev);
+    span_add(&p->combine, m->combine_ns, m->device, !p->ndev);
+    p->window_ns += m->window_ns;
+    p->exposed_ns += m->exposed_comm_ns;
+    p->hidden_ns += m->hidden_ns;
+    p->comm_ns += m->comm_ns;
+    p->compute_ns += m->compute_ns;
+    p->idle_ns += m->idle_ns;
+    *gaps += (double)m->gaps_above;
+    p->ndev++;
+}
+
+/* The top kernels' names are the trace's: copies them into p->names.
+ * 0 or -ENOMEM (the first failure said in d). */
+static int profile_copy_names(mt_profile *p, const char *label, mt_diag *d)
+{
+    size_t i;
+    if (!(p->names = calloc(p->ndev * MT_TRACE_TOP + 1, sizeof *p->names))) {
+        mt_diag_add(d, label, 0, NULL, "out of memory profiling the trace");
+        return -ENOMEM;
+    }
+    for (i = 0; i < p->ndev; i++) {
+        size_t k;
+        for (k = 0; k < p->dev[i].ntop; k++) {
+            char *c = strdup(p->dev[i].top[k].name);
+            if (!c)
+                return -ENOMEM;
+            p->names[p->nnames++] = c;
+            p->dev[i].top[k].name = c;
+        }
+    }
+    return 0;
+}
+
+/* The wall the profile p hits, by o's rules, with gaps summed over its
+ * devices. */
+static void profile_classify(mt_profile *p, const mt_profile_opts *o, double gaps)
+{
+    mt_wall_input in;
+    p->bubble_share = o->bubble_share;
+    memset(&in, 0, sizeof in);
+    in.window_ns = p->window_ns;
+    in.exposed_comm_ns = p->exposed_ns;
+    in.idle_ns = p->idle_ns;
+    in.bubble_share = o->bubble_share;
+    in.gaps_per_device = gaps / (double)p->ndev;
+    in.oom = o->oom;
+    in.full_recompute_only = o->full_recompute_only;
+    in.headroom = o->headroom;
+    in.headroom_gate = o->headroom_gate;
+    mt_wall_classify(&in, &o->rules, &p->wall);
+}
+
 int mt_profile_build(const mt_trace *t, const char *label, const mt_profile_opts *o,
                      mt_profile *p, mt_diag *d)
 {
@@ -32,7 +122,6 @@ int mt_profile_build(const mt_trace *t, const char *label, const mt_profile_opts
     int *dev = NULL, rc = 0;
     mt_trace_query q;
     double gaps = 0;
-    mt_wall_input in;
     memset(p, 0, sizeof *p);
     memset(&q, 0, sizeof q);
     q.gap_threshold_ns = (int64_t)llround(o->rules.gap_us * 1000.0);
@@ -51,29 +140,8 @@ int mt_profile_build(const mt_trace *t, const char *label, const mt_profile_opts
         mt_diag_add(d, label, 0, NULL, "the trace holds no GPU kernel: nothing to profile");
         goto out;
     }
-    if (o->has_steps) {
-        int lo = 0, hi = 0;
-        size_t ns = mt_trace_steps(t, &lo, &hi);
-        rc = mt_trace_step_window(t, o->first, o->last, &q.start_ns, &q.end_ns);
-        if (rc == -EINVAL) {
-            mt_diag_add(d, label, 0, "--window", "the window %d:%d ends before it starts",
-                        o->first, o->last);
-            goto out;
-        }
-        if (rc) {
-            if (ns)
-                mt_diag_add(d, label, 0, "--window",
-                            "the trace marks steps %d to %d (ProfilerStep#N), not %d:%d", lo, hi,
-                            o->first, o->last);
-            else
-                mt_diag_add(d, label, 0, "--window",
-                            "the trace marks no steps (no ProfilerStep#N range): a window of "
-                            "steps cannot be placed");
-            goto out;
-        }
-        q.has_window = 1;
-        p->has_steps = 1, p->first = o->first, p->last = o->last;
-    }
+    if (o->has_steps && (rc = profile_window(t, label, o, &q, p, d)))
+        goto out;
     for (i = 0; i < nd; i++) {
         mt_trace_metrics *m;
         if (o->device >= 0 && dev[i] != o->device)
@@ -87,61 +155,20 @@ int mt_profile_build(const mt_trace *t, const char *label, const mt_profile_opts
                             rc == -EINVAL ? "the window is empty" : "no kernel");
             goto out;
         }
-        span_add(&p->comm, m->comm_ns, m->device, !p->ndev);
-        span_add(&p->exposed, m->exposed_comm_ns, m->device, !p->ndev);
-        span_add(&p->hidden, m->hidden_ns, m->device, !p->ndev);
-        span_add(&p->idle, m->idle_ns, m->device, !p->ndev);
-        span_add(&p->active, m->active_ns, m->device, !p->ndev);
-        span_add(&p->dispatch, m->dispatch_ns, m->device, !p->ndev);
-        span_add(&p->combine, m->combine_ns, m->device, !p->ndev);
-        p->window_ns += m->window_ns;
-        p->exposed_ns += m->exposed_comm_ns;
-        p->hidden_ns += m->hidden_ns;
-        p->comm_ns += m->comm_ns;
-        p->compute_ns += m->compute_ns;
-        p->idle_ns += m->idle_ns;
-        gaps += (double)m->gaps_above;
-        p->ndev++;
+        profile_add(p, m, &gaps);
     }
     if (!p->ndev) {
         rc = -ENOENT;
         mt_diag_add(d, label, 0, "--device", "device %d has no kernel in this trace", o->device);
         goto out;
     }
-    /* the top kernels' names are the trace's: copy them */
-    if (!(p->names = calloc(p->ndev * MT_TRACE_TOP + 1, sizeof *p->names))) {
-        rc = -ENOMEM;
-        mt_diag_add(d, label, 0, NULL, "out of memory profiling the trace");
+    if ((rc = profile_copy_names(p, label, d)))
         goto out;
-    }
-    for (i = 0; i < p->ndev; i++) {
-        size_t k;
-        for (k = 0; k < p->dev[i].ntop; k++) {
-            char *c = strdup(p->dev[i].top[k].name);
-            if (!c) {
-                rc = -ENOMEM;
-                goto out;
-            }
-            p->names[p->nnames++] = c;
-            p->dev[i].top[k].name = c;
-        }
-    }
     if ((rc = mt_trace_evidence(t, p->evidence))) {
         mt_diag_add(d, label, 0, NULL, "out of memory profiling the trace");
         goto out;
     }
-    p->bubble_share = o->bubble_share;
-    memset(&in, 0, sizeof in);
-    in.window_ns = p->window_ns;
-    in.exposed_comm_ns = p->exposed_ns;
-    in.idle_ns = p->idle_ns;
-    in.bubble_share = o->bubble_share;
-    in.gaps_per_device = gaps / (double)p->ndev;
-    in.oom = o->oom;
-    in.full_recompute_only = o->full_recompute_only;
-    in.headroom = o->headroom;
-    in.headroom_gate = o->headroom_gate;
-    mt_wall_classify(&in, &o->rules, &p->wall);
+    profile_classify(p, o, gaps);
 out:
     free(dev);
     if (rc)

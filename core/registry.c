@@ -248,15 +248,140 @@ static int resolve_file(const char *path, char abs[PATH_MAX], mt_diag *d)
     return 0;
 }
 
-int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
+/* The newest plugin descriptor symbol the open file h exports; its ABI
+ * index into *v.  NULL (said in d) when it exports none. */
+static const void *find_descriptor(void *h, const char *path, size_t *v, mt_diag *d)
+{
+    const void *sym = NULL;
+    for (*v = 0; *v < N_ABIS && !(sym = dlsym(h, abis[*v].symbol)); (*v)++)
+        ;
+    if (!sym) {
+        char tried[256];
+        size_t off = 0, k;
+        for (k = 0; k < N_ABIS && off < sizeof tried; k++)
+            off += (size_t)snprintf(tried + off, sizeof tried - off, "%s%s", k ? " or " : "",
+                                    abis[k].symbol);
+        mt_diag_add(d, path, 0, NULL,
+                    "missing symbol %s: not a moetune plugin, or the descriptor is not exported "
+                    "(declare it MT_PLUGIN_EXPORT)",
+                    tried);
+    }
+    return sym;
+}
+
+/* The descriptor's name, entry points and table element sizes, and that
+ * no loaded plugin has its name.  0 or a negative code (said in d). */
+static int check_desc(const mt_registry *r, const mt_plugin_desc *desc, const char *path,
+                      mt_diag *d)
+{
+    size_t i;
+    if (!valid_name(desc->name)) {
+        mt_diag_add(d, path, 0, NULL, "invalid plugin name \"%s\": use [a-z0-9_-]+",
+                    desc->name ? desc->name : "(null)");
+        return -EINVAL;
+    }
+    if (!desc->check || !desc->render || !desc->propose) {
+        mt_diag_add(d, path, 0, NULL, "plugin %s lacks a required entry point (check, render "
+                                      "and propose are required)",
+                    desc->name);
+        return -EINVAL;
+    }
+    for (i = 0; i < r->n; i++)
+        if (!strcmp(r->plugins[i]->desc->name, desc->name)) {
+            mt_diag_add(d, path, 0, NULL, "plugin %s is already loaded from %s; skipped",
+                        desc->name, r->plugins[i]->path);
+            return -EEXIST;
+        }
+    /* Tables are arrays: their element size is part of the ABI version. */
+    if ((desc->n_knobs && (!desc->knobs || desc->knobs[0].struct_size != sizeof(mt_knob_v1))) ||
+        (desc->n_extends &&
+         (!desc->extends || desc->extends[0].struct_size != sizeof(mt_extension_v1))) ||
+        (desc->n_variables &&
+         (!desc->variables || desc->variables[0].struct_size != sizeof(mt_variable_v1)))) {
+        mt_diag_add(d, path, 0, NULL,
+                    "plugin %s: a knob, extension or variable table entry has the wrong "
+                    "struct_size for ABI version 1; rebuild against this moetune/plugin.h",
+                    desc->name);
+        return -EPROTO;
+    }
+    return 0;
+}
+
+/* Each knob the descriptor declares: named, with a default, not the
+ * core's, not another plugin's, declared once.  0 or a negative code. */
+static int check_knobs(mt_registry *r, const mt_plugin_desc *desc, const char *path, mt_diag *d)
+{
+    uint32_t k;
+    for (k = 0; k < desc->n_knobs; k++) {
+        const mt_knob_v1 *kd = &desc->knobs[k];
+        mt_plugin *other;
+        uint32_t j;
+        if (!valid_knob_name(kd->name) || !kd->default_value) {
+            mt_diag_add(d, path, 0, NULL, "plugin %s declares knob %u with %s", desc->name, k,
+                        kd->name ? "no default value" : "no name");
+            return -EINVAL;
+        }
+        if (mt_registry_is_core(kd->name)) {
+            mt_diag_add(d, path, 0, NULL,
+                        "plugin %s claims knob %s, which the core owns (a base contract setting)",
+                        desc->name, kd->name);
+            return -EEXIST;
+        }
+        other = owner_of(r, kd->name, NULL, 0);
+        if (other) {
+            mt_diag_add(d, path, 0, NULL,
+                        "two plugins own knob %s: %s (%s) and %s (%s); the second is not loaded",
+                        kd->name, other->desc->name, other->path, desc->name, path);
+            return -EEXIST;
+        }
+        for (j = 0; j < k; j++)
+            if (!strcmp(desc->knobs[j].name, kd->name)) {
+                mt_diag_add(d, path, 0, NULL, "plugin %s declares knob %s twice", desc->name,
+                            kd->name);
+                return -EINVAL;
+            }
+    }
+    return 0;
+}
+
+/* Appends the plugin loaded from abs (handle h, ABI index v) to r; a
+ * descriptor adapted into *converted is copied into the plugin.  0 or
+ * -ENOMEM (h is then the caller's to close). */
+static int add_plugin(mt_registry *r, const char *abs, size_t v, void *h,
+                      const mt_plugin_desc *desc, const mt_plugin_desc *converted)
 {
     mt_plugin *p;
+    if (r->n == r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 8;
+        mt_plugin **np = realloc(r->plugins, cap * sizeof *np);
+        if (!np)
+            return -ENOMEM;
+        r->plugins = np;
+        r->cap = cap;
+    }
+    p = calloc(1, sizeof *p);
+    if (!p)
+        return -ENOMEM;
+    p->path = strdup(abs);
+    p->origin = r->origin ? r->origin : "file";
+    p->abi_version = abis[v].version;
+    if (desc == converted) {
+        p->converted = *converted;
+        desc = &p->converted;
+    }
+    p->desc = desc;
+    p->handle = h;
+    r->plugins[r->n++] = p;
+    return 0;
+}
+
+int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
+{
     const mt_plugin_desc *desc = NULL;
     mt_plugin_desc converted;
     const void *sym = NULL;
     void *h;
-    uint32_t k;
-    size_t i, v;
+    size_t v;
     int rc;
     char abs[PATH_MAX];
 
@@ -276,118 +401,20 @@ int mt_registry_load_file(mt_registry *r, const char *path, mt_diag *d)
         mt_diag_add(d, path, 0, NULL, "cannot load plugin: %s", e ? e : "dlopen failed");
         return -ENOEXEC;
     }
-    for (v = 0; v < N_ABIS && !(sym = dlsym(h, abis[v].symbol)); v++)
-        ;
-    if (!sym) {
-        char tried[256];
-        size_t off = 0;
-        for (v = 0; v < N_ABIS && off < sizeof tried; v++)
-            off += (size_t)snprintf(tried + off, sizeof tried - off, "%s%s", v ? " or " : "",
-                                    abis[v].symbol);
-        mt_diag_add(d, path, 0, NULL,
-                    "missing symbol %s: not a moetune plugin, or the descriptor is not exported "
-                    "(declare it MT_PLUGIN_EXPORT)",
-                    tried);
+    if (!(sym = find_descriptor(h, path, &v, d))) {
         dlclose(h);
         return -ENOENT;
     }
     rc = abis[v].adapt(sym, path, &converted, &desc, d);
-    if (rc) {
+    if (!rc)
+        rc = check_desc(r, desc, path, d);
+    if (!rc)
+        rc = check_knobs(r, desc, path, d);
+    if (!rc)
+        rc = add_plugin(r, abs, v, h, desc, &converted);
+    if (rc)
         dlclose(h);
-        return rc;
-    }
-    if (!valid_name(desc->name)) {
-        mt_diag_add(d, path, 0, NULL, "invalid plugin name \"%s\": use [a-z0-9_-]+",
-                    desc->name ? desc->name : "(null)");
-        dlclose(h);
-        return -EINVAL;
-    }
-    if (!desc->check || !desc->render || !desc->propose) {
-        mt_diag_add(d, path, 0, NULL, "plugin %s lacks a required entry point (check, render "
-                                      "and propose are required)",
-                    desc->name);
-        dlclose(h);
-        return -EINVAL;
-    }
-    for (i = 0; i < r->n; i++)
-        if (!strcmp(r->plugins[i]->desc->name, desc->name)) {
-            mt_diag_add(d, path, 0, NULL, "plugin %s is already loaded from %s; skipped",
-                        desc->name, r->plugins[i]->path);
-            dlclose(h);
-            return -EEXIST;
-        }
-    /* Tables are arrays: their element size is part of the ABI version. */
-    if ((desc->n_knobs && (!desc->knobs || desc->knobs[0].struct_size != sizeof(mt_knob_v1))) ||
-        (desc->n_extends &&
-         (!desc->extends || desc->extends[0].struct_size != sizeof(mt_extension_v1))) ||
-        (desc->n_variables &&
-         (!desc->variables || desc->variables[0].struct_size != sizeof(mt_variable_v1)))) {
-        mt_diag_add(d, path, 0, NULL,
-                    "plugin %s: a knob, extension or variable table entry has the wrong "
-                    "struct_size for ABI version 1; rebuild against this moetune/plugin.h",
-                    desc->name);
-        dlclose(h);
-        return -EPROTO;
-    }
-    for (k = 0; k < desc->n_knobs; k++) {
-        const mt_knob_v1 *kd = &desc->knobs[k];
-        mt_plugin *other;
-        uint32_t j;
-        if (!valid_knob_name(kd->name) || !kd->default_value) {
-            mt_diag_add(d, path, 0, NULL, "plugin %s declares knob %u with %s", desc->name, k,
-                        kd->name ? "no default value" : "no name");
-            dlclose(h);
-            return -EINVAL;
-        }
-        if (mt_registry_is_core(kd->name)) {
-            mt_diag_add(d, path, 0, NULL,
-                        "plugin %s claims knob %s, which the core owns (a base contract setting)",
-                        desc->name, kd->name);
-            dlclose(h);
-            return -EEXIST;
-        }
-        other = owner_of(r, kd->name, NULL, 0);
-        if (other) {
-            mt_diag_add(d, path, 0, NULL,
-                        "two plugins own knob %s: %s (%s) and %s (%s); the second is not loaded",
-                        kd->name, other->desc->name, other->path, desc->name, path);
-            dlclose(h);
-            return -EEXIST;
-        }
-        for (j = 0; j < k; j++)
-            if (!strcmp(desc->knobs[j].name, kd->name)) {
-                mt_diag_add(d, path, 0, NULL, "plugin %s declares knob %s twice", desc->name,
-                            kd->name);
-                dlclose(h);
-                return -EINVAL;
-            }
-    }
-    if (r->n == r->cap) {
-        size_t cap = r->cap ? r->cap * 2 : 8;
-        mt_plugin **np = realloc(r->plugins, cap * sizeof *np);
-        if (!np) {
-            dlclose(h);
-            return -ENOMEM;
-        }
-        r->plugins = np;
-        r->cap = cap;
-    }
-    p = calloc(1, sizeof *p);
-    if (!p) {
-        dlclose(h);
-        return -ENOMEM;
-    }
-    p->path = strdup(abs);
-    p->origin = r->origin ? r->origin : "file";
-    p->abi_version = abis[v].version;
-    if (desc == &converted) {
-        p->converted = converted;
-        desc = &p->converted;
-    }
-    p->desc = desc;
-    p->handle = h;
-    r->plugins[r->n++] = p;
-    return 0;
+    return rc;
 }
 
 static int cmp_str(const void *a, const void *b)

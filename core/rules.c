@@ -1025,21 +1025,11 @@ static long count_char(const char *s, char c)
     return n;
 }
 
-static void check_layout(const mt_ctx_v1 *ctx, mt_sink *s)
+/* parse_str_to_list: every character of every stage of the expanded
+ * layout buf is E, L, t or m.  0 (said in s) when one is not. */
+static int layout_chars_ok(const char *buf, mt_sink *s)
 {
-    static char buf[1 << 16];
-    const char *layout = pk_arg(ctx, "pipeline_model_parallel_layout");
-    const char *stage, *p;
-    char flat[1 << 14];
-    long stages, pp = pk_arg_int(ctx, "pipeline_model_parallel_size", 1), vpp, layers, mtp;
-    size_t fl = 0;
-    int have_mtp;
-    if (!layout)
-        return;
-    stages = pk_layout_expand(layout, buf, sizeof buf);
-    if (stages < 0)
-        return; /* too long to judge */
-    /* parse_str_to_list: every character of every stage is E, L, t or m */
+    const char *stage;
     for (stage = buf; stage;) {
         const char *end = strchr(stage, '|');
         size_t len = end ? (size_t)(end - stage) : strlen(stage);
@@ -1051,10 +1041,143 @@ static void check_layout(const mt_ctx_v1 *ctx, mt_sink *s)
                            "known layer characters: ['E', 'L', 't', 'm'] -- use only E, t, m, "
                            "L and | (with (...)*k and x*k repeats)",
                            stage[i], (int)len, stage, buf);
-                return;
+                return 0;
             }
         stage = end ? end + 1 : NULL;
     }
+    return 1;
+}
+
+/* The layers of the layout in order (flat, fl of them, no stage marks):
+ * one E first, one L last, num_layers t, mtp_num_layers m (into *mtp)
+ * after the decoders.  0 (said in s) when one of these fails. */
+static int layout_layers_ok(const mt_ctx_v1 *ctx, mt_sink *s, const char *layout, const char *flat,
+                            size_t fl, long *mtp)
+{
+    long layers;
+    int have_mtp;
+    if (!fl) {
+        pk_startup(s, "core.layout_empty", "pipeline_model_parallel_layout",
+                   "IndexError: list index out of range (pipeline_model_parallel_layout '%s' "
+                   "places no layer) -- start with E and end with L",
+                   layout);
+        return 0;
+    }
+    if (flat[0] != 'E') {
+        pk_startup(s, "core.layout_first_not_embedding", "pipeline_model_parallel_layout",
+                   "The first layer must be embedding, but got LayerType.%s -- open the layout "
+                   "with E",
+                   layer_name(flat[0]));
+        return 0;
+    }
+    if (flat[fl - 1] != 'L') {
+        pk_startup(s, "core.layout_last_not_loss", "pipeline_model_parallel_layout",
+                   "The last layer must be loss, but got LayerType.%s -- close the layout with "
+                   "L",
+                   layer_name(flat[fl - 1]));
+        return 0;
+    }
+    if (count_char(flat, 'E') != 1) {
+        pk_startup(s, "core.layout_embedding_once", "pipeline_model_parallel_layout",
+                   "Embedding must be specified exactly once -- the layout has %ld E",
+                   count_char(flat, 'E'));
+        return 0;
+    }
+    if (count_char(flat, 'L') != 1) {
+        pk_startup(s, "core.layout_loss_once", "pipeline_model_parallel_layout",
+                   "Loss must be specified exactly once -- the layout has %ld L",
+                   count_char(flat, 'L'));
+        return 0;
+    }
+    if (pk_arg_long(ctx, "num_layers", &layers) && count_char(flat, 't') != layers) {
+        pk_startup(s, "core.layout_decoder_count", "pipeline_model_parallel_layout",
+                   "Number of decoder layers %ldmust match num_layers %ld -- place every "
+                   "transformer layer (t) exactly once",
+                   count_char(flat, 't'), layers);
+        return 0;
+    }
+    have_mtp = pk_arg_long(ctx, "mtp_num_layers", mtp);
+    if (have_mtp ? count_char(flat, 'm') != *mtp : count_char(flat, 'm') != 0) {
+        pk_startup(s, "core.layout_mtp_count", "pipeline_model_parallel_layout",
+                   "Number of mtp layers in layout must match mtp_num_layers -- the layout has "
+                   "%ld m, mtp_num_layers is %s",
+                   count_char(flat, 'm'), have_mtp ? pk_arg(ctx, "mtp_num_layers") : "None");
+        return 0;
+    }
+    {
+        const char *m = strchr(flat, 'm');
+        if (m && strchr(m, 't')) {
+            pk_startup(s, "core.layout_mtp_after_decoders", "pipeline_model_parallel_layout",
+                       "decoder layers must be placed before MTP layers");
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* The MTP layers' stages: per pipeline rank r, virtual stage v is stage
+ * v*PP + r; MTP sits only in a rank's last virtual stage, all mtp of them
+ * in one stage (on R15: the last, with the loss). */
+static void layout_mtp_stages(const mt_ctx_v1 *ctx, mt_sink *s, const char *buf, long stages,
+                              long pp, long vpp, long mtp)
+{
+    long i = 0, r, v;
+    const char *st[4096], *stage;
+    size_t len[4096];
+    if (stages > 4096)
+        return;
+    for (stage = buf; stage && i < stages; i++) {
+        const char *end = strchr(stage, '|');
+        st[i] = stage;
+        len[i] = end ? (size_t)(end - stage) : strlen(stage);
+        stage = end ? end + 1 : NULL;
+    }
+    for (r = 0; r < pp; r++)
+        for (v = 0; v + 1 < vpp; v++)
+            if (memchr(st[v * pp + r], 'm', len[v * pp + r])) {
+                pk_startup(s, "core.layout_mtp_last_vstage", "pipeline_model_parallel_layout",
+                           "Currently we restrict that the MTP should be always in the last "
+                           "virtual pipeline stage of that rank (stage %ld is virtual stage "
+                           "%ld of %ld on pipeline rank %ld)",
+                           v * pp + r + 1, v + 1, vpp, r);
+                return;
+            }
+    for (r = 0; r < pp; r++) {
+        long last = (vpp - 1) * pp + r, k, cnt = 0;
+        for (k = 0; k < (long)len[last]; k++)
+            cnt += st[last][k] == 'm';
+        if (!cnt)
+            continue;
+        if (cnt != mtp) {
+            pk_startup(s, "core.layout_mtp_same_stage", "pipeline_model_parallel_layout",
+                       "All of the MTP layers must be in the same %s -- put all %ld m in "
+                       "one stage",
+                       version(ctx) == R15 ? "stage" : "one virtual pipeline stage", mtp);
+            return;
+        }
+        if (version(ctx) == R15 && (r != pp - 1 || !memchr(st[last], 'L', len[last]))) {
+            pk_startup(s, "core.layout_mtp_with_loss", "pipeline_model_parallel_layout",
+                       "MTP layers must be in the last stage together with Loss stage.");
+            return;
+        }
+    }
+}
+
+static void check_layout(const mt_ctx_v1 *ctx, mt_sink *s)
+{
+    static char buf[1 << 16];
+    const char *layout = pk_arg(ctx, "pipeline_model_parallel_layout");
+    const char *p;
+    char flat[1 << 14];
+    long stages, pp = pk_arg_int(ctx, "pipeline_model_parallel_size", 1), vpp, mtp = 0;
+    size_t fl = 0;
+    if (!layout)
+        return;
+    stages = pk_layout_expand(layout, buf, sizeof buf);
+    if (stages < 0)
+        return; /* too long to judge */
+    if (!layout_chars_ok(buf, s))
+        return;
     /* The rest runs in TransformerConfig, after validate_args (whose stage
      * count check the folding plugin owns) and the pipeline-argument
      * conflicts. */
@@ -1068,106 +1191,9 @@ static void check_layout(const mt_ctx_v1 *ctx, mt_sink *s)
         if (*p != '|')
             flat[fl++] = *p;
     flat[fl] = 0;
-    if (!fl) {
-        pk_startup(s, "core.layout_empty", "pipeline_model_parallel_layout",
-                   "IndexError: list index out of range (pipeline_model_parallel_layout '%s' "
-                   "places no layer) -- start with E and end with L",
-                   layout);
+    if (!layout_layers_ok(ctx, s, layout, flat, fl, &mtp))
         return;
-    }
-    if (flat[0] != 'E') {
-        pk_startup(s, "core.layout_first_not_embedding", "pipeline_model_parallel_layout",
-                   "The first layer must be embedding, but got LayerType.%s -- open the layout "
-                   "with E",
-                   layer_name(flat[0]));
-        return;
-    }
-    if (flat[fl - 1] != 'L') {
-        pk_startup(s, "core.layout_last_not_loss", "pipeline_model_parallel_layout",
-                   "The last layer must be loss, but got LayerType.%s -- close the layout with "
-                   "L",
-                   layer_name(flat[fl - 1]));
-        return;
-    }
-    if (count_char(flat, 'E') != 1) {
-        pk_startup(s, "core.layout_embedding_once", "pipeline_model_parallel_layout",
-                   "Embedding must be specified exactly once -- the layout has %ld E",
-                   count_char(flat, 'E'));
-        return;
-    }
-    if (count_char(flat, 'L') != 1) {
-        pk_startup(s, "core.layout_loss_once", "pipeline_model_parallel_layout",
-                   "Loss must be specified exactly once -- the layout has %ld L",
-                   count_char(flat, 'L'));
-        return;
-    }
-    if (pk_arg_long(ctx, "num_layers", &layers) && count_char(flat, 't') != layers) {
-        pk_startup(s, "core.layout_decoder_count", "pipeline_model_parallel_layout",
-                   "Number of decoder layers %ldmust match num_layers %ld -- place every "
-                   "transformer layer (t) exactly once",
-                   count_char(flat, 't'), layers);
-        return;
-    }
-    have_mtp = pk_arg_long(ctx, "mtp_num_layers", &mtp);
-    if (have_mtp ? count_char(flat, 'm') != mtp : count_char(flat, 'm') != 0) {
-        pk_startup(s, "core.layout_mtp_count", "pipeline_model_parallel_layout",
-                   "Number of mtp layers in layout must match mtp_num_layers -- the layout has "
-                   "%ld m, mtp_num_layers is %s",
-                   count_char(flat, 'm'), have_mtp ? pk_arg(ctx, "mtp_num_layers") : "None");
-        return;
-    }
-    {
-        const char *m = strchr(flat, 'm');
-        if (m && strchr(m, 't')) {
-            pk_startup(s, "core.layout_mtp_after_decoders", "pipeline_model_parallel_layout",
-                       "decoder layers must be placed before MTP layers");
-            return;
-        }
-    }
-    /* Per pipeline rank r, virtual stage v is stage v*PP + r. */
-    {
-        long i = 0, r, v;
-        const char *st[4096];
-        size_t len[4096];
-        if (stages > 4096)
-            return;
-        for (stage = buf; stage && i < stages; i++) {
-            const char *end = strchr(stage, '|');
-            st[i] = stage;
-            len[i] = end ? (size_t)(end - stage) : strlen(stage);
-            stage = end ? end + 1 : NULL;
-        }
-        for (r = 0; r < pp; r++)
-            for (v = 0; v + 1 < vpp; v++)
-                if (memchr(st[v * pp + r], 'm', len[v * pp + r])) {
-                    pk_startup(s, "core.layout_mtp_last_vstage", "pipeline_model_parallel_layout",
-                               "Currently we restrict that the MTP should be always in the last "
-                               "virtual pipeline stage of that rank (stage %ld is virtual stage "
-                               "%ld of %ld on pipeline rank %ld)",
-                               v * pp + r + 1, v + 1, vpp, r);
-                    return;
-                }
-        for (r = 0; r < pp; r++) {
-            long last = (vpp - 1) * pp + r, k, cnt = 0;
-            for (k = 0; k < (long)len[last]; k++)
-                cnt += st[last][k] == 'm';
-            if (!cnt)
-                continue;
-            if (cnt != mtp) {
-                pk_startup(s, "core.layout_mtp_same_stage", "pipeline_model_parallel_layout",
-                           "All of the MTP layers must be in the same %s -- put all %ld m in "
-                           "one stage",
-                           version(ctx) == R15 ? "stage" : "one virtual pipeline stage", mtp);
-                return;
-            }
-            if (version(ctx) == R15 &&
-                (r != pp - 1 || !memchr(st[last], 'L', len[last]))) {
-                pk_startup(s, "core.layout_mtp_with_loss", "pipeline_model_parallel_layout",
-                           "MTP layers must be in the last stage together with Loss stage.");
-                return;
-            }
-        }
-    }
+    layout_mtp_stages(ctx, s, buf, stages, pp, vpp, mtp);
 }
 
 /* A (0.18+): the memory log interval is a multiple of the log interval. */

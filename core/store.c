@@ -646,13 +646,125 @@ static size_t diff_contract(const char *stored, const mt_contract *c, mt_diag *d
     return n;
 }
 
+/* A new database gets the schema and its version (only with a contract);
+ * any store gets the memo table (with a contract) and has its version
+ * checked.  0, or -1 with the reason in d. */
+static int schema_version_check(mt_store *s, const mt_contract *c, mt_diag *d)
+{
+    long long ntab = 0, version = 0;
+    if (query_int(s, "SELECT count(*) FROM sqlite_master", &ntab, d, "cannot read the schema"))
+        return -1;
+    if (ntab == 0) {
+        char sql[160];
+        if (!c) {
+            mt_diag_add(d, s->path, 0, NULL,
+                        "holds no results store yet (an empty database); run a tune into "
+                        "this directory first");
+            return -1;
+        }
+        if (exec(s, schema_v1, d, "cannot create the schema"))
+            return -1;
+        snprintf(sql, sizeof sql,
+                 "PRAGMA application_id = %d; INSERT INTO schema_version VALUES (%d, %.6f, "
+                 "'created')",
+                 MT_STORE_APP_ID, MT_STORE_SCHEMA_VERSION, now_s());
+        if (exec(s, sql, d, "cannot record the schema version"))
+            return -1;
+    }
+    /* stores made before the memo existed get it on first open */
+    if (c && exec(s, MEMO_TABLE, d, "cannot create the memo table"))
+        return -1;
+    if (query_int(s, "SELECT coalesce(max(version), 0) FROM schema_version", &version, d,
+                  "cannot read the schema version"))
+        return -1;
+    if (version > MT_STORE_SCHEMA_VERSION) {
+        mt_diag_add(d, s->path, 0, NULL,
+                    "was written by a newer moetune (store schema %lld; this build knows up "
+                    "to %d); use that moetune or a new tune directory",
+                    version, MT_STORE_SCHEMA_VERSION);
+        return -1;
+    }
+    if (version < 1) {
+        mt_diag_add(d, s->path, 0, NULL,
+                    "has no schema version; it is damaged or not a moetune store");
+        return -1;
+    }
+    /* Versions below MT_STORE_SCHEMA_VERSION would be migrated here. */
+    return 0;
+}
+
+/* The store's recorded contract (the row st stands on) into s, checked
+ * against c when given.  0, or -1 with the differing fields in d. */
+static int check_recorded_contract(mt_store *s, const mt_contract *c, sqlite3_stmt *st, mt_diag *d)
+{
+    s->fingerprint = col_dup(st, 0);
+    s->canonical = col_dup(st, 1);
+    s->contract_name = col_dup(st, 2);
+    if (!s->fingerprint || !s->canonical)
+        return -1;
+    if (c && strcmp(s->fingerprint, c->fingerprint) != 0) {
+        /* The summary comes first but needs the count: diff into a
+         * scratch list, then copy it after the summary. */
+        mt_diag *fields = mt_diag_new();
+        size_t i, n = diff_contract(s->canonical, c, fields);
+        mt_diag_add(d, s->path, 0, NULL,
+                    "was made for contract '%s' (fingerprint %.12s), not for %s "
+                    "(fingerprint %.12s): %zu field%s differ%s%s; resume with the original "
+                    "contract, or use a new tune directory for this one",
+                    s->contract_name ? s->contract_name : "?", s->fingerprint,
+                    c->path ? c->path : "this contract", c->fingerprint, n, n == 1 ? "" : "s",
+                    n == 1 ? "s" : "",
+                    n ? ""
+                      : " (the canonical texts are equal: the fingerprint is computed "
+                        "differently by this moetune)");
+        for (i = 0; i < mt_diag_count(fields); i++) {
+            const mt_diag_item *it = mt_diag_at(fields, i);
+            mt_diag_add(d, it->file, it->line, it->field, "%s", it->message);
+        }
+        mt_diag_destroy(&fields);
+        return -1;
+    }
+    return 0;
+}
+
+/* Records contract c as the store's (a new store) and keeps it in s.  0,
+ * or -1 with the reason in d. */
+static int record_contract(mt_store *s, const mt_contract *c, mt_diag *d)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT INTO meta(id, fingerprint, contract_name, contract_path, "
+                           "canonical, created) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
+                           -1, &st, NULL) != SQLITE_OK) {
+        db_error(s, d, "cannot record the contract");
+        goto out;
+    }
+    bind_text(st, 1, c->fingerprint);
+    bind_text(st, 2, c->name);
+    bind_text(st, 3, c->path);
+    bind_text(st, 4, c->canonical);
+    sqlite3_bind_double(st, 5, now_s());
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        db_error(s, d, "cannot record the contract");
+        goto out;
+    }
+    s->fingerprint = strdup(c->fingerprint);
+    s->canonical = strdup(c->canonical);
+    s->contract_name = dupstr(c->name);
+    if (s->fingerprint && s->canonical)
+        rc = 0;
+out:
+    sqlite3_finalize(st);
+    return rc;
+}
+
 /* Creates the schema in a new database, or checks an existing one's version,
  * then records or checks the contract.  Runs in one IMMEDIATE transaction so
  * that two processes creating the same store at once cannot both do it
  * (the second finds the first one's schema). */
 static int init_schema(mt_store *s, const mt_contract *c, mt_diag *d)
 {
-    long long ntab = 0, version = 0;
     sqlite3_stmt *st = NULL;
     int ok = 0, tok, rc;
 
@@ -664,45 +776,8 @@ static int init_schema(mt_store *s, const mt_contract *c, mt_diag *d)
         tok = tx_begin(s, d);
     if (tok < 0)
         return -1;
-    if (query_int(s, "SELECT count(*) FROM sqlite_master", &ntab, d, "cannot read the schema"))
+    if (schema_version_check(s, c, d))
         goto out;
-    if (ntab == 0) {
-        char sql[160];
-        if (!c) {
-            mt_diag_add(d, s->path, 0, NULL,
-                        "holds no results store yet (an empty database); run a tune into "
-                        "this directory first");
-            goto out;
-        }
-        if (exec(s, schema_v1, d, "cannot create the schema"))
-            goto out;
-        snprintf(sql, sizeof sql,
-                 "PRAGMA application_id = %d; INSERT INTO schema_version VALUES (%d, %.6f, "
-                 "'created')",
-                 MT_STORE_APP_ID, MT_STORE_SCHEMA_VERSION, now_s());
-        if (exec(s, sql, d, "cannot record the schema version"))
-            goto out;
-    }
-    /* stores made before the memo existed get it on first open */
-    if (c && exec(s, MEMO_TABLE, d, "cannot create the memo table"))
-        goto out;
-    if (query_int(s, "SELECT coalesce(max(version), 0) FROM schema_version", &version, d,
-                  "cannot read the schema version"))
-        goto out;
-    if (version > MT_STORE_SCHEMA_VERSION) {
-        mt_diag_add(d, s->path, 0, NULL,
-                    "was written by a newer moetune (store schema %lld; this build knows up "
-                    "to %d); use that moetune or a new tune directory",
-                    version, MT_STORE_SCHEMA_VERSION);
-        goto out;
-    }
-    if (version < 1) {
-        mt_diag_add(d, s->path, 0, NULL,
-                    "has no schema version; it is damaged or not a moetune store");
-        goto out;
-    }
-    /* Versions below MT_STORE_SCHEMA_VERSION would be migrated here. */
-
     if (sqlite3_prepare_v2(s->db,
                            "SELECT fingerprint, canonical, contract_name FROM meta WHERE id = 1",
                            -1, &st, NULL) != SQLITE_OK) {
@@ -715,59 +790,15 @@ static int init_schema(mt_store *s, const mt_contract *c, mt_diag *d)
         goto out;
     }
     if (rc == SQLITE_ROW) {
-        s->fingerprint = col_dup(st, 0);
-        s->canonical = col_dup(st, 1);
-        s->contract_name = col_dup(st, 2);
-        if (!s->fingerprint || !s->canonical)
+        if (check_recorded_contract(s, c, st, d))
             goto out;
-        if (c && strcmp(s->fingerprint, c->fingerprint) != 0) {
-            /* The summary comes first but needs the count: diff into a
-             * scratch list, then copy it after the summary. */
-            mt_diag *fields = mt_diag_new();
-            size_t i, n = diff_contract(s->canonical, c, fields);
-            mt_diag_add(d, s->path, 0, NULL,
-                        "was made for contract '%s' (fingerprint %.12s), not for %s "
-                        "(fingerprint %.12s): %zu field%s differ%s%s; resume with the original "
-                        "contract, or use a new tune directory for this one",
-                        s->contract_name ? s->contract_name : "?", s->fingerprint,
-                        c->path ? c->path : "this contract", c->fingerprint, n, n == 1 ? "" : "s",
-                        n == 1 ? "s" : "",
-                        n ? ""
-                          : " (the canonical texts are equal: the fingerprint is computed "
-                            "differently by this moetune)");
-            for (i = 0; i < mt_diag_count(fields); i++) {
-                const mt_diag_item *it = mt_diag_at(fields, i);
-                mt_diag_add(d, it->file, it->line, it->field, "%s", it->message);
-            }
-            mt_diag_destroy(&fields);
-            goto out;
-        }
     } else if (!c) {
         mt_diag_add(d, s->path, 0, NULL, "records no contract; it is damaged");
         goto out;
     } else {
         sqlite3_finalize(st);
         st = NULL;
-        if (sqlite3_prepare_v2(s->db,
-                               "INSERT INTO meta(id, fingerprint, contract_name, contract_path, "
-                               "canonical, created) VALUES (1, ?1, ?2, ?3, ?4, ?5)",
-                               -1, &st, NULL) != SQLITE_OK) {
-            db_error(s, d, "cannot record the contract");
-            goto out;
-        }
-        bind_text(st, 1, c->fingerprint);
-        bind_text(st, 2, c->name);
-        bind_text(st, 3, c->path);
-        bind_text(st, 4, c->canonical);
-        sqlite3_bind_double(st, 5, now_s());
-        if (sqlite3_step(st) != SQLITE_DONE) {
-            db_error(s, d, "cannot record the contract");
-            goto out;
-        }
-        s->fingerprint = strdup(c->fingerprint);
-        s->canonical = strdup(c->canonical);
-        s->contract_name = dupstr(c->name);
-        if (!s->fingerprint || !s->canonical)
+        if (record_contract(s, c, d))
             goto out;
     }
     ok = 1;
@@ -803,14 +834,124 @@ static int mkdir_p(const char *dir, mt_diag *d)
     return rc;
 }
 
+/* The tune directory made (with a contract) or found, on a filesystem
+ * SQLite can lock, and the store file in it a regular file (or absent,
+ * with a contract: *flags then let SQLite create it).  0, or -1 with the
+ * reason in d. */
+static int locate_store(mt_store *s, const char *dir, const mt_contract *c, unsigned long fs_magic,
+                        int *flags, mt_diag *d)
+{
+    struct stat sb;
+    int exists;
+    if (c) {
+        if (mkdir_p(dir, d))
+            return -1;
+        *flags |= SQLITE_OPEN_CREATE;
+    } else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        mt_diag_add(d, dir, 0, NULL, "no such tune directory");
+        return -1;
+    }
+    if (check_fs(dir, fs_magic, d))
+        return -1;
+    exists = stat(s->path, &sb) == 0;
+    if (exists && !S_ISREG(sb.st_mode)) {
+        mt_diag_add(d, s->path, 0, NULL, "is not a regular file; move it away");
+        return -1;
+    }
+    if (!exists && !c) {
+        mt_diag_add(d, s->path, 0, NULL,
+                    "not found: this directory holds no results store; give the directory "
+                    "a tune wrote to");
+        return -1;
+    }
+    /* The file may be a link onto another filesystem. */
+    if (exists && !fs_magic && check_fs(s->path, 0, d))
+        return -1;
+    return 0;
+}
+
+/* Look before writing anything: a garbage file or someone else's database
+ * must come out unchanged.  0 when the open database is empty (and c may
+ * create the store) or carries moetune's application id; -1 otherwise. */
+static int check_app_id(mt_store *s, const mt_contract *c, mt_diag *d)
+{
+    sqlite3_stmt *st = NULL;
+    long long appid = 0, ntab = 0;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA application_id", -1, &st, NULL) != SQLITE_OK ||
+        sqlite3_step(st) != SQLITE_ROW) {
+        int code = sqlite3_extended_errcode(s->db);
+        if ((code & 0xFF) == SQLITE_NOTADB || (code & 0xFF) == SQLITE_CORRUPT)
+            mt_diag_add(d, s->path, 0, NULL,
+                        "is not a moetune results store (not an SQLite database: %s); move "
+                        "it away or choose another tune directory",
+                        sqlite3_errmsg(s->db));
+        else
+            db_error(s, d, "cannot read the results store");
+        sqlite3_finalize(st);
+        return -1;
+    }
+    appid = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    if (query_int(s, "SELECT count(*) FROM sqlite_master", &ntab, d,
+                  "cannot read the results store"))
+        return -1;
+    if (ntab == 0 && !c) {
+        mt_diag_add(d, s->path, 0, NULL,
+                    "holds no results store yet (an empty database); run a tune into this "
+                    "directory first");
+        return -1;
+    }
+    if (ntab > 0 && appid != MT_STORE_APP_ID) {
+        mt_diag_add(d, s->path, 0, NULL,
+                    "is an SQLite database but not a moetune results store (application_id "
+                    "0x%llX); move it away or choose another tune directory",
+                    (unsigned long long)appid);
+        return -1;
+    }
+    return 0;
+}
+
+/* WAL mode, full sync and enforced foreign keys on the open database.
+ * 0, or -1 with the reason in d. */
+static int configure_db(mt_store *s, mt_diag *d)
+{
+    sqlite3_stmt *st = NULL;
+    long long fk = 0;
+    {
+        const unsigned char *mode = NULL;
+        if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW)
+            mode = sqlite3_column_text(st, 0);
+        if (!mode || strcmp((const char *)mode, "wal") != 0) {
+            if (mode)
+                mt_diag_add(d, s->path, 0, NULL,
+                            "SQLite would not switch to WAL mode (journal_mode stays '%s'); "
+                            "use a tune directory on a local disk",
+                            mode);
+            else
+                db_error(s, d, "cannot switch the results store to WAL mode");
+            sqlite3_finalize(st);
+            return -1;
+        }
+        sqlite3_finalize(st);
+    }
+    if (exec(s, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON", d,
+             "cannot configure the results store"))
+        return -1;
+    if (query_int(s, "PRAGMA foreign_keys", &fk, d, "cannot read foreign_keys") || fk != 1) {
+        mt_diag_add(d, s->path, 0, NULL,
+                    "this SQLite library does not enforce foreign keys; rebuild against one "
+                    "that does");
+        return -1;
+    }
+    return 0;
+}
+
 mt_store *mt_store_open_fs(const char *dir, const mt_contract *c, unsigned long fs_magic,
                            mt_diag *d)
 {
     mt_store *s;
-    struct stat sb;
-    long long appid = 0, ntab = 0, fk = 0;
-    sqlite3_stmt *st = NULL;
-    int exists, flags = SQLITE_OPEN_READWRITE;
+    int flags = SQLITE_OPEN_READWRITE;
 
     if (!dir || !*dir) {
         mt_diag_add(d, NULL, 0, NULL, "no tune directory given");
@@ -828,30 +969,7 @@ mt_store *mt_store_open_fs(const char *dir, const mt_contract *c, unsigned long 
     if (!s->dir || !s->path)
         goto fail;
     sprintf(s->path, "%s/%s", dir, MT_STORE_FILE);
-
-    if (c) {
-        if (mkdir_p(dir, d))
-            goto fail;
-        flags |= SQLITE_OPEN_CREATE;
-    } else if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        mt_diag_add(d, dir, 0, NULL, "no such tune directory");
-        goto fail;
-    }
-    if (check_fs(dir, fs_magic, d))
-        goto fail;
-    exists = stat(s->path, &sb) == 0;
-    if (exists && !S_ISREG(sb.st_mode)) {
-        mt_diag_add(d, s->path, 0, NULL, "is not a regular file; move it away");
-        goto fail;
-    }
-    if (!exists && !c) {
-        mt_diag_add(d, s->path, 0, NULL,
-                    "not found: this directory holds no results store; give the directory "
-                    "a tune wrote to");
-        goto fail;
-    }
-    /* The file may be a link onto another filesystem. */
-    if (exists && !fs_magic && check_fs(s->path, 0, d))
+    if (locate_store(s, dir, c, fs_magic, &flags, d))
         goto fail;
 
     if (sqlite3_open_v2(s->path, &s->db, flags, NULL) != SQLITE_OK) {
@@ -863,73 +981,10 @@ mt_store *mt_store_open_fs(const char *dir, const mt_contract *c, unsigned long 
     }
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
-
-    /* Look before writing anything: a garbage file or someone else's
-     * database must come out unchanged. */
-    if (sqlite3_prepare_v2(s->db, "PRAGMA application_id", -1, &st, NULL) != SQLITE_OK ||
-        sqlite3_step(st) != SQLITE_ROW) {
-        int code = sqlite3_extended_errcode(s->db);
-        if ((code & 0xFF) == SQLITE_NOTADB || (code & 0xFF) == SQLITE_CORRUPT)
-            mt_diag_add(d, s->path, 0, NULL,
-                        "is not a moetune results store (not an SQLite database: %s); move "
-                        "it away or choose another tune directory",
-                        sqlite3_errmsg(s->db));
-        else
-            db_error(s, d, "cannot read the results store");
-        goto fail;
-    }
-    appid = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    st = NULL;
-    if (query_int(s, "SELECT count(*) FROM sqlite_master", &ntab, d,
-                  "cannot read the results store"))
-        goto fail;
-    if (ntab == 0 && !c) {
-        mt_diag_add(d, s->path, 0, NULL,
-                    "holds no results store yet (an empty database); run a tune into this "
-                    "directory first");
-        goto fail;
-    }
-    if (ntab > 0 && appid != MT_STORE_APP_ID) {
-        mt_diag_add(d, s->path, 0, NULL,
-                    "is an SQLite database but not a moetune results store (application_id "
-                    "0x%llX); move it away or choose another tune directory",
-                    (unsigned long long)appid);
-        goto fail;
-    }
-
-    {
-        const unsigned char *mode = NULL;
-        if (sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL) == SQLITE_OK &&
-            sqlite3_step(st) == SQLITE_ROW)
-            mode = sqlite3_column_text(st, 0);
-        if (!mode || strcmp((const char *)mode, "wal") != 0) {
-            if (mode)
-                mt_diag_add(d, s->path, 0, NULL,
-                            "SQLite would not switch to WAL mode (journal_mode stays '%s'); "
-                            "use a tune directory on a local disk",
-                            mode);
-            else
-                db_error(s, d, "cannot switch the results store to WAL mode");
-            goto fail;
-        }
-        sqlite3_finalize(st);
-        st = NULL;
-    }
-    if (exec(s, "PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON", d,
-             "cannot configure the results store"))
-        goto fail;
-    if (query_int(s, "PRAGMA foreign_keys", &fk, d, "cannot read foreign_keys") || fk != 1) {
-        mt_diag_add(d, s->path, 0, NULL,
-                    "this SQLite library does not enforce foreign keys; rebuild against one "
-                    "that does");
-        goto fail;
-    }
-    if (init_schema(s, c, d))
+    if (check_app_id(s, c, d) || configure_db(s, d) || init_schema(s, c, d))
         goto fail;
     return s;
 fail:
-    sqlite3_finalize(st);
     mt_store_close(&s);
     return NULL;
 }

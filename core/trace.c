@@ -1239,26 +1239,160 @@ static int trace__range_union(const mt_trace *t, const char *word, int64_t w0, i
     return 0;
 }
 
+/* The first interval of device in t->iv (sorted by device). */
+static size_t trace__device_first(const mt_trace *t, int device)
+{
+    size_t a = 0, b = t->n; /* first interval of device */
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (t->iv[mid].device < device)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    return a;
+}
+
+/* One device's intervals clipped to the window, by class. */
+typedef struct trace__sets {
+    span *all, *comm, *comp, *cp, *ex;
+    size_t nk, nc, nx, nm;
+} trace__sets;
+
+/* Sorts the device's intervals lo..hi clipped to [w0, w1) into the sets
+ * and counts them in m. */
+static void trace__classify(const mt_trace *t, size_t lo, size_t hi, int64_t w0, int64_t w1,
+                            trace__sets *z, mt_trace_metrics *m)
+{
+    size_t i;
+    z->nk = 0;
+    for (i = lo; i < hi; i++) {
+        const trace__ival *v = &t->iv[i];
+        span s = {v->start < w0 ? w0 : v->start, v->end > w1 ? w1 : v->end};
+        if (s.e <= s.s)
+            continue; /* outside the window (or empty) */
+        if (v->kind == KIND_MEMCPY) {
+            z->cp[z->nm++] = s;
+            m->memcpys++;
+            continue;
+        }
+        z->all[z->nk++] = s;
+        m->kernels++;
+        switch (t->cls[v->name]) {
+        case MT_TRACE_COMM:
+            z->comm[z->nc++] = s, m->comm_kernels++;
+            break;
+        case MT_TRACE_COMPUTE:
+            z->comp[z->nx++] = s, m->compute_kernels++;
+            break;
+        case MT_TRACE_MEMCPY:
+            z->cp[z->nm++] = s;
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* The sets merged and measured into m; top kernels: each instant of
+ * exposed communication goes to the earliest-starting kernel covering it
+ * (per[name] += ns), before the comm spans are merged away. */
+static int trace__exposed(const mt_trace *t, size_t lo, size_t hi, int64_t w0, int64_t w1,
+                          trace__sets *z, int64_t *per, mt_trace_metrics *m)
+{
+    size_t i, ncm, nxm, nex, j = 0, ci = 0, nc = z->nc;
+    int64_t claimed = INT64_MIN;
+    span *craw = malloc((nc ? nc : 1) * sizeof *craw);
+    uint32_t *cname = malloc((nc ? nc : 1) * sizeof *cname);
+    if (!craw || !cname) {
+        free(craw), free(cname);
+        return -ENOMEM;
+    }
+    for (i = lo; i < hi; i++) {
+        const trace__ival *v = &t->iv[i];
+        span s = {v->start < w0 ? w0 : v->start, v->end > w1 ? w1 : v->end};
+        if (v->kind == KIND_KERNEL && s.e > s.s && t->cls[v->name] == MT_TRACE_COMM)
+            craw[ci] = s, cname[ci++] = v->name;
+    }
+    ncm = trace__merge(z->comm, z->nc);
+    nxm = trace__merge(z->comp, z->nx);
+    z->nk = trace__merge(z->all, z->nk);
+    z->nm = trace__merge(z->cp, z->nm);
+    nex = trace__minus(z->comm, ncm, z->comp, nxm, z->ex);
+    m->comm_ns = trace__measure(z->comm, ncm);
+    m->compute_ns = trace__measure(z->comp, nxm);
+    m->exposed_comm_ns = trace__measure(z->ex, nex);
+    m->hidden_ns = m->comm_ns - m->exposed_comm_ns;
+    m->active_ns = trace__measure(z->all, z->nk);
+    m->memcpy_ns = trace__measure(z->cp, z->nm);
+    m->idle_ns = m->window_ns - m->active_ns;
+    for (i = 0; i < ci; i++) {
+        int64_t s = craw[i].s > claimed ? craw[i].s : claimed, e = craw[i].e;
+        if (e <= s)
+            continue;
+        claimed = e;
+        while (j < nex && z->ex[j].e <= s)
+            j++;
+        for (size_t jj = j; jj < nex && z->ex[jj].s < e; jj++) {
+            int64_t a = z->ex[jj].s > s ? z->ex[jj].s : s, b = z->ex[jj].e < e ? z->ex[jj].e : e;
+            if (b > a)
+                per[cname[i]] += b - a;
+        }
+    }
+    free(craw), free(cname);
+    return 0;
+}
+
+/* Gaps of the active union all[0..nk) inside [w0, w1), edges included. */
+static void trace__gaps(const span *all, size_t nk, int64_t w0, int64_t w1, mt_trace_metrics *m)
+{
+    int64_t prev = w0;
+    size_t i;
+    for (i = 0; i <= nk; i++) {
+        int64_t next = i < nk ? all[i].s : w1, g = next - prev;
+        if (g > 0) {
+            m->gaps++;
+            if (g > m->max_gap_ns)
+                m->max_gap_ns = g;
+            if (g > m->gap_threshold_ns)
+                m->gaps_above++, m->gaps_above_ns += g;
+        }
+        if (i < nk)
+            prev = all[i].e;
+    }
+}
+
+/* The MT_TRACE_TOP kernels with the most exposed time per[name] into m. */
+static void trace__top(const mt_trace *t, const int64_t *per, mt_trace_metrics *m)
+{
+    size_t i;
+    for (i = 0; i < t->nnames; i++) {
+        size_t k;
+        if (per[i] <= 0)
+            continue;
+        for (k = m->ntop; k > 0 && m->top[k - 1].exposed_ns < per[i]; k--)
+            if (k < MT_TRACE_TOP)
+                m->top[k] = m->top[k - 1];
+        if (k < MT_TRACE_TOP) {
+            m->top[k].name = trace__name(t, (uint32_t)i);
+            m->top[k].exposed_ns = per[i];
+            if (m->ntop < MT_TRACE_TOP)
+                m->ntop++;
+        }
+    }
+}
+
 int mt_trace_metrics_get(const mt_trace *t, int device, const mt_trace_query *q,
                          mt_trace_metrics *m)
 {
-    size_t lo = 0, hi, i, nk = 0, nc = 0, nx = 0, nm = 0, ne;
-    span *all = NULL, *comm = NULL, *comp = NULL, *cp = NULL, *ex = NULL;
+    size_t lo = 0, hi, nk = 0, ne;
+    trace__sets z;
     int64_t w0 = INT64_MAX, w1 = INT64_MIN, *per = NULL;
     int rc = 0;
     memset(m, 0, sizeof *m);
+    memset(&z, 0, sizeof z);
     m->device = device;
-    {
-        size_t a = 0, b = t->n; /* first interval of device */
-        while (a < b) {
-            size_t mid = a + (b - a) / 2;
-            if (t->iv[mid].device < device)
-                a = mid + 1;
-            else
-                b = mid;
-        }
-        lo = a;
-    }
+    lo = trace__device_first(t, device);
     for (hi = lo; hi < t->n && t->iv[hi].device == device; hi++)
         if (t->iv[hi].kind == KIND_KERNEL) {
             if (t->iv[hi].start < w0)
@@ -1281,123 +1415,26 @@ int mt_trace_metrics_get(const mt_trace *t, int device, const mt_trace_query *q,
     m->gap_threshold_ns =
         q && q->gap_threshold_ns > 0 ? q->gap_threshold_ns : TRACE__DEFAULT_GAP_NS;
     ne = hi - lo;
-    all = malloc(ne * sizeof *all);
-    comm = malloc(ne * sizeof *comm);
-    comp = malloc(ne * sizeof *comp);
-    cp = malloc(ne * sizeof *cp);
-    ex = malloc(2 * ne * sizeof *ex);
+    z.all = malloc(ne * sizeof *z.all);
+    z.comm = malloc(ne * sizeof *z.comm);
+    z.comp = malloc(ne * sizeof *z.comp);
+    z.cp = malloc(ne * sizeof *z.cp);
+    z.ex = malloc(2 * ne * sizeof *z.ex);
     per = calloc(t->nnames ? t->nnames : 1, sizeof *per);
-    if (!all || !comm || !comp || !cp || !ex || !per) {
+    if (!z.all || !z.comm || !z.comp || !z.cp || !z.ex || !per) {
         rc = -ENOMEM;
         goto out;
     }
-    nk = 0;
-    for (i = lo; i < hi; i++) {
-        const trace__ival *v = &t->iv[i];
-        span s = {v->start < w0 ? w0 : v->start, v->end > w1 ? w1 : v->end};
-        if (s.e <= s.s)
-            continue; /* outside the window (or empty) */
-        if (v->kind == KIND_MEMCPY) {
-            cp[nm++] = s;
-            m->memcpys++;
-            continue;
-        }
-        all[nk++] = s;
-        m->kernels++;
-        switch (t->cls[v->name]) {
-        case MT_TRACE_COMM:
-            comm[nc++] = s, m->comm_kernels++;
-            break;
-        case MT_TRACE_COMPUTE:
-            comp[nx++] = s, m->compute_kernels++;
-            break;
-        case MT_TRACE_MEMCPY:
-            cp[nm++] = s;
-            break;
-        default:
-            break;
-        }
-    }
-    /* top kernels: each instant of exposed communication goes to the earliest-
-     * starting kernel covering it, before the comm spans are merged away */
-    {
-        size_t ncm, nxm, nex, j = 0, ci = 0;
-        int64_t claimed = INT64_MIN;
-        span *craw = malloc((nc ? nc : 1) * sizeof *craw);
-        uint32_t *cname = malloc((nc ? nc : 1) * sizeof *cname);
-        if (!craw || !cname) {
-            free(craw), free(cname);
-            rc = -ENOMEM;
-            goto out;
-        }
-        for (i = lo; i < hi; i++) {
-            const trace__ival *v = &t->iv[i];
-            span s = {v->start < w0 ? w0 : v->start, v->end > w1 ? w1 : v->end};
-            if (v->kind == KIND_KERNEL && s.e > s.s && t->cls[v->name] == MT_TRACE_COMM)
-                craw[ci] = s, cname[ci++] = v->name;
-        }
-        ncm = trace__merge(comm, nc);
-        nxm = trace__merge(comp, nx);
-        nk = trace__merge(all, nk);
-        nm = trace__merge(cp, nm);
-        nex = trace__minus(comm, ncm, comp, nxm, ex);
-        m->comm_ns = trace__measure(comm, ncm);
-        m->compute_ns = trace__measure(comp, nxm);
-        m->exposed_comm_ns = trace__measure(ex, nex);
-        m->hidden_ns = m->comm_ns - m->exposed_comm_ns;
-        m->active_ns = trace__measure(all, nk);
-        m->memcpy_ns = trace__measure(cp, nm);
-        m->idle_ns = m->window_ns - m->active_ns;
-        for (i = 0; i < ci; i++) {
-            int64_t s = craw[i].s > claimed ? craw[i].s : claimed, e = craw[i].e;
-            if (e <= s)
-                continue;
-            claimed = e;
-            while (j < nex && ex[j].e <= s)
-                j++;
-            for (size_t jj = j; jj < nex && ex[jj].s < e; jj++) {
-                int64_t a = ex[jj].s > s ? ex[jj].s : s, b = ex[jj].e < e ? ex[jj].e : e;
-                if (b > a)
-                    per[cname[i]] += b - a;
-            }
-        }
-        free(craw), free(cname);
-    }
-    /* gaps of the active union inside the window, edges included */
-    {
-        int64_t prev = w0;
-        for (i = 0; i <= nk; i++) {
-            int64_t next = i < nk ? all[i].s : w1, g = next - prev;
-            if (g > 0) {
-                m->gaps++;
-                if (g > m->max_gap_ns)
-                    m->max_gap_ns = g;
-                if (g > m->gap_threshold_ns)
-                    m->gaps_above++, m->gaps_above_ns += g;
-            }
-            if (i < nk)
-                prev = all[i].e;
-        }
-    }
-    for (i = 0; i < t->nnames; i++) {
-        size_t k;
-        if (per[i] <= 0)
-            continue;
-        for (k = m->ntop; k > 0 && m->top[k - 1].exposed_ns < per[i]; k--)
-            if (k < MT_TRACE_TOP)
-                m->top[k] = m->top[k - 1];
-        if (k < MT_TRACE_TOP) {
-            m->top[k].name = trace__name(t, (uint32_t)i);
-            m->top[k].exposed_ns = per[i];
-            if (m->ntop < MT_TRACE_TOP)
-                m->ntop++;
-        }
-    }
+    trace__classify(t, lo, hi, w0, w1, &z, m);
+    if ((rc = trace__exposed(t, lo, hi, w0, w1, &z, per, m)))
+        goto out;
+    trace__gaps(z.all, z.nk, w0, w1, m);
+    trace__top(t, per, m);
     if ((rc = trace__range_union(t, "dispatch", w0, w1, &m->dispatch_ranges, &m->dispatch_ns)) ||
         (rc = trace__range_union(t, "combine", w0, w1, &m->combine_ranges, &m->combine_ns)))
         goto out;
 out:
-    free(all), free(comm), free(comp), free(cp), free(ex), free(per);
+    free(z.all), free(z.comm), free(z.comp), free(z.cp), free(z.ex), free(per);
     return rc;
 }
 

@@ -330,13 +330,98 @@ static int parse_count(const char *value)
     return (int)v;
 }
 
+/* One of srun's one-word settings k = v (rank_exec, container_*) into l.
+ * 0, 1 when v is not one word (said in d), -1 out of memory. */
+static int word_setting(mt_launch *l, const char *k, const char *v, const char *field, mt_diag *d)
+{
+    char **dst = !strcmp(k, "rank_exec")          ? &l->rank_exec
+                 : !strcmp(k, "container_image")  ? &l->container_image
+                 : !strcmp(k, "container_mounts") ? &l->container_mounts
+                                                  : &l->container_workdir;
+    const char *c;
+    for (c = v; *c && !iscntrl((unsigned char)*c) && *c != ' '; c++)
+        ;
+    if (!*v || *c) {
+        mt_diag_add(d, NULL, 0, field, "%s must be one word (no blank or control byte), not '%s'",
+                    k, v);
+        return 1;
+    }
+    free(*dst);
+    if (!(*dst = strdup(v)))
+        return -1;
+    return 0;
+}
+
+/* Launcher setting k = v into l (ntasks_per_node into *ntasks).  0, 1
+ * when the launcher has no such setting or v is not one of its values
+ * (said in d), -1 out of memory. */
+static int apply_setting(mt_launch *l, int kind, const char *k, const char *v, int *ntasks,
+                         mt_diag *d)
+{
+    char field[300];
+    snprintf(field, sizeof field, "launcher.%s", k);
+    if (!strcmp(k, "cpu_bind")) {
+        if (!strcmp(v, "numa"))
+            l->cpu_bind_numa = 1;
+        else if (strcmp(v, "none") != 0) {
+            mt_diag_add(d, NULL, 0, field, "cpu_bind takes none or numa, not '%s'", v);
+            return 1;
+        }
+    } else if (kind == MT_LAUNCHER_SRUN && !strcmp(k, "rank_env")) {
+        if (!strcmp(v, "true") || !strcmp(v, "1"))
+            l->rank_env = 1;
+        else if (strcmp(v, "false") && strcmp(v, "0")) {
+            mt_diag_add(d, NULL, 0, field, "rank_env takes true or false, not '%s'", v);
+            return 1;
+        }
+    } else if (kind == MT_LAUNCHER_SRUN &&
+               (!strcmp(k, "rank_exec") || !strcmp(k, "container_image") ||
+                !strcmp(k, "container_mounts") || !strcmp(k, "container_workdir"))) {
+        return word_setting(l, k, v, field, d);
+    } else if (!strcmp(k, "ntasks_per_node")) {
+        if ((*ntasks = parse_count(v)) < 0) {
+            mt_diag_add(d, NULL, 0, field, "ntasks_per_node takes a count >= 1, not '%s'", v);
+            return 1;
+        }
+    } else {
+        mt_diag_add(d, NULL, 0, field,
+                    "the %s launcher has no setting '%s' (it knows %s); a setting it cannot "
+                    "apply is refused rather than ignored",
+                    kind == MT_LAUNCHER_SRUN ? "srun" : "local", k,
+                    kind == MT_LAUNCHER_SRUN
+                        ? "cpu_bind, ntasks_per_node, rank_env, rank_exec, container_image, "
+                          "container_mounts and container_workdir"
+                        : "cpu_bind and ntasks_per_node");
+        return 1;
+    }
+    return 0;
+}
+
+/* rank_env without rank_exec: this moetune program runs `rank-exec`.  0,
+ * 1 when /proc/self/exe cannot be read (said in d), -1 out of memory. */
+static int default_rank_exec(mt_launch *l, mt_diag *d)
+{
+    char self[4096];
+    ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (k <= 0) {
+        mt_diag_add(d, NULL, 0, "launcher.rank_exec",
+                    "rank_env needs the moetune program for `rank-exec`, and /proc/self/exe "
+                    "cannot be read: set launch.srun.rank_exec to its path");
+        return 1;
+    }
+    self[k] = '\0';
+    if (!(l->rank_exec = strdup(self)))
+        return -1;
+    return 0;
+}
+
 mt_launch *mt_launch_new(int kind, int nodes, int gpus_per_node, const mt_kv *settings,
                          const char *job_name, const mt_kv *env, mt_diag *d)
 {
     mt_launch *l;
     const char *k, *v;
     size_t i;
-    int bad = 0, ntasks = 0;
+    int bad = 0, ntasks = 0, rc;
     if (kind != MT_LAUNCHER_LOCAL && kind != MT_LAUNCHER_SRUN) {
         mt_diag_add(d, NULL, 0, "launch.launcher", "unknown launcher; use \"local\" or \"srun\"");
         return NULL;
@@ -361,57 +446,10 @@ mt_launch *mt_launch_new(int kind, int nodes, int gpus_per_node, const mt_kv *se
     l->gpus_per_node = gpus_per_node;
     l->cancel_timeout_s = 15;
     for (i = 0; settings && mt_kv_entry(settings, i, &k, &v) == 0; i++) {
-        char field[300];
-        snprintf(field, sizeof field, "launcher.%s", k);
-        if (!strcmp(k, "cpu_bind")) {
-            if (!strcmp(v, "numa"))
-                l->cpu_bind_numa = 1;
-            else if (strcmp(v, "none") != 0) {
-                mt_diag_add(d, NULL, 0, field, "cpu_bind takes none or numa, not '%s'", v);
-                bad = 1;
-            }
-        } else if (kind == MT_LAUNCHER_SRUN && !strcmp(k, "rank_env")) {
-            if (!strcmp(v, "true") || !strcmp(v, "1"))
-                l->rank_env = 1;
-            else if (strcmp(v, "false") && strcmp(v, "0")) {
-                mt_diag_add(d, NULL, 0, field, "rank_env takes true or false, not '%s'", v);
-                bad = 1;
-            }
-        } else if (kind == MT_LAUNCHER_SRUN &&
-                   (!strcmp(k, "rank_exec") || !strcmp(k, "container_image") ||
-                    !strcmp(k, "container_mounts") || !strcmp(k, "container_workdir"))) {
-            char **dst = !strcmp(k, "rank_exec")         ? &l->rank_exec
-                         : !strcmp(k, "container_image") ? &l->container_image
-                         : !strcmp(k, "container_mounts") ? &l->container_mounts
-                                                          : &l->container_workdir;
-            const char *c;
-            for (c = v; *c && !iscntrl((unsigned char)*c) && *c != ' '; c++)
-                ;
-            if (!*v || *c) {
-                mt_diag_add(d, NULL, 0, field,
-                            "%s must be one word (no blank or control byte), not '%s'", k, v);
-                bad = 1;
-            } else {
-                free(*dst);
-                if (!(*dst = strdup(v)))
-                    goto oom;
-            }
-        } else if (!strcmp(k, "ntasks_per_node")) {
-            if ((ntasks = parse_count(v)) < 0) {
-                mt_diag_add(d, NULL, 0, field, "ntasks_per_node takes a count >= 1, not '%s'", v);
-                bad = 1;
-            }
-        } else {
-            mt_diag_add(d, NULL, 0, field,
-                        "the %s launcher has no setting '%s' (it knows %s); a setting it cannot "
-                        "apply is refused rather than ignored",
-                        kind == MT_LAUNCHER_SRUN ? "srun" : "local", k,
-                        kind == MT_LAUNCHER_SRUN
-                            ? "cpu_bind, ntasks_per_node, rank_env, rank_exec, container_image, "
-                              "container_mounts and container_workdir"
-                            : "cpu_bind and ntasks_per_node");
+        if ((rc = apply_setting(l, kind, k, v, &ntasks, d)) < 0)
+            goto oom;
+        if (rc)
             bad = 1;
-        }
     }
     if (bad) {
         mt_launch_destroy(&l);
@@ -428,18 +466,12 @@ mt_launch *mt_launch_new(int kind, int nodes, int gpus_per_node, const mt_kv *se
         return NULL;
     }
     if (l->rank_env && !l->rank_exec) {
-        char self[4096];
-        ssize_t k = readlink("/proc/self/exe", self, sizeof self - 1);
-        if (k <= 0) {
-            mt_diag_add(d, NULL, 0, "launcher.rank_exec",
-                        "rank_env needs the moetune program for `rank-exec`, and /proc/self/exe "
-                        "cannot be read: set launch.srun.rank_exec to its path");
+        if ((rc = default_rank_exec(l, d)) < 0)
+            goto oom;
+        if (rc) {
             mt_launch_destroy(&l);
             return NULL;
         }
-        self[k] = '\0';
-        if (!(l->rank_exec = strdup(self)))
-            goto oom;
     }
     l->ntasks_per_node = ntasks > 0 ? ntasks : gpus_per_node > 0 ? gpus_per_node : 1;
     l->env = env ? mt_kv_dup(env) : mt_kv_new();

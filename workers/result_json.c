@@ -271,28 +271,13 @@ void mt_proto_result_release(mt_store_result *r)
     memset(r, 0, sizeof *r);
 }
 
-int mt_proto_result_to_store(const cJSON *run, const cJSON *samples, const cJSON *gpus,
-                             mt_store_result *out, char *err, size_t errlen)
+/* The run object into r (strings borrowed from run); 0 or fail()'s code. */
+static int read_run(const cJSON *run, mt_store_run *r, char *err, size_t errlen)
 {
     static const char *const dbl_keys[] = {"started", "ended", "wall_s", "sim_s", "gpu_hours"};
-    mt_store_run *r = &out->run;
-    mt_store_sample *sv = NULL;
-    mt_store_gpu_mem *gv = NULL;
-    const cJSON *e;
-    size_t i, n;
-    long long x;
     double *dst[5];
-    char kb[64];
-    int rc;
-
-    memset(out, 0, sizeof *out);
-    if (!cJSON_IsObject(run))
-        return fail(err, errlen, -EINVAL, "field \"run\": expected an object");
-    if (!cJSON_IsArray(samples))
-        return fail(err, errlen, -EINVAL, "field \"samples\": expected an array");
-    if (!cJSON_IsArray(gpus))
-        return fail(err, errlen, -EINVAL, "field \"gpus\": expected an array");
-    /* the run */
+    long long x;
+    size_t i;
     if (str_field(run, "config_id", 0, &r->config_id) || !hex16(r->config_id))
         return fail(err, errlen, -EINVAL, "field \"run.config_id\": expected 16 hex digits");
     if (str_field(run, "config_canonical", 1, &r->config_canonical))
@@ -324,6 +309,119 @@ int mt_proto_result_to_store(const cJSON *run, const cJSON *samples, const cJSON
                         "field \"run.%s\": expected a number or \"nan\", \"inf\", \"-inf\"",
                         dbl_keys[i]);
     r->id = -1;
+    return 0;
+}
+
+/* Sample i's losses object l into s->losses (allocated, s owns it, set
+ * before it is filled so that a failure releases it); 0 or fail()'s code. */
+static int read_losses(const cJSON *l, size_t i, mt_store_sample *s, char *err, size_t errlen)
+{
+    const cJSON *le;
+    mt_store_loss *lv;
+    size_t k, nl;
+    char kb[64];
+    nl = (size_t)cJSON_GetArraySize(l);
+    if (nl && !(lv = calloc(nl, sizeof *lv)))
+        return fail(err, errlen, -ENOMEM, "samples: out of memory");
+    if (!nl)
+        lv = NULL;
+    s->losses = lv;
+    k = 0;
+    cJSON_ArrayForEach(le, l)
+    {
+        if (k >= nl)
+            break;
+        lv[k].key = le->string ? le->string : "";
+        if (read_dbl(le, 1, &lv[k].value))
+            return fail(err, errlen, -EINVAL,
+                        "field \"samples[%zu].losses.%s\": expected a number or \"nan\", "
+                        "\"inf\", \"-inf\"",
+                        i, keyshow(le->string, kb, sizeof kb));
+        k++;
+    }
+    s->n_losses = k;
+    return 0;
+}
+
+/* Sample object e, index i, into s; 0 or fail()'s code. */
+static int read_sample(const cJSON *e, size_t i, mt_store_sample *s, char *err, size_t errlen)
+{
+    static const char *const sd[] = {"elapsed_ms", "tflops", "grad_norm"};
+    double *sdst[3];
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(e, "losses");
+    long long x;
+    size_t k;
+    if (!cJSON_IsObject(e))
+        return fail(err, errlen, -EINVAL, "field \"samples[%zu]\": expected an object", i);
+    if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "iteration"), LONG_MIN, LONG_MAX, &x))
+        return fail(err, errlen, -EINVAL, "field \"samples[%zu].iteration\": expected an integer",
+                    i);
+    s->iteration = (long)x;
+    sdst[0] = &s->elapsed_ms, sdst[1] = &s->tflops, sdst[2] = &s->grad_norm;
+    for (k = 0; k < 3; k++)
+        if (read_dbl(cJSON_GetObjectItemCaseSensitive(e, sd[k]), 1, sdst[k]))
+            return fail(err, errlen, -EINVAL,
+                        "field \"samples[%zu].%s\": expected a number or \"nan\", \"inf\", "
+                        "\"-inf\"",
+                        i, sd[k]);
+    if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "skipped"), 0, LONG_MAX, &x))
+        return fail(err, errlen, -EINVAL,
+                    "field \"samples[%zu].skipped\": expected an integer >= 0", i);
+    s->skipped = (long)x;
+    if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "nan"), 0, LONG_MAX, &x))
+        return fail(err, errlen, -EINVAL, "field \"samples[%zu].nan\": expected an integer >= 0",
+                    i);
+    s->nan = (long)x;
+    if (!cJSON_IsObject(l))
+        return fail(err, errlen, -EINVAL, "field \"samples[%zu].losses\": expected an object", i);
+    return read_losses(l, i, s, err, errlen);
+}
+
+/* GPU row object e, index i, into g; 0 or fail()'s code. */
+static int read_gpu(const cJSON *e, size_t i, mt_store_gpu_mem *g, char *err, size_t errlen)
+{
+    long long x;
+    if (!cJSON_IsObject(e))
+        return fail(err, errlen, -EINVAL, "field \"gpus[%zu]\": expected an object", i);
+    if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "rank"), -1, INT_MAX, &x))
+        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].rank\": expected an integer >= -1", i);
+    g->rank = (int)x;
+    if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "gpu"), -1, INT_MAX, &x))
+        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].gpu\": expected an integer >= -1", i);
+    g->gpu = (int)x;
+    if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "peak_bytes"), LLONG_MIN, LLONG_MAX, &x))
+        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].peak_bytes\": expected an integer", i);
+    g->peak_bytes = x;
+    if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "alloc_bytes"), LLONG_MIN, LLONG_MAX, &x))
+        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].alloc_bytes\": expected an integer",
+                    i);
+    g->alloc_bytes = x;
+    if (str_field(e, "host", 1, &g->host))
+        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].host\": expected a string or null", i);
+    if (str_field(e, "source", 1, &g->source))
+        return fail(err, errlen, -EINVAL, "field \"gpus[%zu].source\": expected a string or null",
+                    i);
+    return 0;
+}
+
+int mt_proto_result_to_store(const cJSON *run, const cJSON *samples, const cJSON *gpus,
+                             mt_store_result *out, char *err, size_t errlen)
+{
+    mt_store_sample *sv = NULL;
+    mt_store_gpu_mem *gv = NULL;
+    const cJSON *e;
+    size_t i, n;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (!cJSON_IsObject(run))
+        return fail(err, errlen, -EINVAL, "field \"run\": expected an object");
+    if (!cJSON_IsArray(samples))
+        return fail(err, errlen, -EINVAL, "field \"samples\": expected an array");
+    if (!cJSON_IsArray(gpus))
+        return fail(err, errlen, -EINVAL, "field \"gpus\": expected an array");
+    if ((rc = read_run(run, &out->run, err, errlen)))
+        return rc;
 
     /* the samples */
     n = (size_t)cJSON_GetArraySize(samples);
@@ -333,73 +431,11 @@ int mt_proto_result_to_store(const cJSON *run, const cJSON *samples, const cJSON
     i = 0;
     cJSON_ArrayForEach(e, samples)
     {
-        static const char *const sd[] = {"elapsed_ms", "tflops", "grad_norm"};
-        double *sdst[3];
-        const cJSON *l = cJSON_GetObjectItemCaseSensitive(e, "losses"), *le;
-        mt_store_loss *lv;
-        size_t k, nl;
         if (i >= n)
             break;
         out->n_samples = i + 1;
-        if (!cJSON_IsObject(e)) {
-            rc = fail(err, errlen, -EINVAL, "field \"samples[%zu]\": expected an object", i);
+        if ((rc = read_sample(e, i, &sv[i], err, errlen)))
             goto bad;
-        }
-        if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "iteration"), LONG_MIN, LONG_MAX, &x)) {
-            rc = fail(err, errlen, -EINVAL, "field \"samples[%zu].iteration\": expected an integer",
-                      i);
-            goto bad;
-        }
-        sv[i].iteration = (long)x;
-        sdst[0] = &sv[i].elapsed_ms, sdst[1] = &sv[i].tflops, sdst[2] = &sv[i].grad_norm;
-        for (k = 0; k < 3; k++)
-            if (read_dbl(cJSON_GetObjectItemCaseSensitive(e, sd[k]), 1, sdst[k])) {
-                rc = fail(err, errlen, -EINVAL,
-                          "field \"samples[%zu].%s\": expected a number or \"nan\", \"inf\", "
-                          "\"-inf\"",
-                          i, sd[k]);
-                goto bad;
-            }
-        if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "skipped"), 0, LONG_MAX, &x)) {
-            rc = fail(err, errlen, -EINVAL,
-                      "field \"samples[%zu].skipped\": expected an integer >= 0", i);
-            goto bad;
-        }
-        sv[i].skipped = (long)x;
-        if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "nan"), 0, LONG_MAX, &x)) {
-            rc = fail(err, errlen, -EINVAL, "field \"samples[%zu].nan\": expected an integer >= 0",
-                      i);
-            goto bad;
-        }
-        sv[i].nan = (long)x;
-        if (!cJSON_IsObject(l)) {
-            rc = fail(err, errlen, -EINVAL, "field \"samples[%zu].losses\": expected an object", i);
-            goto bad;
-        }
-        nl = (size_t)cJSON_GetArraySize(l);
-        if (nl && !(lv = calloc(nl, sizeof *lv))) {
-            rc = fail(err, errlen, -ENOMEM, "samples: out of memory");
-            goto bad;
-        }
-        if (!nl)
-            lv = NULL;
-        sv[i].losses = lv;
-        k = 0;
-        cJSON_ArrayForEach(le, l)
-        {
-            if (k >= nl)
-                break;
-            lv[k].key = le->string ? le->string : "";
-            if (read_dbl(le, 1, &lv[k].value)) {
-                rc = fail(err, errlen, -EINVAL,
-                          "field \"samples[%zu].losses.%s\": expected a number or \"nan\", "
-                          "\"inf\", \"-inf\"",
-                          i, keyshow(le->string, kb, sizeof kb));
-                goto bad;
-            }
-            k++;
-        }
-        sv[i].n_losses = k;
         i++;
     }
     out->n_samples = i;
@@ -416,45 +452,8 @@ int mt_proto_result_to_store(const cJSON *run, const cJSON *samples, const cJSON
     {
         if (i >= n)
             break;
-        if (!cJSON_IsObject(e)) {
-            rc = fail(err, errlen, -EINVAL, "field \"gpus[%zu]\": expected an object", i);
+        if ((rc = read_gpu(e, i, &gv[i], err, errlen)))
             goto bad;
-        }
-        if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "rank"), -1, INT_MAX, &x)) {
-            rc = fail(err, errlen, -EINVAL, "field \"gpus[%zu].rank\": expected an integer >= -1",
-                      i);
-            goto bad;
-        }
-        gv[i].rank = (int)x;
-        if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "gpu"), -1, INT_MAX, &x)) {
-            rc =
-                fail(err, errlen, -EINVAL, "field \"gpus[%zu].gpu\": expected an integer >= -1", i);
-            goto bad;
-        }
-        gv[i].gpu = (int)x;
-        if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "peak_bytes"), LLONG_MIN, LLONG_MAX, &x)) {
-            rc = fail(err, errlen, -EINVAL, "field \"gpus[%zu].peak_bytes\": expected an integer",
-                      i);
-            goto bad;
-        }
-        gv[i].peak_bytes = x;
-        if (read_i64(cJSON_GetObjectItemCaseSensitive(e, "alloc_bytes"), LLONG_MIN, LLONG_MAX,
-                     &x)) {
-            rc = fail(err, errlen, -EINVAL, "field \"gpus[%zu].alloc_bytes\": expected an integer",
-                      i);
-            goto bad;
-        }
-        gv[i].alloc_bytes = x;
-        if (str_field(e, "host", 1, &gv[i].host)) {
-            rc = fail(err, errlen, -EINVAL, "field \"gpus[%zu].host\": expected a string or null",
-                      i);
-            goto bad;
-        }
-        if (str_field(e, "source", 1, &gv[i].source)) {
-            rc = fail(err, errlen, -EINVAL, "field \"gpus[%zu].source\": expected a string or null",
-                      i);
-            goto bad;
-        }
         i++;
     }
     out->n_gpus = i;

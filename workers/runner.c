@@ -317,21 +317,21 @@ static void job_child(const shep_args *a, pid_t shepherd, int exec_w)
     exec_report(exec_w, STAGE_EXEC, errno);
 }
 
-static __attribute__((noreturn)) void shepherd_main(const shep_args *a)
+/* What the shepherd knows of the job it watches. */
+typedef struct shep {
+    const shep_args *a;
+    walk w;
+    pid_t self, job;
+    int sfd, job_alive, stopping, killing, leftovers, parent_gone;
+    double deadline;
+} shep;
+
+/* The shepherd's own signals: the terminal's are moetune's, SIGCHLD and
+ * SIGTERM come through the returned signalfd (-1 when it failed). */
+static int shepherd_signals(void)
 {
     struct sigaction ign;
     sigset_t mask;
-    struct pollfd pf[2];
-    int keep[3], exec_pipe[2], sfd, job_alive = 1, stopping = 0, killing = 0, leftovers = 0;
-    int parent_gone = 0;
-    int32_t rep[2];
-    pid_t self = getpid(), job;
-    double deadline = 0;
-    ssize_t n;
-    walk w;
-
-    keep[0] = a->sock, keep[1] = a->out_w, keep[2] = a->err_w;
-    close_except(keep, 3);
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
     /* moetune decides when the job stops: a terminal's ^C or hangup reaches
@@ -347,9 +347,18 @@ static __attribute__((noreturn)) void shepherd_main(const shep_args *a)
     sigaddset(&mask, SIGCHLD);
     sigaddset(&mask, SIGTERM);
     sigprocmask(SIG_BLOCK, &mask, NULL);
-    sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-    w.blind = a->no_walk;
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0 || sfd < 0 || walk_init(&w) != 0 ||
+    return signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+}
+
+/* Forks the job into its own process group and tells moetune whether its
+ * exec worked; the job's pid into h->job.  Exits when it cannot fork. */
+static void shepherd_fork(shep *h)
+{
+    const shep_args *a = h->a;
+    int exec_pipe[2];
+    int32_t rep[2];
+    ssize_t n;
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) != 0 || h->sfd < 0 || walk_init(&h->w) != 0 ||
         pipe2(exec_pipe, O_CLOEXEC) != 0) {
         send_msg(a->sock, MSG_EXEC_FAILED, STAGE_FORK, errno);
         send_msg(a->sock, MSG_DONE, 0, 0);
@@ -357,15 +366,15 @@ static __attribute__((noreturn)) void shepherd_main(const shep_args *a)
     }
     exec_pipe[0] = high_fd(exec_pipe[0]);
     exec_pipe[1] = high_fd(exec_pipe[1]);
-    job = fork();
-    if (job == 0)
-        job_child(a, self, exec_pipe[1]);
-    if (job < 0) {
+    h->job = fork();
+    if (h->job == 0)
+        job_child(a, h->self, exec_pipe[1]);
+    if (h->job < 0) {
         send_msg(a->sock, MSG_EXEC_FAILED, STAGE_FORK, errno);
         send_msg(a->sock, MSG_DONE, 0, 0);
         _exit(1);
     }
-    setpgid(job, job); /* either side may win the race; both set the same */
+    setpgid(h->job, h->job); /* either side may win the race; both set the same */
     close(a->out_w);
     close(a->err_w);
     close(exec_pipe[1]);
@@ -375,44 +384,91 @@ static __attribute__((noreturn)) void shepherd_main(const shep_args *a)
     if (n == (ssize_t)sizeof rep)
         send_msg(a->sock, MSG_EXEC_FAILED, rep[0], rep[1]);
     else
-        send_msg(a->sock, MSG_STARTED, job, 0);
+        send_msg(a->sock, MSG_STARTED, h->job, 0);
+}
+
+/* Reaps whatever ended: the job (reported), or orphans reparented here.
+ * 1 when no child, hence no descendant, is left. */
+static int shepherd_reap(shep *h)
+{
+    int st;
+    pid_t p;
+    for (;;) {
+        p = waitpid(-1, &st, WNOHANG);
+        if (p > 0) {
+            if (p == h->job) {
+                h->job_alive = 0;
+                send_msg(h->a->sock, MSG_EXITED, st, 0);
+            }
+            continue;
+        }
+        if (p < 0 && errno == EINTR)
+            continue;
+        break;
+    }
+    return p < 0 && errno == ECHILD;
+}
+
+/* Starts stopping the job's tree (SIGTERM, then SIGKILL past the grace);
+ * what signal_tree returns. */
+static int shepherd_stop(shep *h)
+{
+    int r;
+    h->stopping = 1;
+    r = signal_tree(&h->w, h->self, h->job, SIGTERM);
+    h->deadline = now_s() + (double)h->a->grace_ms / 1000.0;
+    return r;
+}
+
+/* moetune's byte on the socket: 'T' stops the job, and so does moetune
+ * gone (nobody will stop the job but us). */
+static void shepherd_read_parent(shep *h)
+{
+    char c = 0;
+    int stop = 0;
+    ssize_t n = recv(h->a->sock, &c, 1, MSG_DONTWAIT);
+    if (n == 1 && c == 'T')
+        stop = 1;
+    else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+        h->parent_gone = stop = 1; /* moetune died: nobody will stop the job but us */
+    if (stop && !h->stopping)
+        shepherd_stop(h);
+}
+
+static __attribute__((noreturn)) void shepherd_main(const shep_args *a)
+{
+    struct pollfd pf[2];
+    int keep[3];
+    shep h;
+
+    memset(&h, 0, sizeof h);
+    h.a = a;
+    h.job_alive = 1;
+    h.self = getpid();
+    keep[0] = a->sock, keep[1] = a->out_w, keep[2] = a->err_w;
+    close_except(keep, 3);
+    h.sfd = shepherd_signals();
+    h.w.blind = a->no_walk;
+    shepherd_fork(&h);
 
     for (;;) {
-        int timeout = -1, st;
-        pid_t p;
-        /* reap whatever ended: the job, or orphans reparented here */
-        for (;;) {
-            p = waitpid(-1, &st, WNOHANG);
-            if (p > 0) {
-                if (p == job) {
-                    job_alive = 0;
-                    send_msg(a->sock, MSG_EXITED, st, 0);
-                }
-                continue;
-            }
-            if (p < 0 && errno == EINTR)
-                continue;
+        int timeout = -1;
+        if (shepherd_reap(&h))
             break;
-        }
-        if (p < 0 && errno == ECHILD) /* no child, hence no descendant, left */
-            break;
-        if (!job_alive && !stopping) {
-            /* the main process is gone but something it started lives on */
-            stopping = 1;
-            leftovers = signal_tree(&w, self, job, SIGTERM);
-            deadline = now_s() + (double)a->grace_ms / 1000.0;
-        }
-        if (stopping && !killing && now_s() >= deadline)
-            killing = 1;
-        if (killing) {
-            signal_tree(&w, self, job, SIGKILL);
+        /* the main process is gone but something it started lives on */
+        if (!h.job_alive && !h.stopping)
+            h.leftovers = shepherd_stop(&h);
+        if (h.stopping && !h.killing && now_s() >= h.deadline)
+            h.killing = 1;
+        if (h.killing) {
+            signal_tree(&h.w, h.self, h.job, SIGKILL);
             timeout = 20;
-        } else if (stopping) {
-            timeout = (int)((deadline - now_s()) * 1000.0) + 1;
+        } else if (h.stopping) {
+            timeout = (int)((h.deadline - now_s()) * 1000.0) + 1;
         }
-        pf[0].fd = parent_gone ? -1 : a->sock;
+        pf[0].fd = h.parent_gone ? -1 : a->sock;
         pf[0].events = POLLIN;
-        pf[1].fd = sfd;
+        pf[1].fd = h.sfd;
         pf[1].events = POLLIN;
         pf[0].revents = pf[1].revents = 0;
         if (poll(pf, 2, timeout) < 0 && errno != EINTR) {
@@ -420,31 +476,16 @@ static __attribute__((noreturn)) void shepherd_main(const shep_args *a)
             nanosleep(&pause_ts, NULL);
             continue;
         }
-        if (!parent_gone && (pf[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-            char c = 0;
-            int stop = 0;
-            n = recv(a->sock, &c, 1, MSG_DONTWAIT);
-            if (n == 1 && c == 'T')
-                stop = 1;
-            else if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-                parent_gone = stop = 1; /* moetune died: nobody will stop the job but us */
-            if (stop && !stopping) {
-                stopping = 1;
-                signal_tree(&w, self, job, SIGTERM);
-                deadline = now_s() + (double)a->grace_ms / 1000.0;
-            }
-        }
+        if (!h.parent_gone && (pf[0].revents & (POLLIN | POLLHUP | POLLERR)))
+            shepherd_read_parent(&h);
         if (pf[1].revents & POLLIN) {
             struct signalfd_siginfo si;
-            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si)
-                if (si.ssi_signo == SIGTERM && !stopping) {
-                    stopping = 1;
-                    signal_tree(&w, self, job, SIGTERM);
-                    deadline = now_s() + (double)a->grace_ms / 1000.0;
-                }
+            while (read(h.sfd, &si, sizeof si) == (ssize_t)sizeof si)
+                if (si.ssi_signo == SIGTERM && !h.stopping)
+                    shepherd_stop(&h);
         }
     }
-    send_msg(a->sock, MSG_DONE, leftovers, 0);
+    send_msg(a->sock, MSG_DONE, h.leftovers, 0);
     _exit(0);
 }
 

@@ -728,6 +728,252 @@ static void hold_result(wk *w, const char *job_id, int retry, cJSON *body)
         w->pend[i].last_sent = now_s();
 }
 
+/* A job the worker already has: running (acknowledged again), another one
+ * running (refused) or finished (its result again).  1 when msg's job j was
+ * answered so, 0 when it is new. */
+static int job_known(wk *w, const mt_proto_job *j)
+{
+    size_t i;
+    if (w->busy) {
+        if (!strcmp(w->job_id, j->job_id) && w->retry == j->retry)
+            send_ack(w, j->job_id, j->retry, 1, NULL); /* a repeated job: already running */
+        else
+            send_ack(w, j->job_id, j->retry, 0, "no free slot");
+        return 1;
+    }
+    for (i = 0; i < w->npend; i++)
+        if (!strcmp(w->pend[i].job_id, j->job_id) && w->pend[i].retry == j->retry) {
+            send_ack(w, j->job_id, j->retry, 1, NULL); /* finished: the result again */
+            resend_results(w, 1);
+            return 1;
+        }
+    return 0;
+}
+
+/* The job's contract, kept in the work directory by its fingerprint (into
+ * fp, 17 bytes).  Caller owns the contract; NULL once the job is refused. */
+static mt_contract *job_contract(wk *w, const mt_proto_job *j, mt_diag *d, char *fp)
+{
+    char path[PATH_MAX], why[512];
+    mt_contract *c;
+    FILE *f;
+    snprintf(path, sizeof path, "%s/contracts", w->o.dir);
+    mkdir(path, 0755);
+    {
+        mt_contract *probe = mt_contract_load_string(j->contract, "(job contract)", d);
+        if (!probe) {
+            snprintf(why, sizeof why, "the job's contract does not load: %s",
+                     mt_diag_count(d) ? mt_diag_at(d, 0)->message : "?");
+            send_ack(w, j->job_id, j->retry, 0, why);
+            return NULL;
+        }
+        memcpy(fp, probe->fingerprint, 16);
+        fp[16] = '\0';
+        mt_contract_destroy(&probe);
+    }
+    snprintf(path, sizeof path, "%s/contracts/%s.cfg", w->o.dir, fp);
+    if ((f = fopen(path, "w"))) {
+        fputs(j->contract, f);
+        fclose(f);
+    }
+    if (!(c = mt_contract_load(path, d))) {
+        send_ack(w, j->job_id, j->retry, 0, "the job's contract does not load");
+        return NULL;
+    }
+    return c;
+}
+
+/* Whether argv's program is on the worker's allowlist; why says not. */
+static int argv_allowed(wk *w, const mt_contract *c, const mt_strlist *argv, char *why,
+                        size_t why_size)
+{
+    const char **av = calloc(argv->n + 1, sizeof *av);
+    size_t i;
+    int ok;
+    for (i = 0; av && i < argv->n; i++)
+        av[i] = argv->v[i];
+    ok = av && mt_worker_allowed(av, w->o.allow, w->o.n_allow, job_search_path(c), why, why_size);
+    free(av);
+    return ok;
+}
+
+/* A bisect job: the revision's prepare templates into *tv / *n_tv (borrowed
+ * from j, the array the caller's to free) and its work directory into work,
+ * each expanded program on the allowlist like the job's own.  0, or -1 once
+ * the job is refused. */
+static int bisect_prepare(wk *w, const mt_proto_job *j, const mt_contract *c, mt_diag *d,
+                          const char ***tv, size_t *n_tv, char *work, size_t work_size)
+{
+    mt_strlist *steps = NULL;
+    char id[17], why[512];
+    size_t i;
+    int ok = 1;
+    if (!j->rev) {
+        send_ack(w, j->job_id, j->retry, 0, "a bisect job needs its revision (rev)");
+        return -1;
+    }
+    *n_tv = j->prepare ? (size_t)cJSON_GetArraySize(j->prepare) : 0;
+    *tv = calloc(*n_tv + 1, sizeof **tv);
+    for (i = 0; *tv && i < *n_tv; i++)
+        (*tv)[i] = mt_proto_str_at(j->prepare, i);
+    mt_prepare_rev_id(j->rev, id);
+    {
+        /* absolute: the job runs in its own directory */
+        char abs[PATH_MAX];
+        if (!realpath(w->o.dir, abs))
+            snprintf(abs, sizeof abs, "%s", w->o.dir);
+        snprintf(work, work_size, "%.2000s/work/%s", abs, id);
+    }
+    if (!*tv || mt_prepare_expand(*tv, *n_tv, j->rev, j->repo, work, &steps, d)) {
+        snprintf(why, sizeof why, "the job's prepare steps do not expand: %s",
+                 mt_diag_count(d) ? mt_diag_at(d, mt_diag_count(d) - 1)->message : "?");
+        send_ack(w, j->job_id, j->retry, 0, why);
+        return -1;
+    }
+    for (i = 0; i < *n_tv; i++) {
+        if (ok && !argv_allowed(w, c, &steps[i], why, sizeof why))
+            ok = 0;
+        mt_strlist_free(&steps[i]);
+    }
+    free(steps);
+    if (!ok) {
+        logf_(w, "refused job %s: prepare: %s", j->job_id, why);
+        send_ack(w, j->job_id, j->retry, 0, why);
+        return -1;
+    }
+    return 0;
+}
+
+/* Finished before (a worker restart): 1 when the store has the job's
+ * result, which is acknowledged and held for sending, not run again. */
+static int job_finished_before(wk *w, const mt_proto_job *j, const mt_contract *c, mt_diag *d)
+{
+    cJSON *b;
+    char sd[PATH_MAX];
+    snprintf(sd, sizeof sd, "%s/stores", w->o.dir);
+    mkdir(sd, 0755);
+    b = NULL;
+    {
+        mt_store *st = mt_store_open(w->store_dir, c, d);
+        char *memo = NULL;
+        char key[MT_PROTO_ID_MAX + 32];
+        int have;
+        wk_memo_key(key, sizeof key, j->job_id, j->retry);
+        have = st && mt_store_memo_get(st, key, &memo, d) == 1;
+        free(memo);
+        mt_store_close(&st);
+        if (have)
+            b = result_body(w, w->store_dir, c, j->job_id, j->retry, NULL);
+    }
+    if (b) {
+        send_ack(w, j->job_id, j->retry, 1, NULL);
+        hold_result(w, j->job_id, j->retry, b);
+        return 1;
+    }
+    return 0;
+}
+
+/* The forked job: measure into the worker's own store, progress to the
+ * pipe fds[1]; a bisect job (tv) prepares its revision first.  Exits. */
+static void run_job_child(wk *w, const mt_proto_job *j, const mt_contract *c, mt_registry *reg,
+                          mt_kv *cfg, const char **tv, size_t n_tv, char *work, size_t work_size,
+                          int *fds, mt_diag *d)
+{
+    sigset_t none;
+    struct sigaction sa;
+    mt_store *st;
+    mt_measure_spec spec;
+    char memo_key[MT_PROTO_ID_MAX + 32];
+    mt_measure m;
+    char rundir[PATH_MAX];
+    int rc;
+    size_t i;
+    unsigned long long seed = j->sim_seed ? strtoull(j->sim_seed, NULL, 10) : 0;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_cancel_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    close(fds[0]);
+    st = mt_store_open(w->store_dir, c, d);
+    snprintf(rundir, sizeof rundir, "%s/runs", w->o.dir);
+    mkdir(rundir, 0755);
+    /* one directory per job and retry: "screen_<config>_<rep>-<retry>" */
+    snprintf(rundir, sizeof rundir, "%s/runs/%s-%d", w->o.dir,
+             j->job_id + (strncmp(j->job_id, "job/", 4) ? 0 : 4), j->retry);
+    for (i = strlen(w->o.dir) + 6; rundir[i]; i++)
+        if (rundir[i] == '/')
+            rundir[i] = '_';
+    memset(&spec, 0, sizeof spec);
+    spec.contract = c;
+    spec.reg = reg;
+    spec.config = cfg;
+    spec.kind = j->kind;
+    spec.replicate = j->replicate;
+    spec.retry = j->retry;
+    spec.run_dir = rundir;
+    spec.sim_path = w->o.sim_path;
+    spec.time_limit_s = j->time_limit_s;
+    spec.hang_factor = j->hang_factor;
+    spec.profile = j->profile;
+    spec.sim_seed = seed;
+    spec.routing = j->routing;
+    spec.nodelist = j->nodelist;
+    spec.on_line = child_line;
+    spec.line_ctx = &fds[1];
+    wk_memo_key(memo_key, sizeof memo_key, j->job_id, j->retry);
+    spec.memo_key = memo_key;
+    spec.memo = memo_cb;
+    spec.cancel = &job_cancel;
+    if (tv) {
+        /* prepare the revision first (once per revision on this worker);
+         * a skip or a failure is the job's typed outcome */
+        char wr[PATH_MAX];
+        snprintf(wr, sizeof wr, "%.3000s", work);
+        *strrchr(wr, '/') = '\0';
+        rc = mt_prepare_job(tv, n_tv, j->rev, j->repo, wr, j->prepare_timeout_s, st, j->job_id,
+                            work, work_size, d);
+        if (rc <= 0) {
+            mt_store_close(&st);
+            _exit(rc < 0 ? 1 : 0);
+        }
+        spec.rev = j->rev;
+        spec.work = work;
+    }
+    rc = st ? mt_measure_run(&spec, st, &m, d) : -1;
+    if (rc < 0)
+        mt_diag_print(d, stderr);
+    if (st)
+        mt_measure_clear(&m); /* also when the store failed */
+    mt_store_close(&st);
+    _exit(rc < 0 ? 1 : 0);
+}
+
+/* The worker busy with job j, forked as pid, reading its progress from fd;
+ * takes over the contract *c. */
+static void job_running(wk *w, const mt_proto_job *j, pid_t pid, int fd, mt_contract **c)
+{
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    w->busy = 1;
+    w->pid = pid;
+    w->pipe_fd = fd;
+    snprintf(w->job_id, sizeof w->job_id, "%s", j->job_id);
+    w->retry = j->retry;
+    w->started = now_s();
+    w->iteration = -1;
+    w->npartial = 0;
+    w->cancelled = 0;
+    mt_contract_destroy(&w->contract);
+    w->contract = *c;
+    *c = NULL;
+    send_ack(w, j->job_id, j->retry, 1, NULL);
+    if (j->nodelist)
+        logf_(w, "running %s (retry %d) on nodes %s", j->job_id, j->retry, j->nodelist);
+    else
+        logf_(w, "running %s (retry %d)", j->job_id, j->retry);
+}
 
 static void start_job(wk *w, const mt_proto_msg *msg)
 {
@@ -737,55 +983,16 @@ static void start_job(wk *w, const mt_proto_msg *msg)
     mt_registry *reg = NULL;
     mt_kv *cfg = NULL;
     mt_strlist argv = {0};
-    char path[PATH_MAX], why[512], fp[17], work[PATH_MAX] = "";
+    char why[512], fp[17], work[PATH_MAX] = "";
     const char **tv = NULL; /* a bisect job's prepare templates (borrowed from msg) */
     size_t n_tv = 0;
     int fds[2];
-    size_t i;
-    FILE *f;
     pid_t pid;
-    if (mt_proto_get_job(msg, &j)) {
+    if (mt_proto_get_job(msg, &j) || job_known(w, &j)) {
         mt_diag_destroy(&d);
         return;
     }
-    if (w->busy) {
-        if (!strcmp(w->job_id, j.job_id) && w->retry == j.retry)
-            send_ack(w, j.job_id, j.retry, 1, NULL); /* a repeated job: already running */
-        else
-            send_ack(w, j.job_id, j.retry, 0, "no free slot");
-        mt_diag_destroy(&d);
-        return;
-    }
-    for (i = 0; i < w->npend; i++)
-        if (!strcmp(w->pend[i].job_id, j.job_id) && w->pend[i].retry == j.retry) {
-            send_ack(w, j.job_id, j.retry, 1, NULL); /* finished: the result again */
-            resend_results(w, 1);
-            mt_diag_destroy(&d);
-            return;
-        }
-    /* the contract, kept in the work directory by its fingerprint */
-    snprintf(path, sizeof path, "%s/contracts", w->o.dir);
-    mkdir(path, 0755);
-    {
-        mt_contract *probe = mt_contract_load_string(j.contract, "(job contract)", d);
-        if (!probe) {
-            snprintf(why, sizeof why, "the job's contract does not load: %s",
-                     mt_diag_count(d) ? mt_diag_at(d, 0)->message : "?");
-            send_ack(w, j.job_id, j.retry, 0, why);
-            mt_diag_destroy(&d);
-            return;
-        }
-        memcpy(fp, probe->fingerprint, 16);
-        fp[16] = '\0';
-        mt_contract_destroy(&probe);
-    }
-    snprintf(path, sizeof path, "%s/contracts/%s.cfg", w->o.dir, fp);
-    if ((f = fopen(path, "w"))) {
-        fputs(j.contract, f);
-        fclose(f);
-    }
-    if (!(c = mt_contract_load(path, d))) {
-        send_ack(w, j.job_id, j.retry, 0, "the job's contract does not load");
+    if (!(c = job_contract(w, &j, d, fp))) {
         mt_diag_destroy(&d);
         return;
     }
@@ -803,194 +1010,31 @@ static void start_job(wk *w, const mt_proto_msg *msg)
         send_ack(w, j.job_id, j.retry, 0, why);
         goto out;
     }
-    {
-        const char **av = calloc(argv.n + 1, sizeof *av);
-        int ok;
-        for (i = 0; av && i < argv.n; i++)
-            av[i] = argv.v[i];
-        ok = av && mt_worker_allowed(av, w->o.allow, w->o.n_allow, job_search_path(c), why,
-                                         sizeof why);
-        free(av);
-        if (!ok) {
-            logf_(w, "refused job %s: %s", j.job_id, why);
-            send_ack(w, j.job_id, j.retry, 0, why);
-            goto out;
-        }
+    if (!argv_allowed(w, c, &argv, why, sizeof why)) {
+        logf_(w, "refused job %s: %s", j.job_id, why);
+        send_ack(w, j.job_id, j.retry, 0, why);
+        goto out;
     }
-    if (!strcmp(j.kind, "bisect")) {
-        /* a bisect job: the revision's prepare steps, each program on the
-         * allowlist like the job's own */
-        mt_strlist *steps = NULL;
-        char id[17];
-        int ok = 1;
-        if (!j.rev) {
-            send_ack(w, j.job_id, j.retry, 0, "a bisect job needs its revision (rev)");
-            goto out;
-        }
-        n_tv = j.prepare ? (size_t)cJSON_GetArraySize(j.prepare) : 0;
-        tv = calloc(n_tv + 1, sizeof *tv);
-        for (i = 0; tv && i < n_tv; i++)
-            tv[i] = mt_proto_str_at(j.prepare, i);
-        mt_prepare_rev_id(j.rev, id);
-        {
-            /* absolute: the job runs in its own directory */
-            char abs[PATH_MAX];
-            if (!realpath(w->o.dir, abs))
-                snprintf(abs, sizeof abs, "%s", w->o.dir);
-            snprintf(work, sizeof work, "%.2000s/work/%s", abs, id);
-        }
-        if (!tv || mt_prepare_expand(tv, n_tv, j.rev, j.repo, work, &steps, d)) {
-            snprintf(why, sizeof why, "the job's prepare steps do not expand: %s",
-                     mt_diag_count(d) ? mt_diag_at(d, mt_diag_count(d) - 1)->message : "?");
-            send_ack(w, j.job_id, j.retry, 0, why);
-            goto out;
-        }
-        for (i = 0; i < n_tv; i++) {
-            const char **av = calloc(steps[i].n + 1, sizeof *av);
-            size_t k;
-            for (k = 0; av && k < steps[i].n; k++)
-                av[k] = steps[i].v[k];
-            if (ok && !(av && mt_worker_allowed(av, w->o.allow, w->o.n_allow, job_search_path(c), why,
-                                                sizeof why)))
-                ok = 0;
-            free(av);
-            mt_strlist_free(&steps[i]);
-        }
-        free(steps);
-        if (!ok) {
-            logf_(w, "refused job %s: prepare: %s", j.job_id, why);
-            send_ack(w, j.job_id, j.retry, 0, why);
-            goto out;
-        }
-    }
+    if (!strcmp(j.kind, "bisect") && bisect_prepare(w, &j, c, d, &tv, &n_tv, work, sizeof work))
+        goto out;
     snprintf(w->store_dir, sizeof w->store_dir, "%s/stores/%s", w->o.dir, fp);
-    {
-        /* finished before (a worker restart): the result, not a second run */
-        cJSON *b;
-        char sd[PATH_MAX];
-        snprintf(sd, sizeof sd, "%s/stores", w->o.dir);
-        mkdir(sd, 0755);
-        b = NULL;
-        {
-            mt_store *st = mt_store_open(w->store_dir, c, d);
-            char *memo = NULL;
-            char key[MT_PROTO_ID_MAX + 32];
-            int have;
-            wk_memo_key(key, sizeof key, j.job_id, j.retry);
-            have = st && mt_store_memo_get(st, key, &memo, d) == 1;
-            free(memo);
-            mt_store_close(&st);
-            if (have)
-                b = result_body(w, w->store_dir, c, j.job_id, j.retry, NULL);
-        }
-        if (b) {
-            send_ack(w, j.job_id, j.retry, 1, NULL);
-            hold_result(w, j.job_id, j.retry, b);
-            goto out;
-        }
-    }
+    if (job_finished_before(w, &j, c, d))
+        goto out;
     if (pipe(fds)) {
         send_ack(w, j.job_id, j.retry, 0, "cannot create a pipe");
         goto out;
     }
     fflush(NULL);
     pid = fork();
-    if (pid == 0) {
-        /* the job: measure into the worker's own store, progress to the pipe */
-        sigset_t none;
-        struct sigaction sa;
-        mt_store *st;
-        mt_measure_spec spec;
-        char memo_key[MT_PROTO_ID_MAX + 32];
-        mt_measure m;
-        char rundir[PATH_MAX];
-        int rc;
-        unsigned long long seed = j.sim_seed ? strtoull(j.sim_seed, NULL, 10) : 0;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_cancel_signal;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGINT, &sa, NULL);
-        sigemptyset(&none);
-        sigprocmask(SIG_SETMASK, &none, NULL);
-        close(fds[0]);
-        st = mt_store_open(w->store_dir, c, d);
-        snprintf(rundir, sizeof rundir, "%s/runs", w->o.dir);
-        mkdir(rundir, 0755);
-        /* one directory per job and retry: "screen_<config>_<rep>-<retry>" */
-        snprintf(rundir, sizeof rundir, "%s/runs/%s-%d", w->o.dir,
-                 j.job_id + (strncmp(j.job_id, "job/", 4) ? 0 : 4), j.retry);
-        for (i = strlen(w->o.dir) + 6; rundir[i]; i++)
-            if (rundir[i] == '/')
-                rundir[i] = '_';
-        memset(&spec, 0, sizeof spec);
-        spec.contract = c;
-        spec.reg = reg;
-        spec.config = cfg;
-        spec.kind = j.kind;
-        spec.replicate = j.replicate;
-        spec.retry = j.retry;
-        spec.run_dir = rundir;
-        spec.sim_path = w->o.sim_path;
-        spec.time_limit_s = j.time_limit_s;
-        spec.hang_factor = j.hang_factor;
-        spec.profile = j.profile;
-        spec.sim_seed = seed;
-        spec.routing = j.routing;
-        spec.nodelist = j.nodelist;
-        spec.on_line = child_line;
-        spec.line_ctx = &fds[1];
-        wk_memo_key(memo_key, sizeof memo_key, j.job_id, j.retry);
-        spec.memo_key = memo_key;
-        spec.memo = memo_cb;
-        spec.cancel = &job_cancel;
-        if (tv) {
-            /* prepare the revision first (once per revision on this worker);
-             * a skip or a failure is the job's typed outcome */
-            char wr[PATH_MAX];
-            snprintf(wr, sizeof wr, "%.3000s", work);
-            *strrchr(wr, '/') = '\0';
-            rc = mt_prepare_job(tv, n_tv, j.rev, j.repo, wr, j.prepare_timeout_s, st, j.job_id,
-                                work, sizeof work, d);
-            if (rc <= 0) {
-                mt_store_close(&st);
-                _exit(rc < 0 ? 1 : 0);
-            }
-            spec.rev = j.rev;
-            spec.work = work;
-        }
-        rc = st ? mt_measure_run(&spec, st, &m, d) : -1;
-        if (rc < 0)
-            mt_diag_print(d, stderr);
-        if (st)
-            mt_measure_clear(&m); /* also when the store failed */
-        mt_store_close(&st);
-        _exit(rc < 0 ? 1 : 0);
-    }
+    if (pid == 0)
+        run_job_child(w, &j, c, reg, cfg, tv, n_tv, work, sizeof work, fds, d);
     close(fds[1]);
     if (pid < 0) {
         close(fds[0]);
         send_ack(w, j.job_id, j.retry, 0, "cannot fork the job");
         goto out;
     }
-    fcntl(fds[0], F_SETFL, O_NONBLOCK);
-    w->busy = 1;
-    w->pid = pid;
-    w->pipe_fd = fds[0];
-    snprintf(w->job_id, sizeof w->job_id, "%s", j.job_id);
-    w->retry = j.retry;
-    w->started = now_s();
-    w->iteration = -1;
-    w->npartial = 0;
-    w->cancelled = 0;
-    mt_contract_destroy(&w->contract);
-    w->contract = c;
-    c = NULL;
-    send_ack(w, j.job_id, j.retry, 1, NULL);
-    if (j.nodelist)
-        logf_(w, "running %s (retry %d) on nodes %s", j.job_id, j.retry, j.nodelist);
-    else
-        logf_(w, "running %s (retry %d)", j.job_id, j.retry);
+    job_running(w, &j, pid, fds[0], &c);
 out:
     free(tv);
     mt_strlist_free(&argv);
@@ -1189,12 +1233,166 @@ static void handle(wk *w, mt_proto_msg *m)
     }
 }
 
+/* CURVE for the worker's socket when o asks for it; -1 (said on stderr)
+ * when its keys are incomplete or do not load. */
+static int curve_setup(wk *w, const mt_worker_opts *o)
+{
+    char err[512];
+    mt_keypair kp;
+    char pub[MT_KEY_Z85_LEN + 1];
+    if (!o->key_dir && !o->server_key)
+        return 0;
+    if (!o->key_dir || !o->key_name || !o->server_key) {
+        fprintf(stderr, "moetune worker: CURVE needs --key DIR/NAME and --server-key FILE\n");
+        return -1;
+    }
+    if (mt_keys_load(o->key_dir, o->key_name, &kp, err, sizeof err) ||
+        mt_keys_load_public(o->server_key, pub, err, sizeof err) ||
+        mt_curve_client(w->sock, &kp, pub, err, sizeof err)) {
+        fprintf(stderr, "moetune worker: %s\n", err);
+        mt_keypair_wipe(&kp);
+        return -1;
+    }
+    mt_keypair_wipe(&kp);
+    return 0;
+}
+
+/* Handles up to 64 queued messages from the coordinator, stopping early
+ * when none is left or one stops the worker. */
+static void drain_messages(wk *w)
+{
+    char err[512];
+    int j;
+    for (j = 0; j < 64; j++) { /* drain what is queued */
+        mt_proto_msg m;
+        int rr;
+        mt_proto_msg_init(&m);
+        {
+            int ev = 0;
+            size_t evl = sizeof ev;
+            if (zmq_getsockopt(w->sock, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) {
+                mt_proto_msg_clear(&m);
+                break; /* nothing more queued: recv would block */
+            }
+        }
+        rr = mt_proto_recv(w->sock, 0, &m, err, sizeof err);
+        if (rr == -EAGAIN) {
+            mt_proto_msg_clear(&m);
+            break;
+        }
+        if (rr)
+            logf_(w, "dropped a message: %s", err);
+        else
+            handle(w, &m);
+        mt_proto_msg_clear(&m);
+        if (w->stop)
+            break;
+    }
+}
+
+/* The signals on the worker's signalfd: a child's exit finishes its job,
+ * SIGTERM or SIGINT stops the worker. */
+static void read_signals(wk *w)
+{
+    struct signalfd_siginfo si;
+    while (read(w->sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+        if (si.ssi_signo == SIGCHLD) {
+            int st;
+            pid_t p;
+            while ((p = waitpid(-1, &st, WNOHANG)) > 0)
+                if (w->busy && p == w->pid)
+                    job_done(w, st);
+        } else {
+            logf_(w, "signal %u: stopping", si.ssi_signo);
+            w->stop = 1;
+        }
+    }
+}
+
+/* Heartbeats, progress and unacknowledged results every hb seconds, and
+ * the coordinator's loss noticed.  1 when the worker should exit: lost and
+ * idle past o->exit_when_idle_s. */
+static int keep_alive(wk *w, const mt_worker_opts *o, double hb)
+{
+    double t = now_s();
+    if (t - w->last_hb >= hb)
+        send_heartbeat(w);
+    if (w->busy && t - w->last_progress >= hb)
+        flush_progress(w);
+    if (w->npend && !w->lost) /* while lost they wait: all go on re-contact */
+        resend_results(w, 0);
+    if (!w->lost && t - w->last_heard > MT_PROTO_LIVENESS * hb) {
+        w->lost = 1;
+        if (w->refused[0])
+            logf_(w, "the coordinator is not talking to this worker: %s; %s, retrying", w->refused,
+                  w->busy ? "the job keeps running" : "waiting");
+        else
+            logf_(w, "the coordinator is unreachable; %s, reconnecting",
+                  w->busy ? "the job keeps running" : "waiting");
+    }
+    return o->exit_when_idle_s > 0 && w->lost && !w->busy && !w->npend &&
+           t - w->last_heard > o->exit_when_idle_s;
+}
+
+/* Polls the socket, the signals, the job's pipe and the monitor until the
+ * worker stops. */
+static void serve(wk *w, const mt_worker_opts *o, double hb)
+{
+    while (!w->stop) {
+        zmq_pollitem_t items[4];
+        int n = 0, k, ip = -1;
+        items[n].socket = w->sock, items[n].fd = 0, items[n].events = ZMQ_POLLIN, n++;
+        items[n].socket = NULL, items[n].fd = w->sfd, items[n].events = ZMQ_POLLIN, n++;
+        if (w->pipe_fd >= 0)
+            ip = n, items[n].socket = NULL, items[n].fd = w->pipe_fd, items[n].events = ZMQ_POLLIN,
+            n++;
+        if (w->mon)
+            items[n].socket = w->mon, items[n].fd = 0, items[n].events = ZMQ_POLLIN, n++;
+        k = zmq_poll(items, n, 200);
+        if (w->mon)
+            monitor_read(w);
+        if (k < 0 && zmq_errno() != EINTR)
+            break;
+        if (k > 0 && (items[0].revents & ZMQ_POLLIN))
+            drain_messages(w);
+        if (k > 0 && (items[1].revents & ZMQ_POLLIN))
+            read_signals(w);
+        if (ip >= 0 && k > 0 && (items[ip].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
+            read_pipe(w);
+        if (keep_alive(w, o, hb))
+            break;
+    }
+}
+
+/* Frees what the worker holds and closes its sockets and signalfd. */
+static void worker_close(wk *w)
+{
+    {
+        int linger = 200;
+        size_t i;
+        zmq_setsockopt(w->sock, ZMQ_LINGER, &linger, sizeof linger);
+        for (i = 0; i < w->npend; i++)
+            cJSON_Delete(w->pend[i].body);
+        for (i = 0; i < w->nlines; i++)
+            free(w->lines[i]);
+    }
+    mt_contract_destroy(&w->contract);
+    if (w->mon) {
+        int zero = 0;
+        zmq_socket_monitor(w->sock, NULL, 0);
+        zmq_setsockopt(w->mon, ZMQ_LINGER, &zero, sizeof zero);
+        zmq_close(w->mon);
+    }
+    zmq_close(w->sock);
+    zmq_ctx_term(w->ctx);
+    close(w->sfd);
+}
+
 int mt_worker_main(const mt_worker_opts *o)
 {
     wk w;
     sigset_t mask;
     char err[512];
-    mt_keypair kp;
     double hb;
     int rc = 1;
     memset(&w, 0, sizeof w);
@@ -1223,21 +1421,8 @@ int mt_worker_main(const mt_worker_opts *o)
         fprintf(stderr, "moetune worker: %s\n", err);
         goto out;
     }
-    if (o->key_dir || o->server_key) {
-        char pub[MT_KEY_Z85_LEN + 1];
-        if (!o->key_dir || !o->key_name || !o->server_key) {
-            fprintf(stderr, "moetune worker: CURVE needs --key DIR/NAME and --server-key FILE\n");
-            goto out;
-        }
-        if (mt_keys_load(o->key_dir, o->key_name, &kp, err, sizeof err) ||
-            mt_keys_load_public(o->server_key, pub, err, sizeof err) ||
-            mt_curve_client(w.sock, &kp, pub, err, sizeof err)) {
-            fprintf(stderr, "moetune worker: %s\n", err);
-            mt_keypair_wipe(&kp);
-            goto out;
-        }
-        mt_keypair_wipe(&kp);
-    }
+    if (curve_setup(&w, o))
+        goto out;
     monitor_start(&w);
     if (zmq_connect(w.sock, o->connect)) {
         fprintf(stderr, "moetune worker: cannot connect to %s: %s\n", o->connect,
@@ -1248,87 +1433,7 @@ int mt_worker_main(const mt_worker_opts *o)
     w.last_heard = now_s();
     send_ready(&w);
     send_heartbeat(&w);
-    while (!w.stop) {
-        zmq_pollitem_t items[4];
-        int n = 0, k, ip = -1;
-        double t;
-        items[n].socket = w.sock, items[n].fd = 0, items[n].events = ZMQ_POLLIN, n++;
-        items[n].socket = NULL, items[n].fd = w.sfd, items[n].events = ZMQ_POLLIN, n++;
-        if (w.pipe_fd >= 0)
-            ip = n, items[n].socket = NULL, items[n].fd = w.pipe_fd, items[n].events = ZMQ_POLLIN,
-            n++;
-        if (w.mon)
-            items[n].socket = w.mon, items[n].fd = 0, items[n].events = ZMQ_POLLIN, n++;
-        k = zmq_poll(items, n, 200);
-        if (w.mon)
-            monitor_read(&w);
-        if (k < 0 && zmq_errno() != EINTR)
-            break;
-        if (k > 0 && (items[0].revents & ZMQ_POLLIN)) {
-            int j;
-            for (j = 0; j < 64; j++) { /* drain what is queued */
-                mt_proto_msg m;
-                int rr;
-                mt_proto_msg_init(&m);
-                {
-                    int ev = 0;
-                    size_t evl = sizeof ev;
-                    if (zmq_getsockopt(w.sock, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) {
-                        mt_proto_msg_clear(&m);
-                        break; /* nothing more queued: recv would block */
-                    }
-                }
-                rr = mt_proto_recv(w.sock, 0, &m, err, sizeof err);
-                if (rr == -EAGAIN) {
-                    mt_proto_msg_clear(&m);
-                    break;
-                }
-                if (rr)
-                    logf_(&w, "dropped a message: %s", err);
-                else
-                    handle(&w, &m);
-                mt_proto_msg_clear(&m);
-                if (w.stop)
-                    break;
-            }
-        }
-        if (k > 0 && (items[1].revents & ZMQ_POLLIN)) {
-            struct signalfd_siginfo si;
-            while (read(w.sfd, &si, sizeof si) == (ssize_t)sizeof si) {
-                if (si.ssi_signo == SIGCHLD) {
-                    int st;
-                    pid_t p;
-                    while ((p = waitpid(-1, &st, WNOHANG)) > 0)
-                        if (w.busy && p == w.pid)
-                            job_done(&w, st);
-                } else {
-                    logf_(&w, "signal %u: stopping", si.ssi_signo);
-                    w.stop = 1;
-                }
-            }
-        }
-        if (ip >= 0 && k > 0 && (items[ip].revents & (ZMQ_POLLIN | ZMQ_POLLERR)))
-            read_pipe(&w);
-        t = now_s();
-        if (t - w.last_hb >= hb)
-            send_heartbeat(&w);
-        if (w.busy && t - w.last_progress >= hb)
-            flush_progress(&w);
-        if (w.npend && !w.lost) /* while lost they wait: all go on re-contact */
-            resend_results(&w, 0);
-        if (!w.lost && t - w.last_heard > MT_PROTO_LIVENESS * hb) {
-            w.lost = 1;
-            if (w.refused[0])
-                logf_(&w, "the coordinator is not talking to this worker: %s; %s, retrying",
-                      w.refused, w.busy ? "the job keeps running" : "waiting");
-            else
-                logf_(&w, "the coordinator is unreachable; %s, reconnecting",
-                      w.busy ? "the job keeps running" : "waiting");
-        }
-        if (o->exit_when_idle_s > 0 && w.lost && !w.busy && !w.npend &&
-            t - w.last_heard > o->exit_when_idle_s)
-            break;
-    }
+    serve(&w, o, hb);
     if (w.busy) {
         kill(w.pid, SIGTERM);
         waitpid(w.pid, NULL, 0);
@@ -1336,24 +1441,6 @@ int mt_worker_main(const mt_worker_opts *o)
     send_msg(&w, MT_PROTO_DISCONNECT, mt_proto_disconnect_body("worker stopping"));
     rc = 0;
 out:
-    {
-        int linger = 200;
-        size_t i;
-        zmq_setsockopt(w.sock, ZMQ_LINGER, &linger, sizeof linger);
-        for (i = 0; i < w.npend; i++)
-            cJSON_Delete(w.pend[i].body);
-        for (i = 0; i < w.nlines; i++)
-            free(w.lines[i]);
-    }
-    mt_contract_destroy(&w.contract);
-    if (w.mon) {
-        int zero = 0;
-        zmq_socket_monitor(w.sock, NULL, 0);
-        zmq_setsockopt(w.mon, ZMQ_LINGER, &zero, sizeof zero);
-        zmq_close(w.mon);
-    }
-    zmq_close(w.sock);
-    zmq_ctx_term(w.ctx);
-    close(w.sfd);
+    worker_close(&w);
     return rc;
 }
