@@ -891,177 +891,160 @@ static long layout_stages(const char *s)
 
 /* ---- the parse ----------------------------------------------------------------- */
 
-int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *out, FILE *err)
+/* The Megatron-LM and TE versions the sim plays, from the environment; 0 or an exit status. */
+static int parse_stack_versions(parse_state *ps, const mt_mlm_dialect **dialect)
 {
-    parse_state ps;
-    char *unknown = NULL;
-    size_t unknown_len = 0;
+    sim_cfg *c = ps->c;
+    sim_opts *o = ps->o;
+    char msg[1400];
+    const char *mv = getenv("MOETUNE_SIM_MEGATRON"), *te = getenv("MOETUNE_SIM_TE");
+    const char *canon = sim_megatron_version(mv && *mv ? mv : "main");
+    if (!canon) {
+        snprintf(msg, sizeof msg,
+                 "environment MOETUNE_SIM_MEGATRON: unknown Megatron-LM version '%.100s' (known: "
+                 "core_r0.15.0, core_v0.18.0, core_v0.19.0, main)",
+                 mv);
+        return argparse_error(ps->err, o, ps->bridge, msg);
+    }
+    snprintf(c->megatron, sizeof c->megatron, "%s", canon);
+    snprintf(c->te_version, sizeof c->te_version, "%s", te && *te ? te : "2.12");
+    *dialect = mt_dialect_find(canon);
+    return 0;
+}
+
+#define PARSE_NOMEM (-2) /* parse_token's "out of memory" */
+
+/* Applies one known flag with its value(s) from argv (advancing *i past them); 0 or an exit status. */
+static int parse_flag(parse_state *ps, const flag *f, const char *inline_val, int argc,
+                      char *const argv[], int *i)
+{
     char why[1024], msg[1400];
-    int i, rc;
+    int rc;
+
+    switch (f->kind) {
+    case K_BOOL:
+        if (inline_val && strcmp(f->flag, "bridge")) {
+            snprintf(msg, sizeof msg, "argument --%s: ignored explicit argument '%.1000s'",
+                     f->flag, inline_val);
+            return argparse_error(ps->err, ps->o, ps->bridge, msg);
+        }
+        if (apply(ps, f, f->canonical, inline_val ? inline_val : "true", why, sizeof why)) {
+            return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
+        }
+        break;
+    case K_VAL: {
+        const char *v = inline_val;
+        if (!v) {
+            if (*i + 1 >= argc || looks_like_option(argv[*i + 1])) {
+                snprintf(msg, sizeof msg, "argument --%s: expected one argument", f->flag);
+                return argparse_error(ps->err, ps->o, ps->bridge, msg);
+            }
+            v = argv[++*i];
+        }
+        if (apply(ps, f, f->canonical, v, why, sizeof why)) {
+            return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
+        }
+        break;
+    }
+    case K_LIST: {
+        char *joined;
+        int start = *i + 1, n = 0;
+        if (inline_val) {
+            joined = join((char *const *)&inline_val, 1);
+        } else {
+            while (start + n < argc && !looks_like_option(argv[start + n]))
+                n++;
+            joined = join(argv + start, n);
+            *i += n;
+        }
+        if (!joined)
+            return PARSE_NOMEM;
+        rc = apply(ps, f, f->canonical, joined, why, sizeof why);
+        free(joined);
+        if (rc) {
+            return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
+        }
+        break;
+    }
+    }
+    return 0;
+}
+
+/* One token of argv (with the values it takes, advancing *i): a flag, an override or an unknown
+ * one kept for the error; 0, an exit status, SIM_ARGS_HELP or PARSE_NOMEM. */
+static int parse_token(parse_state *ps, const mt_mlm_dialect *dialect, int argc,
+                       char *const argv[], int *i, char **unknown, size_t *unknown_len)
+{
+    const char *tok = argv[*i];
+    const char *name, *eq, *inline_val = NULL;
+    const flag *f;
+    size_t nlen;
+
+    if (!strcmp(tok, "-h") || !strcmp(tok, "--help")) {
+        usage(ps->out, ps->o->prog, ps->bridge);
+        fflush(ps->out);
+        return SIM_ARGS_HELP;
+    }
+    if (!looks_like_option(tok)) {
+        if (ps->bridge && strchr(tok, '='))
+            return apply_override(ps, tok);
+        if (push_unknown(unknown, unknown_len, tok))
+            return PARSE_NOMEM;
+        return 0;
+    }
+    if (tok[1] != '-') { /* a single-dash option argparse does not know */
+        if (push_unknown(unknown, unknown_len, tok))
+            return PARSE_NOMEM;
+        return 0;
+    }
+    name = tok + 2;
+    eq = strchr(name, '=');
+    nlen = eq ? (size_t)(eq - name) : strlen(name);
+    if (eq)
+        inline_val = eq + 1;
+    f = find_flag(name, nlen);
+    if (f && ps->bridge && !is_sim_flag(f))
+        f = NULL; /* Bridge takes overrides, not Megatron-LM flags */
+    if (!f && !ps->bridge && dialect) {
+        /* A flag of the Megatron-LM version the sim plays that the model
+         * has no use for (--qk-layernorm, --rotary-base, ...): the
+         * start-up check (sim_startup_argv) judged it; skip it and its
+         * values as argparse would consume them. */
+        char fname[256];
+        const mt_flag *mf;
+        snprintf(fname, sizeof fname, "--%.*s", (int)(nlen < 250 ? nlen : 250), name);
+        mf = mt_dialect_flag(dialect, fname);
+        if (mf) {
+            if (!inline_val && strcmp(mf->nargs, "0")) {
+                if (!strcmp(mf->nargs, "-")) {
+                    if (*i + 1 < argc && !looks_like_option(argv[*i + 1]))
+                        ++*i;
+                } else {
+                    while (*i + 1 < argc && !looks_like_option(argv[*i + 1]))
+                        ++*i;
+                }
+            }
+            return 0;
+        }
+    }
+    if (!f) {
+        if (push_unknown(unknown, unknown_len, tok))
+            return PARSE_NOMEM;
+        return 0;
+    }
+    return parse_flag(ps, f, inline_val, argc, argv, i);
+}
+
+/* The sim's own settings checked, WORLD_SIZE read, the stack file loaded; 0 or an exit status. */
+static int parse_check_sim(parse_state *ps)
+{
+    sim_cfg *c = ps->c;
+    sim_opts *o = ps->o;
+    FILE *err = ps->err;
+    char why[1024], msg[1400];
     const char *ws;
-    const mt_mlm_dialect *dialect = NULL;
+    int i;
 
-    memset(o, 0, sizeof *o);
-    memset(&ps, 0, sizeof ps);
-    ps.c = c;
-    ps.o = o;
-    ps.out = out;
-    ps.err = err;
-    /* --bridge anywhere switches the whole command line to Bridge rules */
-    for (i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--bridge") || !strcmp(argv[i], "--bridge=true") ||
-            !strcmp(argv[i], "--bridge=True"))
-            ps.bridge = 1;
-    {
-        const char *b = getenv("MOETUNE_SIM_BRIDGE");
-        if (b && (!strcmp(b, "1") || !strcmp(b, "true")))
-            ps.bridge = 1;
-    }
-    o->prog = ps.bridge ? "run_recipe.py" : "pretrain_gpt.py";
-    /* the stack the sim plays (the host sets these from the contract) */
-    {
-        const char *mv = getenv("MOETUNE_SIM_MEGATRON"), *te = getenv("MOETUNE_SIM_TE");
-        const char *canon = sim_megatron_version(mv && *mv ? mv : "main");
-        if (!canon) {
-            snprintf(msg, sizeof msg,
-                     "environment MOETUNE_SIM_MEGATRON: unknown Megatron-LM version '%.100s' (known: "
-                     "core_r0.15.0, core_v0.18.0, core_v0.19.0, main)",
-                     mv);
-            return argparse_error(err, o, ps.bridge, msg);
-        }
-        snprintf(c->megatron, sizeof c->megatron, "%s", canon);
-        snprintf(c->te_version, sizeof c->te_version, "%s", te && *te ? te : "2.12");
-        dialect = mt_dialect_find(canon);
-    }
-
-    if ((rc = apply_env(&ps)) != 0)
-        return rc;
-
-    for (i = 1; i < argc; i++) {
-        const char *tok = argv[i];
-        const char *name, *eq, *inline_val = NULL;
-        const flag *f;
-        size_t nlen;
-
-        if (!strcmp(tok, "-h") || !strcmp(tok, "--help")) {
-            usage(out, o->prog, ps.bridge);
-            fflush(out);
-            free(unknown);
-            return SIM_ARGS_HELP;
-        }
-        if (!looks_like_option(tok)) {
-            if (ps.bridge && strchr(tok, '=')) {
-                if ((rc = apply_override(&ps, tok)) != 0) {
-                    free(unknown);
-                    return rc;
-                }
-                continue;
-            }
-            if (push_unknown(&unknown, &unknown_len, tok))
-                goto nomem;
-            continue;
-        }
-        if (tok[1] != '-') { /* a single-dash option argparse does not know */
-            if (push_unknown(&unknown, &unknown_len, tok))
-                goto nomem;
-            continue;
-        }
-        name = tok + 2;
-        eq = strchr(name, '=');
-        nlen = eq ? (size_t)(eq - name) : strlen(name);
-        if (eq)
-            inline_val = eq + 1;
-        f = find_flag(name, nlen);
-        if (f && ps.bridge && !is_sim_flag(f))
-            f = NULL; /* Bridge takes overrides, not Megatron-LM flags */
-        if (!f && !ps.bridge && dialect) {
-            /* A flag of the Megatron-LM version the sim plays that the model
-             * has no use for (--qk-layernorm, --rotary-base, ...): the
-             * start-up check (sim_startup_argv) judged it; skip it and its
-             * values as argparse would consume them. */
-            char fname[256];
-            const mt_flag *mf;
-            snprintf(fname, sizeof fname, "--%.*s", (int)(nlen < 250 ? nlen : 250), name);
-            mf = mt_dialect_flag(dialect, fname);
-            if (mf) {
-                if (!inline_val && strcmp(mf->nargs, "0")) {
-                    if (!strcmp(mf->nargs, "-")) {
-                        if (i + 1 < argc && !looks_like_option(argv[i + 1]))
-                            i++;
-                    } else {
-                        while (i + 1 < argc && !looks_like_option(argv[i + 1]))
-                            i++;
-                    }
-                }
-                continue;
-            }
-        }
-        if (!f) {
-            if (push_unknown(&unknown, &unknown_len, tok))
-                goto nomem;
-            continue;
-        }
-        switch (f->kind) {
-        case K_BOOL:
-            if (inline_val && strcmp(f->flag, "bridge")) {
-                snprintf(msg, sizeof msg, "argument --%s: ignored explicit argument '%.1000s'",
-                         f->flag, inline_val);
-                free(unknown);
-                return argparse_error(err, o, ps.bridge, msg);
-            }
-            if (apply(&ps, f, f->canonical, inline_val ? inline_val : "true", why, sizeof why)) {
-                free(unknown);
-                return value_error(err, o, ps.bridge, f->flag, f->canonical, why);
-            }
-            break;
-        case K_VAL: {
-            const char *v = inline_val;
-            if (!v) {
-                if (i + 1 >= argc || looks_like_option(argv[i + 1])) {
-                    snprintf(msg, sizeof msg, "argument --%s: expected one argument", f->flag);
-                    free(unknown);
-                    return argparse_error(err, o, ps.bridge, msg);
-                }
-                v = argv[++i];
-            }
-            if (apply(&ps, f, f->canonical, v, why, sizeof why)) {
-                free(unknown);
-                return value_error(err, o, ps.bridge, f->flag, f->canonical, why);
-            }
-            break;
-        }
-        case K_LIST: {
-            char *joined;
-            int start = i + 1, n = 0;
-            if (inline_val) {
-                joined = join((char *const *)&inline_val, 1);
-            } else {
-                while (start + n < argc && !looks_like_option(argv[start + n]))
-                    n++;
-                joined = join(argv + start, n);
-                i += n;
-            }
-            if (!joined)
-                goto nomem;
-            rc = apply(&ps, f, f->canonical, joined, why, sizeof why);
-            free(joined);
-            if (rc) {
-                free(unknown);
-                return value_error(err, o, ps.bridge, f->flag, f->canonical, why);
-            }
-            break;
-        }
-        }
-    }
-    if (unknown) {
-        int r;
-        snprintf(msg, sizeof msg, "unrecognized arguments: %.1300s", unknown);
-        free(unknown);
-        r = argparse_error(err, o, ps.bridge, msg);
-        return r;
-    }
-
-    /* derived settings */
     if (o->stack_file[0] && sim_stack_load(c, o->stack_file, why, sizeof why)) {
         fprintf(err, "%s: error: %s\n", o->prog, why);
         fflush(err);
@@ -1070,28 +1053,28 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
     if (c->gpus_per_node < 1) {
         snprintf(msg, sizeof msg, "argument --sim-gpus-per-node: must be at least 1, not %d",
                  c->gpus_per_node);
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     ws = getenv("WORLD_SIZE");
-    if (!ps.nodes_set && ws && *ws) {
+    if (!ps->nodes_set && ws && *ws) {
         char *end;
         long w = strtol(ws, &end, 10);
         if (*end || w < 1 || w > 1000000 || w % c->gpus_per_node) {
             snprintf(msg, sizeof msg,
                      "environment WORLD_SIZE=%.40s is not a positive multiple of %d GPUs per node",
                      ws, c->gpus_per_node);
-            return argparse_error(err, o, ps.bridge, msg);
+            return argparse_error(err, o, ps->bridge, msg);
         }
         c->nodes = (int)(w / c->gpus_per_node);
     }
     if (c->nodes < 1) {
         snprintf(msg, sizeof msg, "argument --sim-nodes: must be at least 1, not %d", c->nodes);
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if ((long)c->nodes * c->gpus_per_node > 1000000) {
         snprintf(msg, sizeof msg, "argument --sim-nodes: %d nodes x %d GPUs is too large", c->nodes,
                  c->gpus_per_node);
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (!sim_gpu(c)) {
         const char *const *names = mt_gpu_names();
@@ -1102,44 +1085,54 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
             off += (size_t)snprintf(msg + off, sizeof msg - off, "%s'%s'", i ? ", " : "", names[i]);
         if (off < sizeof msg)
             snprintf(msg + off, sizeof msg - off, ")");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (c->nvlink_domain < 0) {
         snprintf(msg, sizeof msg, "argument --sim-nvlink-domain: must not be negative");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (c->replicate < 0) {
         snprintf(msg, sizeof msg, "argument --sim-replicate: must not be negative");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (!(c->startup_s >= 0) || c->startup_s > 1e7 || !(c->time_scale >= 0) || c->time_scale > 1e3) {
         snprintf(msg, sizeof msg, "argument --sim-startup-s/--sim-time-scale: out of range");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (!(c->step_scale > 0) || c->step_scale > 100 || !(c->loss_shift > -1) || c->loss_shift > 1) {
         snprintf(msg, sizeof msg, "argument --sim-step-scale/--sim-loss-shift: the step scale "
                                   "must be in (0, 100], the loss shift in (-1, 1]");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (!(c->noise_offset_sd >= 0) || c->noise_offset_sd > 1 || !(c->noise_jitter_cv >= 0) ||
         c->noise_jitter_cv > 1 || !(c->noise_rho >= 0) || c->noise_rho >= 1) {
         snprintf(msg, sizeof msg, "argument --sim-noise-*: offset and jitter must be in [0, 1], "
                                   "rho in [0, 1)");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (c->train_iters < 0 || c->log_interval < 1) {
         snprintf(msg, sizeof msg, c->train_iters < 0 ? "argument --train-iters: must not be negative"
                                                      : "argument --log-interval: must be positive");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
-    if (!ps.bridge)
+    return 0;
+}
+
+/* What Bridge's rules and the defaults derive once the command line is read. */
+static int parse_derive(parse_state *ps)
+{
+    sim_cfg *c = ps->c;
+    sim_opts *o = ps->o;
+    FILE *err = ps->err;
+
+    if (!ps->bridge)
         c->bridge = 0;
     else
         c->bridge = 1;
     /* Bridge has one VPP size: with a layout it is the layout's stage count
      * over PP (Megatron-LM derives it from the layout), not a second way to
      * ask for VPP */
-    if (ps.bridge && c->pipeline_model_parallel_layout[0] && c->num_virtual_stages_per_pipeline_rank > 0 &&
+    if (ps->bridge && c->pipeline_model_parallel_layout[0] && c->num_virtual_stages_per_pipeline_rank > 0 &&
         c->pipeline_model_parallel_size > 0) {
         long st = layout_stages(c->pipeline_model_parallel_layout);
         long pp = c->pipeline_model_parallel_size;
@@ -1159,7 +1152,7 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
     /* Bridge has no GQA switch: groups fewer than heads are GQA, groups equal
      * to heads are plain multi-head attention (as Megatron-LM without
      * --group-query-attention) */
-    if (ps.bridge && c->num_query_groups > 0) {
+    if (ps->bridge && c->num_query_groups > 0) {
         if (c->num_query_groups == c->num_attention_heads) {
             c->num_query_groups = 0;
             c->group_query_attention = 0;
@@ -1174,6 +1167,60 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
     if (c->global_batch_size <= 0)
         c->global_batch_size = c->micro_batch_size * sim_dp(c);
     return SIM_ARGS_OK;
+}
+
+int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *out, FILE *err)
+{
+    parse_state ps;
+    char *unknown = NULL;
+    size_t unknown_len = 0;
+    char msg[1400];
+    int i, rc;
+    const mt_mlm_dialect *dialect = NULL;
+
+    memset(o, 0, sizeof *o);
+    memset(&ps, 0, sizeof ps);
+    ps.c = c;
+    ps.o = o;
+    ps.out = out;
+    ps.err = err;
+    /* --bridge anywhere switches the whole command line to Bridge rules */
+    for (i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--bridge") || !strcmp(argv[i], "--bridge=true") ||
+            !strcmp(argv[i], "--bridge=True"))
+            ps.bridge = 1;
+    {
+        const char *b = getenv("MOETUNE_SIM_BRIDGE");
+        if (b && (!strcmp(b, "1") || !strcmp(b, "true")))
+            ps.bridge = 1;
+    }
+    o->prog = ps.bridge ? "run_recipe.py" : "pretrain_gpt.py";
+    if ((rc = parse_stack_versions(&ps, &dialect)) != 0)
+        return rc;
+
+    if ((rc = apply_env(&ps)) != 0)
+        return rc;
+
+    for (i = 1; i < argc; i++) {
+        rc = parse_token(&ps, dialect, argc, argv, &i, &unknown, &unknown_len);
+        if (rc == PARSE_NOMEM)
+            goto nomem;
+        if (rc) {
+            free(unknown);
+            return rc;
+        }
+    }
+    if (unknown) {
+        int r;
+        snprintf(msg, sizeof msg, "unrecognized arguments: %.1300s", unknown);
+        free(unknown);
+        r = argparse_error(err, o, ps.bridge, msg);
+        return r;
+    }
+
+    if ((rc = parse_check_sim(&ps)) != 0)
+        return rc;
+    return parse_derive(&ps);
 nomem:
     free(unknown);
     fprintf(err, "%s: error: out of memory\n", o->prog);

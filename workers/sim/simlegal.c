@@ -760,13 +760,28 @@ static int va_graphs(chk *k)
     return 0;
 }
 
-static int validate_args(chk *k)
+/* Upstream's weight-shard resolve: s shards over a group of size ranks; 0 or the failure. */
+static int va_shards(chk *k, long s, long size)
+{
+    if (s < size)
+        return fail(k, "ValueError", WM,
+                    "tensor_parallel_num_weight_shards (%ld) must be >= "
+                    "tensor_model_parallel_size (%ld).",
+                    s, size);
+    if (size == 0)
+        return ZDIV(WM);
+    if (pymod(s, size))
+        return fail(k, "ValueError", WM,
+                    "tensor_parallel_num_weight_shards (%ld) must be divisible by "
+                    "tensor_model_parallel_size (%ld).",
+                    s, size);
+    return 0;
+}
+
+/* The parallel sizes, DP, CP's hierarchy, ETP and the recompute granularity. */
+static int va_sizes(chk *k)
 {
     long total;
-    int fp16 = on(k, "fp16"), bf16 = on(k, "bf16");
-    int distopt = on(k, "use_distributed_optimizer");
-    const char *alloc = env(k, "PYTORCH_CUDA_ALLOC_CONF");
-    int expandable = alloc && strstr(alloc, "expandable_segments:True");
 
     k->tp = I(k, "tensor_model_parallel_size", 1);
     k->pp = I(k, "pipeline_model_parallel_size", 1);
@@ -775,18 +790,8 @@ static int validate_args(chk *k)
     k->gtp = 1;
     if (k->v >= 19 && has(k, "tensor_parallel_num_weight_shards")) {
         long s = I(k, "tensor_parallel_num_weight_shards", 0);
-        if (s < k->tp)
-            return fail(k, "ValueError", WM,
-                        "tensor_parallel_num_weight_shards (%ld) must be >= "
-                        "tensor_model_parallel_size (%ld).",
-                        s, k->tp);
-        if (k->tp == 0)
-            return ZDIV(WM);
-        if (pymod(s, k->tp))
-            return fail(k, "ValueError", WM,
-                        "tensor_parallel_num_weight_shards (%ld) must be divisible by "
-                        "tensor_model_parallel_size (%ld).",
-                        s, k->tp);
+        if (va_shards(k, s, k->tp))
+            return 1;
         k->gtp = s / k->tp;
     }
     total = k->tp * k->pp * k->cp * k->gtp;
@@ -816,8 +821,12 @@ static int validate_args(chk *k)
         k->gran = 2;
     else
         k->gran = is(k, "recompute_granularity", "full") ? 1 : is(k, "recompute_granularity", "selective") ? 2 : 0;
-    if (va_graphs(k))
-        return 1;
+    return 0;
+}
+
+/* The micro and global batch sizes, and MTP's position embedding (r0.16 on). */
+static int va_batch(chk *k)
+{
     if (!has(k, "micro_batch_size"))
         return AE("AssertionError (no message)");
     k->mbs = I(k, "micro_batch_size", 0);
@@ -840,8 +849,15 @@ static int validate_args(chk *k)
                       "type.The supported position embedding types are rope and none.",
                       S(k, "position_embedding_type") ? S(k, "position_embedding_type") : "None");
     }
-    if (va_vpp(k))
-        return 1;
+    return 0;
+}
+
+/* Overlapped parameter gather, FP8/FP4 parameters, the precisions and the NaN check. */
+static int va_overlap_precision(chk *k)
+{
+    int fp16 = on(k, "fp16"), bf16 = on(k, "bf16");
+    int distopt = on(k, "use_distributed_optimizer");
+
     if (on(k, "overlap_param_gather")) {
         if (!distopt && !(k->v >= 18 && is(k, "optimizer", "dist_muon")))
             return AE(k->v >= 18 ? "--overlap-param-gather only supported with distributed optimizer, "
@@ -897,6 +913,12 @@ static int validate_args(chk *k)
     }
     if (k->v < 18 && on(k, "train_iters") && has(k, "rampup_batch_size"))
         return AE("expected no batch-size rampup for iteration-based training");
+    return 0;
+}
+
+/* The model's required sizes, heads, sequence lengths and memory-log interval. */
+static int va_model_shape(chk *k)
+{
     {
         static const char *const req[] = {"num_layers", "hidden_size", "num_attention_heads",
                                           "max_position_embeddings"};
@@ -926,6 +948,14 @@ static int validate_args(chk *k)
         if (pymod(I(k, "log_memory_interval", 0), I(k, "log_interval", 100)))
             return AE("AssertionError (no message)");
     }
+    return 0;
+}
+
+/* Recompute, fp16-only options, sequence parallelism, TP overlap, expert shards, biases, mrope. */
+static int va_recompute_tp(chk *k)
+{
+    int fp16 = on(k, "fp16"), bf16 = on(k, "bf16");
+
     if (on(k, "distribute_saved_activations")) {
         if (k->tp <= 1)
             return AE("can distribute recomputed activations only across tensor model parallel groups");
@@ -956,18 +986,8 @@ static int validate_args(chk *k)
         /* the expert twin of the weight-shard resolve, after the ETP default
          * (upstream's helper words it with the non-expert names) */
         long s = I(k, "expert_tensor_parallel_num_weight_shards", 0);
-        if (s < k->etp)
-            return fail(k, "ValueError", WM,
-                        "tensor_parallel_num_weight_shards (%ld) must be >= "
-                        "tensor_model_parallel_size (%ld).",
-                        s, k->etp);
-        if (k->etp == 0)
-            return ZDIV(WM);
-        if (pymod(s, k->etp))
-            return fail(k, "ValueError", WM,
-                        "tensor_parallel_num_weight_shards (%ld) must be divisible by "
-                        "tensor_model_parallel_size (%ld).",
-                        s, k->etp);
+        if (va_shards(k, s, k->etp))
+            return 1;
     }
     k->add_bias = on(k, "add_bias_linear");
     k->add_qkv_bias = on(k, "add_qkv_bias") || k->add_bias;
@@ -978,6 +998,16 @@ static int validate_args(chk *k)
         if (pe && !strcmp(pe, "mrope") && !has(k, "mrope_section"))
             return AE("--mrope-section should be set when using --position-embedding-type mrope.");
     }
+    return 0;
+}
+
+/* Experts, load balancing, CPU offload, delayed wgrad, activation offload, graphs' allocator. */
+static int va_moe_offload(chk *k)
+{
+    int fp16 = on(k, "fp16");
+    const char *alloc = env(k, "PYTORCH_CUDA_ALLOC_CONF");
+    int expandable = alloc && strstr(alloc, "expandable_segments:True");
+
     k->experts = I(k, "num_experts", 0);
     if (k->ep > 1) {
         if (!k->experts)
@@ -1051,6 +1081,14 @@ static int validate_args(chk *k)
         if (!strcmp(k->impl, "full_iteration") && nwords(k->g))
             return AE("--cuda-graph-modules must be empty when --cuda-graph-impl=full_iteration.");
     }
+    return 0;
+}
+
+static int validate_args(chk *k)
+{
+    if (va_sizes(k) || va_graphs(k) || va_batch(k) || va_vpp(k) || va_overlap_precision(k) ||
+        va_model_shape(k) || va_recompute_tp(k) || va_moe_offload(k))
+        return 1;
     return 0;
 }
 
@@ -2103,19 +2141,9 @@ static void ab_list(argvb *a, const char *flag, unsigned bits, const char *const
             ab_push(a, names[i]);
 }
 
-/* The knobs in the version's spelling, on the sim's model base (an MoE LLM
- * like the corpus bases: no linear bias, no dropout, SwiGLU, RoPE). */
-static void render_cfg(const sim_cfg *c, int ver, argvb *a)
+/* The sim's model base and the model's shape. */
+static void render_model(const sim_cfg *c, argvb *a)
 {
-    static const char *const rc_n[] = {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
-                                       "moe", "shared_experts", "gdn_norm_out", NULL};
-    static const char *const off_n[] = {"attn_norm", "qkv_linear", "core_attn", "attn_proj",
-                                        "mlp_norm", "expert_fc1", "moe_act", NULL};
-    static const char *const cg_n[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess", NULL};
-    static const char *const disp_n[] = {"allgather", "alltoall", "flex"};
-    static const char *const be_n[] = {"none", "deepep", "hybridep", "ncclep"};
-    static const char *const r8_n[] = {"delayed", "delayed", "tensorwise", "blockwise", "mxfp8"};
-    static const char *const impl_n[] = {"none", "local", "transformer_engine", "full_iteration"};
     char b[600];
     ab_push(a, "--disable-bias-linear");
     ab_push(a, "--swiglu");
@@ -2170,6 +2198,11 @@ static void render_cfg(const sim_cfg *c, int ver, argvb *a)
     ab_int(a, "--seq-length", c->seq_length);
     ab_int(a, "--max-position-embeddings",
            c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
+}
+
+/* The parallel sizes, the pipeline layout and the batch. */
+static void render_parallel(const sim_cfg *c, argvb *a)
+{
     ab_int(a, "--tensor-model-parallel-size", c->tensor_model_parallel_size);
     ab_int(a, "--pipeline-model-parallel-size", c->pipeline_model_parallel_size);
     ab_int(a, "--context-parallel-size", c->context_parallel_size);
@@ -2194,6 +2227,18 @@ static void render_cfg(const sim_cfg *c, int ver, argvb *a)
     if (c->global_batch_size > 0)
         ab_int(a, "--global-batch-size", c->global_batch_size);
     ab_int(a, "--train-iters", c->train_iters);
+}
+
+/* Recompute, offloading and the MoE dispatcher and router. */
+static void render_recompute_moe(const sim_cfg *c, int ver, argvb *a)
+{
+    static const char *const rc_n[] = {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
+                                       "moe", "shared_experts", "gdn_norm_out", NULL};
+    static const char *const off_n[] = {"attn_norm", "qkv_linear", "core_attn", "attn_proj",
+                                        "mlp_norm", "expert_fc1", "moe_act", NULL};
+    static const char *const disp_n[] = {"allgather", "alltoall", "flex"};
+    static const char *const be_n[] = {"none", "deepep", "hybridep", "ncclep"};
+    char b[600];
     if (c->recompute_granularity != SIM_GRAN_NONE) {
         ab_push(a, "--recompute-granularity");
         ab_push(a, c->recompute_granularity == SIM_GRAN_FULL ? "full" : "selective");
@@ -2234,6 +2279,14 @@ static void render_cfg(const sim_cfg *c, int ver, argvb *a)
         ab_push(a, "--moe-expert-capacity-factor");
         ab_push(a, b);
     }
+}
+
+/* Overlaps, the precisions, CUDA graphs and GC. */
+static void render_overlap_precision(const sim_cfg *c, int ver, argvb *a)
+{
+    static const char *const cg_n[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess", NULL};
+    static const char *const r8_n[] = {"delayed", "delayed", "tensorwise", "blockwise", "mxfp8"};
+    static const char *const impl_n[] = {"none", "local", "transformer_engine", "full_iteration"};
     if (c->moe_pad_expert_input_to_capacity)
         ab_push(a, "--moe-pad-expert-input-to-capacity");
     if (c->overlap_moe_expert_parallel_comm)
@@ -2291,6 +2344,16 @@ static void render_cfg(const sim_cfg *c, int ver, argvb *a)
     }
     if (c->moe_router_fusion)
         ab_push(a, "--moe-router-fusion");
+}
+
+/* The knobs in the version's spelling, on the sim's model base (an MoE LLM
+ * like the corpus bases: no linear bias, no dropout, SwiGLU, RoPE). */
+static void render_cfg(const sim_cfg *c, int ver, argvb *a)
+{
+    render_model(c, a);
+    render_parallel(c, a);
+    render_recompute_moe(c, ver, a);
+    render_overlap_precision(c, ver, a);
 }
 
 void sim_stack_of(const sim_cfg *c, sim_stack *st, mt_kv *env)
