@@ -1336,14 +1336,9 @@ static int tc_precision(chk *k)
     return 0;
 }
 
-static int tc_moe(chk *k)
+/* The number of experts, inference-optimized MoE and single grouped weights. */
+static int tc_moe_experts(chk *k)
 {
-    int flex = is(k, "moe_token_dispatcher_type", "flex");
-    const char *disp = S(k, "moe_token_dispatcher_type") ? S(k, "moe_token_dispatcher_type") : "allgather";
-    int deepep = on(k, "moe_enable_deepep");
-    int pad = on(k, "moe_pad_expert_input_to_capacity");
-    int opf = on(k, "use_transformer_engine_op_fuser");
-    int gt = k->v >= 20 && (on(k, "moe_use_grouped_tensor") || (opf && on(k, "moe_grouped_gemm")));
     if (has(k, "num_experts") && I(k, "num_experts", 0) < 0)
         return TVE("num_moe_experts must be non-negative.");
     if (!k->experts && has(k, "moe_ffn_hidden_size")) {
@@ -1380,6 +1375,17 @@ static int tc_moe(chk *k)
                        "transformer-engine>=2.14.0, but your version is %d.%d.0.",
                        k->te / 100, k->te % 100);
     }
+    return 0;
+}
+
+/* The token dispatcher and its backend, and the shared expert's overlap. */
+static int tc_moe_dispatcher(chk *k)
+{
+    int flex = is(k, "moe_token_dispatcher_type", "flex");
+    const char *disp = S(k, "moe_token_dispatcher_type") ? S(k, "moe_token_dispatcher_type") : "allgather";
+    int deepep = on(k, "moe_enable_deepep");
+    int pad = on(k, "moe_pad_expert_input_to_capacity");
+    int opf = on(k, "use_transformer_engine_op_fuser");
     /* dispatcher */
     snprintf(k->backend, sizeof k->backend, "%s",
              S(k, "moe_flex_dispatcher_backend") ? S(k, "moe_flex_dispatcher_backend") : "deepep");
@@ -1426,6 +1432,14 @@ static int tc_moe(chk *k)
                                  : "moe_shared_expert_overlap only works with alltoall or flex token "
                                    "dispatcher.");
     }
+    return 0;
+}
+
+/* The expert capacity factors and padding to capacity. */
+static int tc_moe_capacity(chk *k)
+{
+    int pad = on(k, "moe_pad_expert_input_to_capacity");
+    int opf = on(k, "use_transformer_engine_op_fuser");
     k->cf = has(k, "moe_expert_capacity_factor") ? F(k, "moe_expert_capacity_factor", 0) : NAN;
     if (!isnan(k->cf)) {
         static const char *const ok = "aux_loss seq_aux_loss global_aux_loss none";
@@ -1476,12 +1490,22 @@ static int tc_moe(chk *k)
                                         "requires use_transformer_engine_op_fuser to be enabled.");
         }
     }
+    return 0;
+}
+
+/* MoE: the experts, the dispatcher, the capacity. */
+static int tc_moe(chk *k)
+{
+    int opf = on(k, "use_transformer_engine_op_fuser");
+    int gt = k->v >= 20 && (on(k, "moe_use_grouped_tensor") || (opf && on(k, "moe_grouped_gemm")));
+    if (tc_moe_experts(k) || tc_moe_dispatcher(k) || tc_moe_capacity(k))
+        return 1;
     (void)gt;
     return 0;
 }
 
-/* recompute, offloading, CPU offloading */
-static int tc_recompute(chk *k)
+/* CPU offloading and the recompute granularity, method and modules. */
+static int tc_recompute_modules(chk *k)
 {
     static const char *const rm_ok[] = {"core_attn moe_act layernorm mla_up_proj mlp moe shared_experts",
                                         "core_attn moe_act layernorm mla_up_proj mlp moe shared_experts "
@@ -1555,64 +1579,74 @@ static int tc_recompute(chk *k)
     }
     if (k->v >= 20 && k->gran == 2 && inw(k->rm, "mhc"))
         return TVE("'mhc' in recompute_modules requires enable_mhc_connections=True.");
-    if (k->v >= 18 && on(k, "fine_grained_activation_offloading")) {
-        static const char *const off_ok[] = {"core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm qkv_linear",
-                                             "core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm "
-                                             "qkv_linear fused_group_mlp",
-                                             "core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm "
-                                             "qkv_linear fused_group_mlp gdp_qkv"};
-        const char *oa = k->v == 18 ? off_ok[0] : k->v == 19 ? off_ok[1] : off_ok[2];
-        const char *om = S(k, "offload_modules"), *p;
-        if (k->cpu_offloading)
-            return TAE("fine_grained_activation_offloading cannot be enabled with cpu_offloading.");
-        if (!nwords(om))
-            return TAE("AssertionError (no message)");
-        for (p = om; *p;) {
-            char w[48];
-            size_t l;
-            while (*p == ' ')
-                p++;
-            l = strcspn(p, " ");
-            if (!l)
-                break;
-            snprintf(w, sizeof w, "%.*s", (int)(l < 47 ? l : 47), p);
-            if (!inw(oa, w))
-                return TAE("Invalid choices for offload_modules: {'%s'}. Allowed modules are: {%s}", w, oa);
-            p += l;
+    return 0;
+}
+
+/* Fine-grained activation offloading's modules and sizes (r0.16 on). */
+static int tc_offload_modules(chk *k)
+{
+    static const char *const off_ok[] = {"core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm qkv_linear",
+                                         "core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm "
+                                         "qkv_linear fused_group_mlp",
+                                         "core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm "
+                                         "qkv_linear fused_group_mlp gdp_qkv"};
+    const char *oa = k->v == 18 ? off_ok[0] : k->v == 19 ? off_ok[1] : off_ok[2];
+    const char *om = S(k, "offload_modules"), *p;
+    if (k->cpu_offloading)
+        return TAE("fine_grained_activation_offloading cannot be enabled with cpu_offloading.");
+    if (!nwords(om))
+        return TAE("AssertionError (no message)");
+    for (p = om; *p;) {
+        char w[48];
+        size_t l;
+        while (*p == ' ')
+            p++;
+        l = strcspn(p, " ");
+        if (!l)
+            break;
+        snprintf(w, sizeof w, "%.*s", (int)(l < 47 ? l : 47), p);
+        if (!inw(oa, w))
+            return TAE("Invalid choices for offload_modules: {'%s'}. Allowed modules are: {%s}", w, oa);
+        p += l;
+    }
+    if (inw(om, "attn_proj") && !inw(om, "core_attn"))
+        return TVE("attn_proj cannot be set to offload_modules alone without core_attn because the "
+                   "input of attn_proj is the output of core_attn, which is needed in "
+                   "core_attn.backward().");
+    if (k->v >= 20 && inw(om, "gdp_qkv") && k->gran == 2 && inw(k->rm, "gdp_in_proj"))
+        return TVE("gdp_qkv cannot be set in offload_modules together with gdp_in_proj in "
+                   "recompute_modules");
+    if (k->v >= 19 && k->gran == 2 && inw(k->rm, "moe") &&
+        (inw(om, "moe_act") || inw(om, "expert_fc1") || inw(om, "fused_group_mlp")))
+        return TVE("Cannot offload {'%s'} while recomputing the entire MoE layer. 'moe' in "
+                   "recompute_modules wraps the full MoE forward in a checkpoint, so offloading "
+                   "activations inside it is redundant and will cause errors. Either remove 'moe' "
+                   "from --recompute-modules or remove it from --offload-modules.",
+                   inw(om, "moe_act") ? "moe_act" : inw(om, "expert_fc1") ? "expert_fc1" : "fused_group_mlp");
+    if (k->v >= 19) {
+        if (I(k, "min_offloaded_tensor_size", 0) < 0)
+            return TVE("min_offloaded_tensor_size must be non-negative.");
+        {
+            double fr = F(k, "activation_offload_fraction", 1.0);
+            if (!(fr >= 0 && fr <= 1))
+                return TVE("activation_offload_fraction must be in range [0, 1].");
         }
-        if (inw(om, "attn_proj") && !inw(om, "core_attn"))
-            return TVE("attn_proj cannot be set to offload_modules alone without core_attn because the "
-                       "input of attn_proj is the output of core_attn, which is needed in "
-                       "core_attn.backward().");
-        if (k->v >= 20 && inw(om, "gdp_qkv") && k->gran == 2 && inw(k->rm, "gdp_in_proj"))
-            return TVE("gdp_qkv cannot be set in offload_modules together with gdp_in_proj in "
-                       "recompute_modules");
-        if (k->v >= 19 && k->gran == 2 && inw(k->rm, "moe") &&
-            (inw(om, "moe_act") || inw(om, "expert_fc1") || inw(om, "fused_group_mlp")))
-            return TVE("Cannot offload {'%s'} while recomputing the entire MoE layer. 'moe' in "
-                       "recompute_modules wraps the full MoE forward in a checkpoint, so offloading "
-                       "activations inside it is redundant and will cause errors. Either remove 'moe' "
-                       "from --recompute-modules or remove it from --offload-modules.",
-                       inw(om, "moe_act") ? "moe_act" : inw(om, "expert_fc1") ? "expert_fc1" : "fused_group_mlp");
-        if (k->v >= 19) {
-            if (I(k, "min_offloaded_tensor_size", 0) < 0)
-                return TVE("min_offloaded_tensor_size must be non-negative.");
-            {
-                double fr = F(k, "activation_offload_fraction", 1.0);
-                if (!(fr >= 0 && fr <= 1))
-                    return TVE("activation_offload_fraction must be in range [0, 1].");
-            }
-            if (I(k, "delta_offload_bytes_across_pp_ranks", 0) < 0)
-                return TVE("delta_offload_bytes_across_pp_ranks must be non-negative.");
-            if (inw(om, "fused_group_mlp")) {
-                if (!on(k, "use_transformer_engine_op_fuser"))
-                    return TVE("fused_group_mlp requires use_transformer_engine_op_fuser.");
-                if (inw(om, "expert_fc1") || inw(om, "moe_act"))
-                    return TVE("fused_group_mlp offloads the whole fused grouped MLP and cannot be "
-                               "combined with expert_fc1 or moe_act.");
-            }
+        if (I(k, "delta_offload_bytes_across_pp_ranks", 0) < 0)
+            return TVE("delta_offload_bytes_across_pp_ranks must be non-negative.");
+        if (inw(om, "fused_group_mlp")) {
+            if (!on(k, "use_transformer_engine_op_fuser"))
+                return TVE("fused_group_mlp requires use_transformer_engine_op_fuser.");
+            if (inw(om, "expert_fc1") || inw(om, "moe_act"))
+                return TVE("fused_group_mlp offloads the whole fused grouped MLP and cannot be "
+                           "combined with expert_fc1 or moe_act.");
         }
     }
+    return 0;
+}
+
+/* MoE paged stashing (r0.16 on). */
+static int tc_paged_stash(chk *k)
+{
     if (k->v >= 18 && on(k, "moe_paged_stash")) {
         const char *om = S(k, "offload_modules");
         if (k->cpu_offloading)
@@ -1626,6 +1660,16 @@ static int tc_recompute(chk *k)
                        k->v >= 19 ? ", or fused_group_mlp" : "");
     }
     return 0;
+}
+
+/* recompute, offloading, CPU offloading */
+static int tc_recompute(chk *k)
+{
+    if (tc_recompute_modules(k))
+        return 1;
+    if (k->v >= 18 && on(k, "fine_grained_activation_offloading") && tc_offload_modules(k))
+        return 1;
+    return tc_paged_stash(k);
 }
 
 static int tc_router(chk *k)

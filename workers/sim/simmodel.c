@@ -749,43 +749,10 @@ int sim_evaluate(const sim_cfg *c, sim_breakdown *b)
 
 #define GiB (1024.0 * 1024.0 * 1024.0)
 
-void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
+/* The rank's weights, gradients and optimizer states (bytes) for its stage. */
+static void mem_states(const sim_cfg *c, int stage, double dp, double edp, sim_mem *m)
 {
-    const mt_gpu_spec *g = sim_gpu(c);
-    double tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
-    double cp = c->context_parallel_size, ep = c->expert_model_parallel_size, etp = sim_etp(c);
-    double world = sim_world(c), dp, edp, h = c->hidden_size, heads = c->num_attention_heads;
-    double groups = c->num_query_groups > 0 ? c->num_query_groups : heads;
-    double kvc = c->kv_channels > 0 ? c->kv_channels : h / heads, V = c->vocab_size;
-    double s = c->seq_length, b = c->micro_batch_size, tokens, layers, moe_layers, dense_here;
-    double nonexp, exp, sbh, a_norm, a_attn, a_mla = 0, a_moe, a_act, a_shared, a_mlp;
-    double micro_act, inflight, nmicro, imb = 1, stage_size;
-    int stage, vpp, pp_i = (int)pp, first, last;
-    int fp8 = c->fp8_recipe != SIM_FP8R_NONE, fp4 = c->fp4_recipe != 0;
-    double act_b = fp4 ? 1.2 : fp8 ? 1.5 : 2.0;
-    unsigned rcm = c->recompute_granularity == SIM_GRAN_SELECTIVE ? c->recompute_modules : 0;
-
-    memset(m, 0, sizeof *m);
-    if (!g || tp < 1 || pp < 1 || cp < 1 || ep < 1 || etp < 1 || world < 1)
-        return;
-    dp = fmax(1, floor(world / (tp * pp * cp)));
-    edp = fmax(1, floor(world / (etp * ep * pp)));
-    stage_size = world / pp;
-    stage = (int)(rank / stage_size);
-    if (stage >= pp_i)
-        stage = pp_i - 1;
-    first = stage == 0;
-    last = stage == pp_i - 1;
-    layers = stage_layers(c, stage, &vpp);
-    dense_here = first ? fmin(c->first_k_dense, layers) : 0;
-    moe_layers = layers - dense_here;
-    /* the hot expert rank (EP index 0 by convention) takes the routing
-     * excess.  The step waits for the hottest rank of every layer, but a
-     * GPU's memory sums its own load over its layers, and the hot rank of
-     * one layer is not the hot rank of the next: over n MoE layers its
-     * excess averages down by sqrt(n) */
-    if ((int)(fmod(rank, stage_size) / etp) % (int)ep == 0)
-        imb = 1 + (routing_imbalance(c) - 1) / sqrt(fmax(1, moe_layers));
+    double nonexp, exp;
 
     rank_params(c, stage, &nonexp, &exp);
     m->weights = (nonexp + exp) * 2;
@@ -803,8 +770,21 @@ void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
     }
     if (c->optimizer_cpu_offload)
         m->optimizer *= 1 - fmin(1, fmax(0, c->optimizer_offload_fraction));
+}
 
-    tokens = s * b / cp;
+/* Activation bytes of one microbatch over the rank's layers, after recompute and offloading. */
+static double micro_activations(const sim_cfg *c, double tokens, double imb, double layers,
+                                double moe_layers, double dense_here)
+{
+    double tp = c->tensor_model_parallel_size, etp = sim_etp(c), h = c->hidden_size;
+    double heads = c->num_attention_heads;
+    double groups = c->num_query_groups > 0 ? c->num_query_groups : heads;
+    double kvc = c->kv_channels > 0 ? c->kv_channels : h / heads;
+    double sbh, a_norm, a_attn, a_mla = 0, a_moe, a_act, a_shared, a_mlp, micro_act;
+    int fp8 = c->fp8_recipe != SIM_FP8R_NONE, fp4 = c->fp4_recipe != 0;
+    double act_b = fp4 ? 1.2 : fp8 ? 1.5 : 2.0;
+    unsigned rcm = c->recompute_granularity == SIM_GRAN_SELECTIVE ? c->recompute_modules : 0;
+
     sbh = tokens * h;
     a_norm = 4 * sbh / tp;
     a_attn = 2 * tokens * (heads * kvc * 2 + 2 * groups * kvc) / tp;
@@ -852,15 +832,12 @@ void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
                 dense_here * a_mlp;
     if (c->recompute_granularity == SIM_GRAN_FULL)
         micro_act = layers * 2 * sbh / tp + a_norm + a_attn + a_mla + a_moe + a_act + a_shared;
-    nmicro = (c->global_batch_size > 0 ? c->global_batch_size : b * dp) / (b * dp);
-    inflight = fmin(pp - stage, nmicro);
-    if (vpp > 1)
-        inflight *= 1 + (pp - 1) / (pp * vpp);
-    if (inflight < 1)
-        inflight = 1;
-    m->activations = micro_act * inflight;
-    if (last)
-        m->logits = tokens * V / tp * 6;
+    return micro_act;
+}
+
+/* CUDA graphs' pools, comm buffers, and the allocator's totals and fragmentation. */
+static void mem_graphs_totals(const sim_cfg *c, double pp, sim_mem *m)
+{
     if (c->cuda_graph_impl == SIM_CG_FULL_ITERATION)
         /* the whole step in one graph: its private pool is where the step's
          * activations live (counted above), plus static inputs/outputs */
@@ -883,6 +860,54 @@ void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
     m->frag = 0.04 * m->max_allocated + 0.3e9;
     m->reserved = m->allocated + m->frag;
     m->max_reserved = m->max_allocated + m->frag;
+}
+
+void sim_rank_memory(const sim_cfg *c, int rank, sim_mem *m)
+{
+    const mt_gpu_spec *g = sim_gpu(c);
+    double tp = c->tensor_model_parallel_size, pp = c->pipeline_model_parallel_size;
+    double cp = c->context_parallel_size, ep = c->expert_model_parallel_size, etp = sim_etp(c);
+    double world = sim_world(c), dp, edp, V = c->vocab_size;
+    double s = c->seq_length, b = c->micro_batch_size, tokens, layers, moe_layers, dense_here;
+    double micro_act, inflight, nmicro, imb = 1, stage_size;
+    int stage, vpp, pp_i = (int)pp, first, last;
+
+    memset(m, 0, sizeof *m);
+    if (!g || tp < 1 || pp < 1 || cp < 1 || ep < 1 || etp < 1 || world < 1)
+        return;
+    dp = fmax(1, floor(world / (tp * pp * cp)));
+    edp = fmax(1, floor(world / (etp * ep * pp)));
+    stage_size = world / pp;
+    stage = (int)(rank / stage_size);
+    if (stage >= pp_i)
+        stage = pp_i - 1;
+    first = stage == 0;
+    last = stage == pp_i - 1;
+    layers = stage_layers(c, stage, &vpp);
+    dense_here = first ? fmin(c->first_k_dense, layers) : 0;
+    moe_layers = layers - dense_here;
+    /* the hot expert rank (EP index 0 by convention) takes the routing
+     * excess.  The step waits for the hottest rank of every layer, but a
+     * GPU's memory sums its own load over its layers, and the hot rank of
+     * one layer is not the hot rank of the next: over n MoE layers its
+     * excess averages down by sqrt(n) */
+    if ((int)(fmod(rank, stage_size) / etp) % (int)ep == 0)
+        imb = 1 + (routing_imbalance(c) - 1) / sqrt(fmax(1, moe_layers));
+
+    mem_states(c, stage, dp, edp, m);
+
+    tokens = s * b / cp;
+    micro_act = micro_activations(c, tokens, imb, layers, moe_layers, dense_here);
+    nmicro = (c->global_batch_size > 0 ? c->global_batch_size : b * dp) / (b * dp);
+    inflight = fmin(pp - stage, nmicro);
+    if (vpp > 1)
+        inflight *= 1 + (pp - 1) / (pp * vpp);
+    if (inflight < 1)
+        inflight = 1;
+    m->activations = micro_act * inflight;
+    if (last)
+        m->logits = tokens * V / tp * 6;
+    mem_graphs_totals(c, pp, m);
 }
 
 int sim_hottest_rank(const sim_cfg *c, double *max_reserved)
