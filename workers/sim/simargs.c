@@ -588,6 +588,89 @@ static const char *bridge_value(const char *value, char *buf, size_t n)
     return value;
 }
 
+/* A mixed_precision recipe name (after "mixed_precision="): the precisions it sets; 0 or 1. */
+static int apply_mixed_precision(parse_state *ps, const char *tok, const char *eq)
+{
+    static const struct {
+        const char *name, *f8, *r8, *f4;
+    } mp[] = {{"bf16_mixed", NULL, NULL, NULL},
+              {"bf16_with_fp8_current_scaling_mixed", "hybrid", "tensorwise", NULL},
+              {"bf16_with_fp8_delayed_scaling_mixed", "hybrid", "delayed", NULL},
+              {"bf16_with_fp8_subchannel_scaling_mixed", "hybrid", "blockwise", NULL},
+              {"bf16_with_mxfp8_mixed", "e4m3", "mxfp8", NULL},
+              {"bf16_with_nvfp4_mixed", NULL, NULL, "nvfp4"}};
+    char why[1024];
+    size_t i;
+    int rc;
+    why[0] = '\0';
+    for (i = 0; i < sizeof mp / sizeof mp[0]; i++)
+        if (!strcmp(eq + 1, mp[i].name))
+            break;
+    if (i == sizeof mp / sizeof mp[0]) {
+        snprintf(why, sizeof why, "Could not override 'mixed_precision'. Value '%.300s' is "
+                 "not a registered mixed precision recipe", eq + 1);
+        return bridge_error(ps, tok, "omegaconf.errors.ValidationError", why,
+                            "mixed_precision", "ConfigContainer");
+    }
+    rc = sim_cfg_set(ps->c, "bf16", "true", why, sizeof why);
+    if (!rc && mp[i].f8)
+        rc = sim_cfg_set(ps->c, "fp8_format", mp[i].f8, why, sizeof why);
+    if (!rc && mp[i].r8)
+        rc = sim_cfg_set(ps->c, "fp8_recipe", mp[i].r8, why, sizeof why);
+    if (!rc && mp[i].f4)
+        rc = sim_cfg_set(ps->c, "fp4_format", "e2m1", why, sizeof why);
+    if (!rc && mp[i].f4)
+        rc = sim_cfg_set(ps->c, "fp4_recipe", mp[i].f4, why, sizeof why);
+    if (rc)
+        return bridge_error(ps, tok, "omegaconf.errors.ValidationError", why,
+                            "mixed_precision", "ConfigContainer");
+    return 0;
+}
+
+/* An explicit moe_layer_freq list [0,0,0,1,...] (leading dense layers) as the sim writes it,
+ * in vbuf; -1 when it is not k zeros then ones. */
+static int layer_freq_list(const char *val, char *vbuf, size_t n)
+{
+    long k = 0, ones = 0;
+    const char *q = val + 1;
+    while (*q == '0' || *q == '1') {
+        if (*q == '0' && ones)
+            break;
+        *q == '0' ? k++ : ones++;
+        q++;
+        if (*q == ',')
+            q++;
+    }
+    if (strcmp(q, "]") || !ones)
+        return -1;
+    snprintf(vbuf, n, "([0]*%ld+[1]*%ld)", k, ones);
+    return 0;
+}
+
+/* Sets a Bridge field through its Megatron-LM flag; 1 with why filled if the value is bad. */
+static int apply_bridge_value(parse_state *ps, const bfield *bf, const char *val, char *why,
+                              size_t whylen)
+{
+    const flag *f = NULL;
+    size_t k;
+    for (k = 0; k < N_FLAGS; k++)
+        if (!strcmp(flags[k].canonical, bf->canonical) && flags[k].special != S_GRAPH_SCOPE) {
+            f = &flags[k];
+            break;
+        }
+    if (apply(ps, f, bf->canonical, val, why, whylen)) {
+        /* "argument <name>: reason" -> "reason" */
+        size_t cl = strlen(bf->canonical);
+        if (!strncmp(why, "argument ", 9) && !strncmp(why + 9, bf->canonical, cl) &&
+            why[9 + cl] == ':')
+            memmove(why, why + 10 + cl + (why[10 + cl] == ' '), strlen(why + 10 + cl) + 1);
+        return 1;
+    }
+    return 0;
+}
+
+/* One Bridge override section.field=value (or a mixed_precision recipe); 0, or 1 after
+ * printing Hydra's error. */
 static int apply_override(parse_state *ps, const char *tok)
 {
     const char *eq = strchr(tok, '='), *dot = strchr(tok, '.');
@@ -597,39 +680,8 @@ static int apply_override(parse_state *ps, const char *tok)
     size_t i, sl, fl;
     int rc;
     why[0] = '\0';
-    /* a mixed_precision recipe name: the precision it stands for */
-    if (eq && (size_t)(eq - tok) == 15 && !strncmp(tok, "mixed_precision", 15)) {
-        static const struct {
-            const char *name, *f8, *r8, *f4;
-        } mp[] = {{"bf16_mixed", NULL, NULL, NULL},
-                  {"bf16_with_fp8_current_scaling_mixed", "hybrid", "tensorwise", NULL},
-                  {"bf16_with_fp8_delayed_scaling_mixed", "hybrid", "delayed", NULL},
-                  {"bf16_with_fp8_subchannel_scaling_mixed", "hybrid", "blockwise", NULL},
-                  {"bf16_with_mxfp8_mixed", "e4m3", "mxfp8", NULL},
-                  {"bf16_with_nvfp4_mixed", NULL, NULL, "nvfp4"}};
-        for (i = 0; i < sizeof mp / sizeof mp[0]; i++)
-            if (!strcmp(eq + 1, mp[i].name))
-                break;
-        if (i == sizeof mp / sizeof mp[0]) {
-            snprintf(why, sizeof why, "Could not override 'mixed_precision'. Value '%.300s' is "
-                     "not a registered mixed precision recipe", eq + 1);
-            return bridge_error(ps, tok, "omegaconf.errors.ValidationError", why,
-                                "mixed_precision", "ConfigContainer");
-        }
-        rc = sim_cfg_set(ps->c, "bf16", "true", why, sizeof why);
-        if (!rc && mp[i].f8)
-            rc = sim_cfg_set(ps->c, "fp8_format", mp[i].f8, why, sizeof why);
-        if (!rc && mp[i].r8)
-            rc = sim_cfg_set(ps->c, "fp8_recipe", mp[i].r8, why, sizeof why);
-        if (!rc && mp[i].f4)
-            rc = sim_cfg_set(ps->c, "fp4_format", "e2m1", why, sizeof why);
-        if (!rc && mp[i].f4)
-            rc = sim_cfg_set(ps->c, "fp4_recipe", mp[i].f4, why, sizeof why);
-        if (rc)
-            return bridge_error(ps, tok, "omegaconf.errors.ValidationError", why,
-                                "mixed_precision", "ConfigContainer");
-        return 0;
-    }
+    if (eq && (size_t)(eq - tok) == 15 && !strncmp(tok, "mixed_precision", 15))
+        return apply_mixed_precision(ps, tok, eq);
     if (!eq || !dot || dot > eq || tok[0] == '+' || tok[0] == '~') {
         fprintf(ps->err, "hydra.errors.OverrideParseException: mismatched input '%.200s': "
                          "expecting key=value (section.field=value)\n",
@@ -666,21 +718,10 @@ static int apply_override(parse_state *ps, const char *tok)
     }
     /* an explicit moe_layer_freq list [0,0,0,1,...]: leading dense layers */
     if (!strcmp(bf->canonical, "moe_layer_freq") && val[0] == '[') {
-        long k = 0, ones = 0;
-        const char *q = val + 1;
-        while (*q == '0' || *q == '1') {
-            if (*q == '0' && ones)
-                break;
-            *q == '0' ? k++ : ones++;
-            q++;
-            if (*q == ',')
-                q++;
-        }
-        if (strcmp(q, "]") || !ones) {
+        if (layer_freq_list(val, vbuf, sizeof vbuf)) {
             snprintf(why, sizeof why, "the sim reads k dense layers then MoE ones");
             goto badvalue;
         }
-        snprintf(vbuf, sizeof vbuf, "([0]*%ld+[1]*%ld)", k, ones);
         val = vbuf;
     }
     if (!strcmp(val, "None") || !strcmp(val, "null") || !strcmp(val, "~")) {
@@ -696,23 +737,8 @@ static int apply_override(parse_state *ps, const char *tok)
             ps->o->router_dtype[0] = '\0';
         return 0;
     }
-    {
-        const flag *f = NULL;
-        size_t k;
-        for (k = 0; k < N_FLAGS; k++)
-            if (!strcmp(flags[k].canonical, bf->canonical) && flags[k].special != S_GRAPH_SCOPE) {
-                f = &flags[k];
-                break;
-            }
-        if (apply(ps, f, bf->canonical, val, why, sizeof why)) {
-            /* "argument <name>: reason" -> "reason" */
-            size_t cl = strlen(bf->canonical);
-            if (!strncmp(why, "argument ", 9) && !strncmp(why + 9, bf->canonical, cl) &&
-                why[9 + cl] == ':')
-                memmove(why, why + 10 + cl + (why[10 + cl] == ' '), strlen(why + 10 + cl) + 1);
-            goto badvalue;
-        }
-    }
+    if (apply_bridge_value(ps, bf, val, why, sizeof why))
+        goto badvalue;
     if (!strcmp(section, "profiling") && !strcmp(field, "use_pytorch_profiler") &&
         ps->c->use_pytorch_profiler)
         ps->c->profile = 1;
@@ -914,7 +940,7 @@ static int parse_stack_versions(parse_state *ps, const mt_mlm_dialect **dialect)
 
 #define PARSE_NOMEM (-2) /* parse_token's "out of memory" */
 
-/* Applies one known flag with its value(s) from argv (advancing *i past them); 0 or an exit status. */
+/* Applies one known flag with its value(s) from argv (advancing *i past them); 0 or exit status. */
 static int parse_flag(parse_state *ps, const flag *f, const char *inline_val, int argc,
                       char *const argv[], int *i)
 {
@@ -1342,7 +1368,75 @@ static int cmp_entry(const void *a, const void *b)
     return strcasecmp(x->name, y->name);
 }
 
-void sim_args_dump(const sim_cfg *c, const sim_opts *o, sim_dump_fn fn, void *ctx)
+/* The model's shape, with Megatron's defaults filled in. */
+static void dump_model(dump *d, const sim_cfg *c, const sim_opts *o)
+{
+    int heads = c->num_attention_heads > 0 ? c->num_attention_heads : 1;
+
+    /* model shape */
+    d_int(d, "num_layers", c->num_layers);
+    d_int(d, "hidden_size", c->hidden_size);
+    d_int(d, "ffn_hidden_size", c->ffn_hidden_size > 0 ? c->ffn_hidden_size : 4L * c->hidden_size);
+    d_int(d, "num_attention_heads", c->num_attention_heads);
+    d_bool(d, "group_query_attention", c->group_query_attention);
+    d_int(d, "num_query_groups",
+          c->group_query_attention && c->num_query_groups > 0 ? c->num_query_groups : heads);
+    d_int(d, "kv_channels", c->kv_channels > 0 ? c->kv_channels : c->hidden_size / heads);
+    d_opt(d, "num_experts", c->num_experts);
+    d_int(d, "moe_router_topk", c->moe_router_topk);
+    d_opt(d, "moe_ffn_hidden_size", c->moe_ffn_hidden_size);
+    d_opt(d, "moe_shared_expert_intermediate_size", c->moe_shared_expert_intermediate_size);
+    d_str(d, "moe_layer_freq", o->moe_layer_freq[0] ? o->moe_layer_freq : "1");
+    d_bool(d, "multi_latent_attention", c->multi_latent_attention);
+    d_opt(d, "q_lora_rank", c->q_lora_rank);
+    d_opt(d, "kv_lora_rank", c->kv_lora_rank);
+    d_opt(d, "qk_head_dim", c->qk_head_dim);
+    d_opt(d, "qk_pos_emb_head_dim", c->qk_pos_emb_head_dim);
+    d_opt(d, "v_head_dim", c->v_head_dim);
+    d_opt(d, "mtp_num_layers", c->mtp_num_layers);
+    d_opt(d, "vocab_size", c->vocab_size);
+    d_int(d, "seq_length", c->seq_length);
+    /* Megatron fills an unset maximum from the sequence length */
+    d_int(d, "max_position_embeddings",
+          c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
+}
+
+/* Parallelism (VPP as Megatron derives it) and the batch. */
+static void dump_parallel(dump *d, const sim_cfg *c)
+{
+    int pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;
+    int vpp = 0;
+
+    /* parallelism and batch */
+    d_int(d, "tensor_model_parallel_size", c->tensor_model_parallel_size);
+    d_int(d, "pipeline_model_parallel_size", c->pipeline_model_parallel_size);
+    d_int(d, "context_parallel_size", c->context_parallel_size);
+    d_int(d, "expert_model_parallel_size", c->expert_model_parallel_size);
+    d_int(d, "expert_tensor_parallel_size", sim_etp(c));
+    d_bool(d, "sequence_parallel", c->sequence_parallel);
+    d_opt(d, "num_layers_per_virtual_pipeline_stage", c->num_layers_per_virtual_pipeline_stage);
+    d_opt(d, "num_virtual_stages_per_pipeline_rank", c->num_virtual_stages_per_pipeline_rank);
+    if (c->pipeline_model_parallel_layout[0]) {
+        long st = layout_stages(c->pipeline_model_parallel_layout);
+        vpp = st > 0 && st % pp == 0 ? (int)(st / pp) : 0;
+    } else if (c->num_virtual_stages_per_pipeline_rank > 0)
+        vpp = c->num_virtual_stages_per_pipeline_rank;
+    else if (c->num_layers_per_virtual_pipeline_stage > 0)
+        vpp = c->num_layers / pp / c->num_layers_per_virtual_pipeline_stage;
+    d_opt(d, "virtual_pipeline_model_parallel_size", vpp > 1 ? vpp : 0);
+    d_str(d, "pipeline_model_parallel_layout", c->pipeline_model_parallel_layout);
+    d_opt(d, "decoder_first_pipeline_num_layers", c->decoder_first_pipeline_num_layers);
+    d_opt(d, "decoder_last_pipeline_num_layers", c->decoder_last_pipeline_num_layers);
+    d_int(d, "micro_batch_size", c->micro_batch_size);
+    d_int(d, "global_batch_size", c->global_batch_size);
+    d_int(d, "train_iters", c->train_iters);
+    d_int(d, "world_size", sim_world(c));
+    d_int(d, "data_parallel_size", sim_dp(c));
+    d_int(d, "rank", 0);
+}
+
+/* Recompute, offload, the dispatcher and the overlaps. */
+static void dump_recompute_moe(dump *d, const sim_cfg *c)
 {
     /* the value names are the settings' own (simcfg.c) */
     const char *const *gran_v = sim_cfg_values("recompute_granularity");
@@ -1351,127 +1445,89 @@ void sim_args_dump(const sim_cfg *c, const sim_opts *o, sim_dump_fn fn, void *ct
     const char *const *off_v = sim_cfg_values("offload_modules");
     const char *const *disp_v = sim_cfg_values("moe_token_dispatcher_type");
     const char *const *backend_v = sim_cfg_values("moe_flex_dispatcher_backend");
+
+    /* recompute and offload */
+    d_enum(d, "recompute_granularity", gran_v, c->recompute_granularity, 1);
+    d_enum(d, "recompute_method", method_v, c->recompute_method, 1);
+    d_opt(d, "recompute_num_layers", c->recompute_num_layers);
+    d_list(d, "recompute_modules", rc_v, c->recompute_modules);
+    d_bool(d, "fine_grained_activation_offloading", c->fine_grained_activation_offloading);
+    d_list(d, "offload_modules", off_v, c->offload_modules);
+    d_bool(d, "optimizer_cpu_offload", c->optimizer_cpu_offload);
+    d_float(d, "optimizer_offload_fraction", c->optimizer_offload_fraction, 0);
+    /* dispatcher */
+    d_enum(d, "moe_token_dispatcher_type", disp_v, c->moe_token_dispatcher_type, 0);
+    d_enum(d, "moe_flex_dispatcher_backend", backend_v, c->moe_flex_dispatcher_backend, 1);
+    d_opt(d, "moe_flex_dispatcher_num_sms", c->moe_flex_dispatcher_num_sms);
+    d_bool(d, "moe_permute_fusion", c->moe_permute_fusion);
+    d_bool(d, "moe_grouped_gemm", c->moe_grouped_gemm);
+    d_bool(d, "moe_router_force_load_balancing", c->moe_router_force_load_balancing);
+    d_float(d, "moe_expert_capacity_factor", c->moe_expert_capacity_factor, 1);
+    d_bool(d, "moe_pad_expert_input_to_capacity", c->moe_pad_expert_input_to_capacity);
+    /* overlap */
+    d_bool(d, "overlap_moe_expert_parallel_comm", c->overlap_moe_expert_parallel_comm);
+    d_bool(d, "delay_wgrad_compute", c->delay_wgrad_compute);
+    d_bool(d, "moe_shared_expert_overlap", c->moe_shared_expert_overlap);
+    d_bool(d, "overlap_grad_reduce", c->overlap_grad_reduce);
+    d_bool(d, "overlap_param_gather", c->overlap_param_gather);
+    d_bool(d, "tp_comm_overlap", c->tp_comm_overlap);
+    d_bool(d, "use_distributed_optimizer", c->use_distributed_optimizer);
+}
+
+/* Precision, CUDA graphs, the host, and the run's logging and profiling. */
+static void dump_precision_run(dump *d, const sim_cfg *c, const sim_opts *o)
+{
+    /* the value names are the settings' own (simcfg.c) */
     const char *const *fp8f_v = sim_cfg_values("fp8_format");
     const char *const *fp8r_v = sim_cfg_values("fp8_recipe");
     const char *const *fp4f_v = sim_cfg_values("fp4_format");
     const char *const *fp4r_v = sim_cfg_values("fp4_recipe");
     const char *const *cg_impl_v = sim_cfg_values("cuda_graph_impl");
     const char *const *cg_v = sim_cfg_values("cuda_graph_modules");
+
+    /* precision: the format flags' argparse dests are fp8 / fp4 */
+    d_bool(d, "bf16", c->bf16);
+    d_bool(d, "fp16", c->fp16);
+    d_enum(d, "fp8", fp8f_v, c->fp8_format, 1);
+    d_enum(d, "fp8_recipe", fp8r_v, c->fp8_recipe, 1);
+    d_enum(d, "fp4", fp4f_v, c->fp4_format, 1);
+    d_enum(d, "fp4_recipe", fp4r_v, c->fp4_recipe, 1);
+    d_str(d, "moe_router_dtype", o->router_dtype[0] ? o->router_dtype : NULL);
+    d_str(d, "params_dtype", c->bf16 ? "torch.bfloat16" : c->fp16 ? "torch.float16" : "torch.float32");
+    /* CUDA graphs */
+    d_enum(d, "cuda_graph_impl", cg_impl_v, c->cuda_graph_impl, 0);
+    d_list(d, o->graph_scope_flag ? "cuda_graph_scope" : "cuda_graph_modules", cg_v,
+           c->cuda_graph_modules);
+    d_int(d, "cuda_graph_warmup_steps", c->cuda_graph_warmup_steps);
+    /* host */
+    d_bool(d, "manual_gc", c->manual_gc);
+    d_int(d, "manual_gc_interval", c->manual_gc_interval);
+    d_bool(d, "moe_router_fusion", c->moe_router_fusion);
+    /* run, logging, profiling */
+    d_int(d, "log_interval", c->log_interval);
+    d_bool(d, "log_throughput", c->log_throughput);
+    d_opt(d, "eval_interval", c->eval_interval);
+    d_int(d, "eval_iters", c->eval_iters);
+    d_opt(d, "save_interval", c->save_interval);
+    d_int(d, "seed", c->seed);
+    d_bool(d, "mock_data", c->mock_data);
+    d_bool(d, "profile", c->profile);
+    d_int(d, "profile_step_start", c->profile_step_start);
+    d_int(d, "profile_step_end", c->profile_step_end);
+    d_bool(d, "use_pytorch_profiler", c->use_pytorch_profiler);
+    d_str(d, "tensorboard_dir", c->tensorboard_dir);
+}
+
+void sim_args_dump(const sim_cfg *c, const sim_opts *o, sim_dump_fn fn, void *ctx)
+{
     static dump d; /* large: static, filled and emitted once per run */
-    int heads = c->num_attention_heads > 0 ? c->num_attention_heads : 1;
-    int pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;
-    int vpp = 0, i;
+    int i;
 
     d.n = 0;
-    /* model shape */
-    d_int(&d, "num_layers", c->num_layers);
-    d_int(&d, "hidden_size", c->hidden_size);
-    d_int(&d, "ffn_hidden_size", c->ffn_hidden_size > 0 ? c->ffn_hidden_size : 4L * c->hidden_size);
-    d_int(&d, "num_attention_heads", c->num_attention_heads);
-    d_bool(&d, "group_query_attention", c->group_query_attention);
-    d_int(&d, "num_query_groups",
-          c->group_query_attention && c->num_query_groups > 0 ? c->num_query_groups : heads);
-    d_int(&d, "kv_channels", c->kv_channels > 0 ? c->kv_channels : c->hidden_size / heads);
-    d_opt(&d, "num_experts", c->num_experts);
-    d_int(&d, "moe_router_topk", c->moe_router_topk);
-    d_opt(&d, "moe_ffn_hidden_size", c->moe_ffn_hidden_size);
-    d_opt(&d, "moe_shared_expert_intermediate_size", c->moe_shared_expert_intermediate_size);
-    d_str(&d, "moe_layer_freq", o->moe_layer_freq[0] ? o->moe_layer_freq : "1");
-    d_bool(&d, "multi_latent_attention", c->multi_latent_attention);
-    d_opt(&d, "q_lora_rank", c->q_lora_rank);
-    d_opt(&d, "kv_lora_rank", c->kv_lora_rank);
-    d_opt(&d, "qk_head_dim", c->qk_head_dim);
-    d_opt(&d, "qk_pos_emb_head_dim", c->qk_pos_emb_head_dim);
-    d_opt(&d, "v_head_dim", c->v_head_dim);
-    d_opt(&d, "mtp_num_layers", c->mtp_num_layers);
-    d_opt(&d, "vocab_size", c->vocab_size);
-    d_int(&d, "seq_length", c->seq_length);
-    /* Megatron fills an unset maximum from the sequence length */
-    d_int(&d, "max_position_embeddings",
-          c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
-    /* parallelism and batch */
-    d_int(&d, "tensor_model_parallel_size", c->tensor_model_parallel_size);
-    d_int(&d, "pipeline_model_parallel_size", c->pipeline_model_parallel_size);
-    d_int(&d, "context_parallel_size", c->context_parallel_size);
-    d_int(&d, "expert_model_parallel_size", c->expert_model_parallel_size);
-    d_int(&d, "expert_tensor_parallel_size", sim_etp(c));
-    d_bool(&d, "sequence_parallel", c->sequence_parallel);
-    d_opt(&d, "num_layers_per_virtual_pipeline_stage", c->num_layers_per_virtual_pipeline_stage);
-    d_opt(&d, "num_virtual_stages_per_pipeline_rank", c->num_virtual_stages_per_pipeline_rank);
-    if (c->pipeline_model_parallel_layout[0]) {
-        long st = layout_stages(c->pipeline_model_parallel_layout);
-        vpp = st > 0 && st % pp == 0 ? (int)(st / pp) : 0;
-    } else if (c->num_virtual_stages_per_pipeline_rank > 0)
-        vpp = c->num_virtual_stages_per_pipeline_rank;
-    else if (c->num_layers_per_virtual_pipeline_stage > 0)
-        vpp = c->num_layers / pp / c->num_layers_per_virtual_pipeline_stage;
-    d_opt(&d, "virtual_pipeline_model_parallel_size", vpp > 1 ? vpp : 0);
-    d_str(&d, "pipeline_model_parallel_layout", c->pipeline_model_parallel_layout);
-    d_opt(&d, "decoder_first_pipeline_num_layers", c->decoder_first_pipeline_num_layers);
-    d_opt(&d, "decoder_last_pipeline_num_layers", c->decoder_last_pipeline_num_layers);
-    d_int(&d, "micro_batch_size", c->micro_batch_size);
-    d_int(&d, "global_batch_size", c->global_batch_size);
-    d_int(&d, "train_iters", c->train_iters);
-    d_int(&d, "world_size", sim_world(c));
-    d_int(&d, "data_parallel_size", sim_dp(c));
-    d_int(&d, "rank", 0);
-    /* recompute and offload */
-    d_enum(&d, "recompute_granularity", gran_v, c->recompute_granularity, 1);
-    d_enum(&d, "recompute_method", method_v, c->recompute_method, 1);
-    d_opt(&d, "recompute_num_layers", c->recompute_num_layers);
-    d_list(&d, "recompute_modules", rc_v, c->recompute_modules);
-    d_bool(&d, "fine_grained_activation_offloading", c->fine_grained_activation_offloading);
-    d_list(&d, "offload_modules", off_v, c->offload_modules);
-    d_bool(&d, "optimizer_cpu_offload", c->optimizer_cpu_offload);
-    d_float(&d, "optimizer_offload_fraction", c->optimizer_offload_fraction, 0);
-    /* dispatcher */
-    d_enum(&d, "moe_token_dispatcher_type", disp_v, c->moe_token_dispatcher_type, 0);
-    d_enum(&d, "moe_flex_dispatcher_backend", backend_v, c->moe_flex_dispatcher_backend, 1);
-    d_opt(&d, "moe_flex_dispatcher_num_sms", c->moe_flex_dispatcher_num_sms);
-    d_bool(&d, "moe_permute_fusion", c->moe_permute_fusion);
-    d_bool(&d, "moe_grouped_gemm", c->moe_grouped_gemm);
-    d_bool(&d, "moe_router_force_load_balancing", c->moe_router_force_load_balancing);
-    d_float(&d, "moe_expert_capacity_factor", c->moe_expert_capacity_factor, 1);
-    d_bool(&d, "moe_pad_expert_input_to_capacity", c->moe_pad_expert_input_to_capacity);
-    /* overlap */
-    d_bool(&d, "overlap_moe_expert_parallel_comm", c->overlap_moe_expert_parallel_comm);
-    d_bool(&d, "delay_wgrad_compute", c->delay_wgrad_compute);
-    d_bool(&d, "moe_shared_expert_overlap", c->moe_shared_expert_overlap);
-    d_bool(&d, "overlap_grad_reduce", c->overlap_grad_reduce);
-    d_bool(&d, "overlap_param_gather", c->overlap_param_gather);
-    d_bool(&d, "tp_comm_overlap", c->tp_comm_overlap);
-    d_bool(&d, "use_distributed_optimizer", c->use_distributed_optimizer);
-    /* precision: the format flags' argparse dests are fp8 / fp4 */
-    d_bool(&d, "bf16", c->bf16);
-    d_bool(&d, "fp16", c->fp16);
-    d_enum(&d, "fp8", fp8f_v, c->fp8_format, 1);
-    d_enum(&d, "fp8_recipe", fp8r_v, c->fp8_recipe, 1);
-    d_enum(&d, "fp4", fp4f_v, c->fp4_format, 1);
-    d_enum(&d, "fp4_recipe", fp4r_v, c->fp4_recipe, 1);
-    d_str(&d, "moe_router_dtype", o->router_dtype[0] ? o->router_dtype : NULL);
-    d_str(&d, "params_dtype", c->bf16 ? "torch.bfloat16" : c->fp16 ? "torch.float16" : "torch.float32");
-    /* CUDA graphs */
-    d_enum(&d, "cuda_graph_impl", cg_impl_v, c->cuda_graph_impl, 0);
-    d_list(&d, o->graph_scope_flag ? "cuda_graph_scope" : "cuda_graph_modules", cg_v,
-           c->cuda_graph_modules);
-    d_int(&d, "cuda_graph_warmup_steps", c->cuda_graph_warmup_steps);
-    /* host */
-    d_bool(&d, "manual_gc", c->manual_gc);
-    d_int(&d, "manual_gc_interval", c->manual_gc_interval);
-    d_bool(&d, "moe_router_fusion", c->moe_router_fusion);
-    /* run, logging, profiling */
-    d_int(&d, "log_interval", c->log_interval);
-    d_bool(&d, "log_throughput", c->log_throughput);
-    d_opt(&d, "eval_interval", c->eval_interval);
-    d_int(&d, "eval_iters", c->eval_iters);
-    d_opt(&d, "save_interval", c->save_interval);
-    d_int(&d, "seed", c->seed);
-    d_bool(&d, "mock_data", c->mock_data);
-    d_bool(&d, "profile", c->profile);
-    d_int(&d, "profile_step_start", c->profile_step_start);
-    d_int(&d, "profile_step_end", c->profile_step_end);
-    d_bool(&d, "use_pytorch_profiler", c->use_pytorch_profiler);
-    d_str(&d, "tensorboard_dir", c->tensorboard_dir);
+    dump_model(&d, c, o);
+    dump_parallel(&d, c);
+    dump_recompute_moe(&d, c);
+    dump_precision_run(&d, c, o);
 
     qsort(d.e, (size_t)d.n, sizeof d.e[0], cmp_entry);
     for (i = 0; i < d.n; i++)
