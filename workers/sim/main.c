@@ -580,7 +580,7 @@ static int run_finish(sim_run *R)
 
 int main(int argc, char **argv)
 {
-    static sim_run R;
+    static sim_run R; /* zeroed: no trace, no /dev/null, empty interval */
     int rc, it;
 
     if (argc > 1 && !strcmp(argv[1], "calibrate"))

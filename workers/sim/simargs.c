@@ -954,9 +954,8 @@ static int parse_flag(parse_state *ps, const flag *f, const char *inline_val, in
                      f->flag, inline_val);
             return argparse_error(ps->err, ps->o, ps->bridge, msg);
         }
-        if (apply(ps, f, f->canonical, inline_val ? inline_val : "true", why, sizeof why)) {
+        if (apply(ps, f, f->canonical, inline_val ? inline_val : "true", why, sizeof why))
             return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
-        }
         break;
     case K_VAL: {
         const char *v = inline_val;
@@ -967,9 +966,8 @@ static int parse_flag(parse_state *ps, const flag *f, const char *inline_val, in
             }
             v = argv[++*i];
         }
-        if (apply(ps, f, f->canonical, v, why, sizeof why)) {
+        if (apply(ps, f, f->canonical, v, why, sizeof why))
             return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
-        }
         break;
     }
     case K_LIST: {
@@ -987,9 +985,8 @@ static int parse_flag(parse_state *ps, const flag *f, const char *inline_val, in
             return PARSE_NOMEM;
         rc = apply(ps, f, f->canonical, joined, why, sizeof why);
         free(joined);
-        if (rc) {
+        if (rc)
             return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
-        }
         break;
     }
     }

@@ -198,7 +198,8 @@ static int word_index(const char *const *vals, const char *w, size_t len)
 
 /* The settings not in the table: environment and launcher knobs, routing, the router dtype and
  * moe_layer_freq; 0 or -1 as sim_cfg_set, NOT_SPECIAL for any other name. */
-static int special_setting(sim_cfg *c, const char *name, const char *value, char *err, size_t errlen)
+static int special_setting(sim_cfg *c, const char *name, const char *value, char *err,
+                           size_t errlen)
 {
     if (!strcmp(name, "env.CUDA_DEVICE_MAX_CONNECTIONS")) {
         if (!value || !*value)
