@@ -588,6 +588,89 @@ static const char *bridge_value(const char *value, char *buf, size_t n)
     return value;
 }
 
+/* A mixed_precision recipe name (after "mixed_precision="): the precisions it sets; 0 or 1. */
+static int apply_mixed_precision(parse_state *ps, const char *tok, const char *eq)
+{
+    static const struct {
+        const char *name, *f8, *r8, *f4;
+    } mp[] = {{"bf16_mixed", NULL, NULL, NULL},
+              {"bf16_with_fp8_current_scaling_mixed", "hybrid", "tensorwise", NULL},
+              {"bf16_with_fp8_delayed_scaling_mixed", "hybrid", "delayed", NULL},
+              {"bf16_with_fp8_subchannel_scaling_mixed", "hybrid", "blockwise", NULL},
+              {"bf16_with_mxfp8_mixed", "e4m3", "mxfp8", NULL},
+              {"bf16_with_nvfp4_mixed", NULL, NULL, "nvfp4"}};
+    char why[1024];
+    size_t i;
+    int rc;
+    why[0] = '\0';
+    for (i = 0; i < sizeof mp / sizeof mp[0]; i++)
+        if (!strcmp(eq + 1, mp[i].name))
+            break;
+    if (i == sizeof mp / sizeof mp[0]) {
+        snprintf(why, sizeof why, "Could not override 'mixed_precision'. Value '%.300s' is "
+                 "not a registered mixed precision recipe", eq + 1);
+        return bridge_error(ps, tok, "omegaconf.errors.ValidationError", why,
+                            "mixed_precision", "ConfigContainer");
+    }
+    rc = sim_cfg_set(ps->c, "bf16", "true", why, sizeof why);
+    if (!rc && mp[i].f8)
+        rc = sim_cfg_set(ps->c, "fp8_format", mp[i].f8, why, sizeof why);
+    if (!rc && mp[i].r8)
+        rc = sim_cfg_set(ps->c, "fp8_recipe", mp[i].r8, why, sizeof why);
+    if (!rc && mp[i].f4)
+        rc = sim_cfg_set(ps->c, "fp4_format", "e2m1", why, sizeof why);
+    if (!rc && mp[i].f4)
+        rc = sim_cfg_set(ps->c, "fp4_recipe", mp[i].f4, why, sizeof why);
+    if (rc)
+        return bridge_error(ps, tok, "omegaconf.errors.ValidationError", why,
+                            "mixed_precision", "ConfigContainer");
+    return 0;
+}
+
+/* An explicit moe_layer_freq list [0,0,0,1,...] (leading dense layers) as the sim writes it,
+ * in vbuf; -1 when it is not k zeros then ones. */
+static int layer_freq_list(const char *val, char *vbuf, size_t n)
+{
+    long k = 0, ones = 0;
+    const char *q = val + 1;
+    while (*q == '0' || *q == '1') {
+        if (*q == '0' && ones)
+            break;
+        *q == '0' ? k++ : ones++;
+        q++;
+        if (*q == ',')
+            q++;
+    }
+    if (strcmp(q, "]") || !ones)
+        return -1;
+    snprintf(vbuf, n, "([0]*%ld+[1]*%ld)", k, ones);
+    return 0;
+}
+
+/* Sets a Bridge field through its Megatron-LM flag; 1 with why filled if the value is bad. */
+static int apply_bridge_value(parse_state *ps, const bfield *bf, const char *val, char *why,
+                              size_t whylen)
+{
+    const flag *f = NULL;
+    size_t k;
+    for (k = 0; k < N_FLAGS; k++)
+        if (!strcmp(flags[k].canonical, bf->canonical) && flags[k].special != S_GRAPH_SCOPE) {
+            f = &flags[k];
+            break;
+        }
+    if (apply(ps, f, bf->canonical, val, why, whylen)) {
+        /* "argument <name>: reason" -> "reason" */
+        size_t cl = strlen(bf->canonical);
+        if (!strncmp(why, "argument ", 9) && !strncmp(why + 9, bf->canonical, cl) &&
+            why[9 + cl] == ':')
+            memmove(why, why + 10 + cl + (why[10 + cl] == ' '), strlen(why + 10 + cl) + 1);
+        return 1;
+    }
+    return 0;
+}
+
+/* One Bridge override section.field=value (or a mixed_precision recipe); 0, or 1 after
+ * printing Hydra's error. */
 static int apply_override(parse_state *ps, const char *tok)
 {
     const char *eq = strchr(tok, '='), *dot = strchr(tok, '.');
@@ -597,39 +680,8 @@ static int apply_override(parse_state *ps, const char *tok)
     size_t i, sl, fl;
     int rc;
     why[0] = '\0';
-    /* a mixed_precision recipe name: the precision it stands for */
-    if (eq && (size_t)(eq - tok) == 15 && !strncmp(tok, "mixed_precision", 15)) {
-        static const struct {
-            const char *name, *f8, *r8, *f4;
-        } mp[] = {{"bf16_mixed", NULL, NULL, NULL},
-                  {"bf16_with_fp8_current_scaling_mixed", "hybrid", "tensorwise", NULL},
-                  {"bf16_with_fp8_delayed_scaling_mixed", "hybrid", "delayed", NULL},
-                  {"bf16_with_fp8_subchannel_scaling_mixed", "hybrid", "blockwise", NULL},
-                  {"bf16_with_mxfp8_mixed", "e4m3", "mxfp8", NULL},
-                  {"bf16_with_nvfp4_mixed", NULL, NULL, "nvfp4"}};
-        for (i = 0; i < sizeof mp / sizeof mp[0]; i++)
-            if (!strcmp(eq + 1, mp[i].name))
-                break;
-        if (i == sizeof mp / sizeof mp[0]) {
-            snprintf(why, sizeof why, "Could not override 'mixed_precision'. Value '%.300s' is "
-                     "not a registered mixed precision recipe", eq + 1);
-            return bridge_error(ps, tok, "omegaconf.errors.ValidationError", why,
-                                "mixed_precision", "ConfigContainer");
-        }
-        rc = sim_cfg_set(ps->c, "bf16", "true", why, sizeof why);
-        if (!rc && mp[i].f8)
-            rc = sim_cfg_set(ps->c, "fp8_format", mp[i].f8, why, sizeof why);
-        if (!rc && mp[i].r8)
-            rc = sim_cfg_set(ps->c, "fp8_recipe", mp[i].r8, why, sizeof why);
-        if (!rc && mp[i].f4)
-            rc = sim_cfg_set(ps->c, "fp4_format", "e2m1", why, sizeof why);
-        if (!rc && mp[i].f4)
-            rc = sim_cfg_set(ps->c, "fp4_recipe", mp[i].f4, why, sizeof why);
-        if (rc)
-            return bridge_error(ps, tok, "omegaconf.errors.ValidationError", why,
-                                "mixed_precision", "ConfigContainer");
-        return 0;
-    }
+    if (eq && (size_t)(eq - tok) == 15 && !strncmp(tok, "mixed_precision", 15))
+        return apply_mixed_precision(ps, tok, eq);
     if (!eq || !dot || dot > eq || tok[0] == '+' || tok[0] == '~') {
         fprintf(ps->err, "hydra.errors.OverrideParseException: mismatched input '%.200s': "
                          "expecting key=value (section.field=value)\n",
@@ -666,21 +718,10 @@ static int apply_override(parse_state *ps, const char *tok)
     }
     /* an explicit moe_layer_freq list [0,0,0,1,...]: leading dense layers */
     if (!strcmp(bf->canonical, "moe_layer_freq") && val[0] == '[') {
-        long k = 0, ones = 0;
-        const char *q = val + 1;
-        while (*q == '0' || *q == '1') {
-            if (*q == '0' && ones)
-                break;
-            *q == '0' ? k++ : ones++;
-            q++;
-            if (*q == ',')
-                q++;
-        }
-        if (strcmp(q, "]") || !ones) {
+        if (layer_freq_list(val, vbuf, sizeof vbuf)) {
             snprintf(why, sizeof why, "the sim reads k dense layers then MoE ones");
             goto badvalue;
         }
-        snprintf(vbuf, sizeof vbuf, "([0]*%ld+[1]*%ld)", k, ones);
         val = vbuf;
     }
     if (!strcmp(val, "None") || !strcmp(val, "null") || !strcmp(val, "~")) {
@@ -696,23 +737,8 @@ static int apply_override(parse_state *ps, const char *tok)
             ps->o->router_dtype[0] = '\0';
         return 0;
     }
-    {
-        const flag *f = NULL;
-        size_t k;
-        for (k = 0; k < N_FLAGS; k++)
-            if (!strcmp(flags[k].canonical, bf->canonical) && flags[k].special != S_GRAPH_SCOPE) {
-                f = &flags[k];
-                break;
-            }
-        if (apply(ps, f, bf->canonical, val, why, sizeof why)) {
-            /* "argument <name>: reason" -> "reason" */
-            size_t cl = strlen(bf->canonical);
-            if (!strncmp(why, "argument ", 9) && !strncmp(why + 9, bf->canonical, cl) &&
-                why[9 + cl] == ':')
-                memmove(why, why + 10 + cl + (why[10 + cl] == ' '), strlen(why + 10 + cl) + 1);
-            goto badvalue;
-        }
-    }
+    if (apply_bridge_value(ps, bf, val, why, sizeof why))
+        goto badvalue;
     if (!strcmp(section, "profiling") && !strcmp(field, "use_pytorch_profiler") &&
         ps->c->use_pytorch_profiler)
         ps->c->profile = 1;
@@ -891,177 +917,157 @@ static long layout_stages(const char *s)
 
 /* ---- the parse ----------------------------------------------------------------- */
 
-int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *out, FILE *err)
+/* The Megatron-LM and TE versions the sim plays, from the environment; 0 or an exit status. */
+static int parse_stack_versions(parse_state *ps, const mt_mlm_dialect **dialect)
 {
-    parse_state ps;
-    char *unknown = NULL;
-    size_t unknown_len = 0;
+    sim_cfg *c = ps->c;
+    sim_opts *o = ps->o;
+    char msg[1400];
+    const char *mv = getenv("MOETUNE_SIM_MEGATRON"), *te = getenv("MOETUNE_SIM_TE");
+    const char *canon = sim_megatron_version(mv && *mv ? mv : "main");
+    if (!canon) {
+        snprintf(msg, sizeof msg,
+                 "environment MOETUNE_SIM_MEGATRON: unknown Megatron-LM version '%.100s' (known: "
+                 "core_r0.15.0, core_v0.18.0, core_v0.19.0, main)",
+                 mv);
+        return argparse_error(ps->err, o, ps->bridge, msg);
+    }
+    snprintf(c->megatron, sizeof c->megatron, "%s", canon);
+    snprintf(c->te_version, sizeof c->te_version, "%s", te && *te ? te : "2.12");
+    *dialect = mt_dialect_find(canon);
+    return 0;
+}
+
+#define PARSE_NOMEM (-2) /* parse_token's "out of memory" */
+
+/* Applies one known flag with its value(s) from argv (advancing *i past them); 0 or exit status. */
+static int parse_flag(parse_state *ps, const flag *f, const char *inline_val, int argc,
+                      char *const argv[], int *i)
+{
     char why[1024], msg[1400];
-    int i, rc;
+    int rc;
+
+    switch (f->kind) {
+    case K_BOOL:
+        if (inline_val && strcmp(f->flag, "bridge")) {
+            snprintf(msg, sizeof msg, "argument --%s: ignored explicit argument '%.1000s'",
+                     f->flag, inline_val);
+            return argparse_error(ps->err, ps->o, ps->bridge, msg);
+        }
+        if (apply(ps, f, f->canonical, inline_val ? inline_val : "true", why, sizeof why))
+            return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
+        break;
+    case K_VAL: {
+        const char *v = inline_val;
+        if (!v) {
+            if (*i + 1 >= argc || looks_like_option(argv[*i + 1])) {
+                snprintf(msg, sizeof msg, "argument --%s: expected one argument", f->flag);
+                return argparse_error(ps->err, ps->o, ps->bridge, msg);
+            }
+            v = argv[++*i];
+        }
+        if (apply(ps, f, f->canonical, v, why, sizeof why))
+            return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
+        break;
+    }
+    case K_LIST: {
+        char *joined;
+        int start = *i + 1, n = 0;
+        if (inline_val) {
+            joined = join((char *const *)&inline_val, 1);
+        } else {
+            while (start + n < argc && !looks_like_option(argv[start + n]))
+                n++;
+            joined = join(argv + start, n);
+            *i += n;
+        }
+        if (!joined)
+            return PARSE_NOMEM;
+        rc = apply(ps, f, f->canonical, joined, why, sizeof why);
+        free(joined);
+        if (rc)
+            return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
+        break;
+    }
+    }
+    return 0;
+}
+
+/* One token of argv (with the values it takes, advancing *i): a flag, an override or an unknown
+ * one kept for the error; 0, an exit status, SIM_ARGS_HELP or PARSE_NOMEM. */
+static int parse_token(parse_state *ps, const mt_mlm_dialect *dialect, int argc,
+                       char *const argv[], int *i, char **unknown, size_t *unknown_len)
+{
+    const char *tok = argv[*i];
+    const char *name, *eq, *inline_val = NULL;
+    const flag *f;
+    size_t nlen;
+
+    if (!strcmp(tok, "-h") || !strcmp(tok, "--help")) {
+        usage(ps->out, ps->o->prog, ps->bridge);
+        fflush(ps->out);
+        return SIM_ARGS_HELP;
+    }
+    if (!looks_like_option(tok)) {
+        if (ps->bridge && strchr(tok, '='))
+            return apply_override(ps, tok);
+        if (push_unknown(unknown, unknown_len, tok))
+            return PARSE_NOMEM;
+        return 0;
+    }
+    if (tok[1] != '-') { /* a single-dash option argparse does not know */
+        if (push_unknown(unknown, unknown_len, tok))
+            return PARSE_NOMEM;
+        return 0;
+    }
+    name = tok + 2;
+    eq = strchr(name, '=');
+    nlen = eq ? (size_t)(eq - name) : strlen(name);
+    if (eq)
+        inline_val = eq + 1;
+    f = find_flag(name, nlen);
+    if (f && ps->bridge && !is_sim_flag(f))
+        f = NULL; /* Bridge takes overrides, not Megatron-LM flags */
+    if (!f && !ps->bridge && dialect) {
+        /* A flag of the Megatron-LM version the sim plays that the model
+         * has no use for (--qk-layernorm, --rotary-base, ...): the
+         * start-up check (sim_startup_argv) judged it; skip it and its
+         * values as argparse would consume them. */
+        char fname[256];
+        const mt_flag *mf;
+        snprintf(fname, sizeof fname, "--%.*s", (int)(nlen < 250 ? nlen : 250), name);
+        mf = mt_dialect_flag(dialect, fname);
+        if (mf) {
+            if (!inline_val && strcmp(mf->nargs, "0")) {
+                if (!strcmp(mf->nargs, "-")) {
+                    if (*i + 1 < argc && !looks_like_option(argv[*i + 1]))
+                        ++*i;
+                } else {
+                    while (*i + 1 < argc && !looks_like_option(argv[*i + 1]))
+                        ++*i;
+                }
+            }
+            return 0;
+        }
+    }
+    if (!f) {
+        if (push_unknown(unknown, unknown_len, tok))
+            return PARSE_NOMEM;
+        return 0;
+    }
+    return parse_flag(ps, f, inline_val, argc, argv, i);
+}
+
+/* The sim's own settings checked, WORLD_SIZE read, the stack file loaded; 0 or an exit status. */
+static int parse_check_sim(parse_state *ps)
+{
+    sim_cfg *c = ps->c;
+    sim_opts *o = ps->o;
+    FILE *err = ps->err;
+    char why[1024], msg[1400];
     const char *ws;
-    const mt_mlm_dialect *dialect = NULL;
+    int i;
 
-    memset(o, 0, sizeof *o);
-    memset(&ps, 0, sizeof ps);
-    ps.c = c;
-    ps.o = o;
-    ps.out = out;
-    ps.err = err;
-    /* --bridge anywhere switches the whole command line to Bridge rules */
-    for (i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--bridge") || !strcmp(argv[i], "--bridge=true") ||
-            !strcmp(argv[i], "--bridge=True"))
-            ps.bridge = 1;
-    {
-        const char *b = getenv("MOETUNE_SIM_BRIDGE");
-        if (b && (!strcmp(b, "1") || !strcmp(b, "true")))
-            ps.bridge = 1;
-    }
-    o->prog = ps.bridge ? "run_recipe.py" : "pretrain_gpt.py";
-    /* the stack the sim plays (the host sets these from the contract) */
-    {
-        const char *mv = getenv("MOETUNE_SIM_MEGATRON"), *te = getenv("MOETUNE_SIM_TE");
-        const char *canon = sim_megatron_version(mv && *mv ? mv : "main");
-        if (!canon) {
-            snprintf(msg, sizeof msg,
-                     "environment MOETUNE_SIM_MEGATRON: unknown Megatron-LM version '%.100s' (known: "
-                     "core_r0.15.0, core_v0.18.0, core_v0.19.0, main)",
-                     mv);
-            return argparse_error(err, o, ps.bridge, msg);
-        }
-        snprintf(c->megatron, sizeof c->megatron, "%s", canon);
-        snprintf(c->te_version, sizeof c->te_version, "%s", te && *te ? te : "2.12");
-        dialect = mt_dialect_find(canon);
-    }
-
-    if ((rc = apply_env(&ps)) != 0)
-        return rc;
-
-    for (i = 1; i < argc; i++) {
-        const char *tok = argv[i];
-        const char *name, *eq, *inline_val = NULL;
-        const flag *f;
-        size_t nlen;
-
-        if (!strcmp(tok, "-h") || !strcmp(tok, "--help")) {
-            usage(out, o->prog, ps.bridge);
-            fflush(out);
-            free(unknown);
-            return SIM_ARGS_HELP;
-        }
-        if (!looks_like_option(tok)) {
-            if (ps.bridge && strchr(tok, '=')) {
-                if ((rc = apply_override(&ps, tok)) != 0) {
-                    free(unknown);
-                    return rc;
-                }
-                continue;
-            }
-            if (push_unknown(&unknown, &unknown_len, tok))
-                goto nomem;
-            continue;
-        }
-        if (tok[1] != '-') { /* a single-dash option argparse does not know */
-            if (push_unknown(&unknown, &unknown_len, tok))
-                goto nomem;
-            continue;
-        }
-        name = tok + 2;
-        eq = strchr(name, '=');
-        nlen = eq ? (size_t)(eq - name) : strlen(name);
-        if (eq)
-            inline_val = eq + 1;
-        f = find_flag(name, nlen);
-        if (f && ps.bridge && !is_sim_flag(f))
-            f = NULL; /* Bridge takes overrides, not Megatron-LM flags */
-        if (!f && !ps.bridge && dialect) {
-            /* A flag of the Megatron-LM version the sim plays that the model
-             * has no use for (--qk-layernorm, --rotary-base, ...): the
-             * start-up check (sim_startup_argv) judged it; skip it and its
-             * values as argparse would consume them. */
-            char fname[256];
-            const mt_flag *mf;
-            snprintf(fname, sizeof fname, "--%.*s", (int)(nlen < 250 ? nlen : 250), name);
-            mf = mt_dialect_flag(dialect, fname);
-            if (mf) {
-                if (!inline_val && strcmp(mf->nargs, "0")) {
-                    if (!strcmp(mf->nargs, "-")) {
-                        if (i + 1 < argc && !looks_like_option(argv[i + 1]))
-                            i++;
-                    } else {
-                        while (i + 1 < argc && !looks_like_option(argv[i + 1]))
-                            i++;
-                    }
-                }
-                continue;
-            }
-        }
-        if (!f) {
-            if (push_unknown(&unknown, &unknown_len, tok))
-                goto nomem;
-            continue;
-        }
-        switch (f->kind) {
-        case K_BOOL:
-            if (inline_val && strcmp(f->flag, "bridge")) {
-                snprintf(msg, sizeof msg, "argument --%s: ignored explicit argument '%.1000s'",
-                         f->flag, inline_val);
-                free(unknown);
-                return argparse_error(err, o, ps.bridge, msg);
-            }
-            if (apply(&ps, f, f->canonical, inline_val ? inline_val : "true", why, sizeof why)) {
-                free(unknown);
-                return value_error(err, o, ps.bridge, f->flag, f->canonical, why);
-            }
-            break;
-        case K_VAL: {
-            const char *v = inline_val;
-            if (!v) {
-                if (i + 1 >= argc || looks_like_option(argv[i + 1])) {
-                    snprintf(msg, sizeof msg, "argument --%s: expected one argument", f->flag);
-                    free(unknown);
-                    return argparse_error(err, o, ps.bridge, msg);
-                }
-                v = argv[++i];
-            }
-            if (apply(&ps, f, f->canonical, v, why, sizeof why)) {
-                free(unknown);
-                return value_error(err, o, ps.bridge, f->flag, f->canonical, why);
-            }
-            break;
-        }
-        case K_LIST: {
-            char *joined;
-            int start = i + 1, n = 0;
-            if (inline_val) {
-                joined = join((char *const *)&inline_val, 1);
-            } else {
-                while (start + n < argc && !looks_like_option(argv[start + n]))
-                    n++;
-                joined = join(argv + start, n);
-                i += n;
-            }
-            if (!joined)
-                goto nomem;
-            rc = apply(&ps, f, f->canonical, joined, why, sizeof why);
-            free(joined);
-            if (rc) {
-                free(unknown);
-                return value_error(err, o, ps.bridge, f->flag, f->canonical, why);
-            }
-            break;
-        }
-        }
-    }
-    if (unknown) {
-        int r;
-        snprintf(msg, sizeof msg, "unrecognized arguments: %.1300s", unknown);
-        free(unknown);
-        r = argparse_error(err, o, ps.bridge, msg);
-        return r;
-    }
-
-    /* derived settings */
     if (o->stack_file[0] && sim_stack_load(c, o->stack_file, why, sizeof why)) {
         fprintf(err, "%s: error: %s\n", o->prog, why);
         fflush(err);
@@ -1070,28 +1076,28 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
     if (c->gpus_per_node < 1) {
         snprintf(msg, sizeof msg, "argument --sim-gpus-per-node: must be at least 1, not %d",
                  c->gpus_per_node);
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     ws = getenv("WORLD_SIZE");
-    if (!ps.nodes_set && ws && *ws) {
+    if (!ps->nodes_set && ws && *ws) {
         char *end;
         long w = strtol(ws, &end, 10);
         if (*end || w < 1 || w > 1000000 || w % c->gpus_per_node) {
             snprintf(msg, sizeof msg,
                      "environment WORLD_SIZE=%.40s is not a positive multiple of %d GPUs per node",
                      ws, c->gpus_per_node);
-            return argparse_error(err, o, ps.bridge, msg);
+            return argparse_error(err, o, ps->bridge, msg);
         }
         c->nodes = (int)(w / c->gpus_per_node);
     }
     if (c->nodes < 1) {
         snprintf(msg, sizeof msg, "argument --sim-nodes: must be at least 1, not %d", c->nodes);
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if ((long)c->nodes * c->gpus_per_node > 1000000) {
         snprintf(msg, sizeof msg, "argument --sim-nodes: %d nodes x %d GPUs is too large", c->nodes,
                  c->gpus_per_node);
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (!sim_gpu(c)) {
         const char *const *names = mt_gpu_names();
@@ -1102,44 +1108,54 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
             off += (size_t)snprintf(msg + off, sizeof msg - off, "%s'%s'", i ? ", " : "", names[i]);
         if (off < sizeof msg)
             snprintf(msg + off, sizeof msg - off, ")");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (c->nvlink_domain < 0) {
         snprintf(msg, sizeof msg, "argument --sim-nvlink-domain: must not be negative");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (c->replicate < 0) {
         snprintf(msg, sizeof msg, "argument --sim-replicate: must not be negative");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (!(c->startup_s >= 0) || c->startup_s > 1e7 || !(c->time_scale >= 0) || c->time_scale > 1e3) {
         snprintf(msg, sizeof msg, "argument --sim-startup-s/--sim-time-scale: out of range");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (!(c->step_scale > 0) || c->step_scale > 100 || !(c->loss_shift > -1) || c->loss_shift > 1) {
         snprintf(msg, sizeof msg, "argument --sim-step-scale/--sim-loss-shift: the step scale "
                                   "must be in (0, 100], the loss shift in (-1, 1]");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (!(c->noise_offset_sd >= 0) || c->noise_offset_sd > 1 || !(c->noise_jitter_cv >= 0) ||
         c->noise_jitter_cv > 1 || !(c->noise_rho >= 0) || c->noise_rho >= 1) {
         snprintf(msg, sizeof msg, "argument --sim-noise-*: offset and jitter must be in [0, 1], "
                                   "rho in [0, 1)");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
     if (c->train_iters < 0 || c->log_interval < 1) {
         snprintf(msg, sizeof msg, c->train_iters < 0 ? "argument --train-iters: must not be negative"
                                                      : "argument --log-interval: must be positive");
-        return argparse_error(err, o, ps.bridge, msg);
+        return argparse_error(err, o, ps->bridge, msg);
     }
-    if (!ps.bridge)
+    return 0;
+}
+
+/* What Bridge's rules and the defaults derive once the command line is read. */
+static int parse_derive(parse_state *ps)
+{
+    sim_cfg *c = ps->c;
+    sim_opts *o = ps->o;
+    FILE *err = ps->err;
+
+    if (!ps->bridge)
         c->bridge = 0;
     else
         c->bridge = 1;
     /* Bridge has one VPP size: with a layout it is the layout's stage count
      * over PP (Megatron-LM derives it from the layout), not a second way to
      * ask for VPP */
-    if (ps.bridge && c->pipeline_model_parallel_layout[0] && c->num_virtual_stages_per_pipeline_rank > 0 &&
+    if (ps->bridge && c->pipeline_model_parallel_layout[0] && c->num_virtual_stages_per_pipeline_rank > 0 &&
         c->pipeline_model_parallel_size > 0) {
         long st = layout_stages(c->pipeline_model_parallel_layout);
         long pp = c->pipeline_model_parallel_size;
@@ -1159,7 +1175,7 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
     /* Bridge has no GQA switch: groups fewer than heads are GQA, groups equal
      * to heads are plain multi-head attention (as Megatron-LM without
      * --group-query-attention) */
-    if (ps.bridge && c->num_query_groups > 0) {
+    if (ps->bridge && c->num_query_groups > 0) {
         if (c->num_query_groups == c->num_attention_heads) {
             c->num_query_groups = 0;
             c->group_query_attention = 0;
@@ -1174,6 +1190,60 @@ int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *
     if (c->global_batch_size <= 0)
         c->global_batch_size = c->micro_batch_size * sim_dp(c);
     return SIM_ARGS_OK;
+}
+
+int sim_args_parse(sim_cfg *c, sim_opts *o, int argc, char *const argv[], FILE *out, FILE *err)
+{
+    parse_state ps;
+    char *unknown = NULL;
+    size_t unknown_len = 0;
+    char msg[1400];
+    int i, rc;
+    const mt_mlm_dialect *dialect = NULL;
+
+    memset(o, 0, sizeof *o);
+    memset(&ps, 0, sizeof ps);
+    ps.c = c;
+    ps.o = o;
+    ps.out = out;
+    ps.err = err;
+    /* --bridge anywhere switches the whole command line to Bridge rules */
+    for (i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--bridge") || !strcmp(argv[i], "--bridge=true") ||
+            !strcmp(argv[i], "--bridge=True"))
+            ps.bridge = 1;
+    {
+        const char *b = getenv("MOETUNE_SIM_BRIDGE");
+        if (b && (!strcmp(b, "1") || !strcmp(b, "true")))
+            ps.bridge = 1;
+    }
+    o->prog = ps.bridge ? "run_recipe.py" : "pretrain_gpt.py";
+    if ((rc = parse_stack_versions(&ps, &dialect)) != 0)
+        return rc;
+
+    if ((rc = apply_env(&ps)) != 0)
+        return rc;
+
+    for (i = 1; i < argc; i++) {
+        rc = parse_token(&ps, dialect, argc, argv, &i, &unknown, &unknown_len);
+        if (rc == PARSE_NOMEM)
+            goto nomem;
+        if (rc) {
+            free(unknown);
+            return rc;
+        }
+    }
+    if (unknown) {
+        int r;
+        snprintf(msg, sizeof msg, "unrecognized arguments: %.1300s", unknown);
+        free(unknown);
+        r = argparse_error(err, o, ps.bridge, msg);
+        return r;
+    }
+
+    if ((rc = parse_check_sim(&ps)) != 0)
+        return rc;
+    return parse_derive(&ps);
 nomem:
     free(unknown);
     fprintf(err, "%s: error: out of memory\n", o->prog);
@@ -1295,7 +1365,75 @@ static int cmp_entry(const void *a, const void *b)
     return strcasecmp(x->name, y->name);
 }
 
-void sim_args_dump(const sim_cfg *c, const sim_opts *o, sim_dump_fn fn, void *ctx)
+/* The model's shape, with Megatron's defaults filled in. */
+static void dump_model(dump *d, const sim_cfg *c, const sim_opts *o)
+{
+    int heads = c->num_attention_heads > 0 ? c->num_attention_heads : 1;
+
+    /* model shape */
+    d_int(d, "num_layers", c->num_layers);
+    d_int(d, "hidden_size", c->hidden_size);
+    d_int(d, "ffn_hidden_size", c->ffn_hidden_size > 0 ? c->ffn_hidden_size : 4L * c->hidden_size);
+    d_int(d, "num_attention_heads", c->num_attention_heads);
+    d_bool(d, "group_query_attention", c->group_query_attention);
+    d_int(d, "num_query_groups",
+          c->group_query_attention && c->num_query_groups > 0 ? c->num_query_groups : heads);
+    d_int(d, "kv_channels", c->kv_channels > 0 ? c->kv_channels : c->hidden_size / heads);
+    d_opt(d, "num_experts", c->num_experts);
+    d_int(d, "moe_router_topk", c->moe_router_topk);
+    d_opt(d, "moe_ffn_hidden_size", c->moe_ffn_hidden_size);
+    d_opt(d, "moe_shared_expert_intermediate_size", c->moe_shared_expert_intermediate_size);
+    d_str(d, "moe_layer_freq", o->moe_layer_freq[0] ? o->moe_layer_freq : "1");
+    d_bool(d, "multi_latent_attention", c->multi_latent_attention);
+    d_opt(d, "q_lora_rank", c->q_lora_rank);
+    d_opt(d, "kv_lora_rank", c->kv_lora_rank);
+    d_opt(d, "qk_head_dim", c->qk_head_dim);
+    d_opt(d, "qk_pos_emb_head_dim", c->qk_pos_emb_head_dim);
+    d_opt(d, "v_head_dim", c->v_head_dim);
+    d_opt(d, "mtp_num_layers", c->mtp_num_layers);
+    d_opt(d, "vocab_size", c->vocab_size);
+    d_int(d, "seq_length", c->seq_length);
+    /* Megatron fills an unset maximum from the sequence length */
+    d_int(d, "max_position_embeddings",
+          c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
+}
+
+/* Parallelism (VPP as Megatron derives it) and the batch. */
+static void dump_parallel(dump *d, const sim_cfg *c)
+{
+    int pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;
+    int vpp = 0;
+
+    /* parallelism and batch */
+    d_int(d, "tensor_model_parallel_size", c->tensor_model_parallel_size);
+    d_int(d, "pipeline_model_parallel_size", c->pipeline_model_parallel_size);
+    d_int(d, "context_parallel_size", c->context_parallel_size);
+    d_int(d, "expert_model_parallel_size", c->expert_model_parallel_size);
+    d_int(d, "expert_tensor_parallel_size", sim_etp(c));
+    d_bool(d, "sequence_parallel", c->sequence_parallel);
+    d_opt(d, "num_layers_per_virtual_pipeline_stage", c->num_layers_per_virtual_pipeline_stage);
+    d_opt(d, "num_virtual_stages_per_pipeline_rank", c->num_virtual_stages_per_pipeline_rank);
+    if (c->pipeline_model_parallel_layout[0]) {
+        long st = layout_stages(c->pipeline_model_parallel_layout);
+        vpp = st > 0 && st % pp == 0 ? (int)(st / pp) : 0;
+    } else if (c->num_virtual_stages_per_pipeline_rank > 0)
+        vpp = c->num_virtual_stages_per_pipeline_rank;
+    else if (c->num_layers_per_virtual_pipeline_stage > 0)
+        vpp = c->num_layers / pp / c->num_layers_per_virtual_pipeline_stage;
+    d_opt(d, "virtual_pipeline_model_parallel_size", vpp > 1 ? vpp : 0);
+    d_str(d, "pipeline_model_parallel_layout", c->pipeline_model_parallel_layout);
+    d_opt(d, "decoder_first_pipeline_num_layers", c->decoder_first_pipeline_num_layers);
+    d_opt(d, "decoder_last_pipeline_num_layers", c->decoder_last_pipeline_num_layers);
+    d_int(d, "micro_batch_size", c->micro_batch_size);
+    d_int(d, "global_batch_size", c->global_batch_size);
+    d_int(d, "train_iters", c->train_iters);
+    d_int(d, "world_size", sim_world(c));
+    d_int(d, "data_parallel_size", sim_dp(c));
+    d_int(d, "rank", 0);
+}
+
+/* Recompute, offload, the dispatcher and the overlaps. */
+static void dump_recompute_moe(dump *d, const sim_cfg *c)
 {
     /* the value names are the settings' own (simcfg.c) */
     const char *const *gran_v = sim_cfg_values("recompute_granularity");
@@ -1304,127 +1442,89 @@ void sim_args_dump(const sim_cfg *c, const sim_opts *o, sim_dump_fn fn, void *ct
     const char *const *off_v = sim_cfg_values("offload_modules");
     const char *const *disp_v = sim_cfg_values("moe_token_dispatcher_type");
     const char *const *backend_v = sim_cfg_values("moe_flex_dispatcher_backend");
+
+    /* recompute and offload */
+    d_enum(d, "recompute_granularity", gran_v, c->recompute_granularity, 1);
+    d_enum(d, "recompute_method", method_v, c->recompute_method, 1);
+    d_opt(d, "recompute_num_layers", c->recompute_num_layers);
+    d_list(d, "recompute_modules", rc_v, c->recompute_modules);
+    d_bool(d, "fine_grained_activation_offloading", c->fine_grained_activation_offloading);
+    d_list(d, "offload_modules", off_v, c->offload_modules);
+    d_bool(d, "optimizer_cpu_offload", c->optimizer_cpu_offload);
+    d_float(d, "optimizer_offload_fraction", c->optimizer_offload_fraction, 0);
+    /* dispatcher */
+    d_enum(d, "moe_token_dispatcher_type", disp_v, c->moe_token_dispatcher_type, 0);
+    d_enum(d, "moe_flex_dispatcher_backend", backend_v, c->moe_flex_dispatcher_backend, 1);
+    d_opt(d, "moe_flex_dispatcher_num_sms", c->moe_flex_dispatcher_num_sms);
+    d_bool(d, "moe_permute_fusion", c->moe_permute_fusion);
+    d_bool(d, "moe_grouped_gemm", c->moe_grouped_gemm);
+    d_bool(d, "moe_router_force_load_balancing", c->moe_router_force_load_balancing);
+    d_float(d, "moe_expert_capacity_factor", c->moe_expert_capacity_factor, 1);
+    d_bool(d, "moe_pad_expert_input_to_capacity", c->moe_pad_expert_input_to_capacity);
+    /* overlap */
+    d_bool(d, "overlap_moe_expert_parallel_comm", c->overlap_moe_expert_parallel_comm);
+    d_bool(d, "delay_wgrad_compute", c->delay_wgrad_compute);
+    d_bool(d, "moe_shared_expert_overlap", c->moe_shared_expert_overlap);
+    d_bool(d, "overlap_grad_reduce", c->overlap_grad_reduce);
+    d_bool(d, "overlap_param_gather", c->overlap_param_gather);
+    d_bool(d, "tp_comm_overlap", c->tp_comm_overlap);
+    d_bool(d, "use_distributed_optimizer", c->use_distributed_optimizer);
+}
+
+/* Precision, CUDA graphs, the host, and the run's logging and profiling. */
+static void dump_precision_run(dump *d, const sim_cfg *c, const sim_opts *o)
+{
+    /* the value names are the settings' own (simcfg.c) */
     const char *const *fp8f_v = sim_cfg_values("fp8_format");
     const char *const *fp8r_v = sim_cfg_values("fp8_recipe");
     const char *const *fp4f_v = sim_cfg_values("fp4_format");
     const char *const *fp4r_v = sim_cfg_values("fp4_recipe");
     const char *const *cg_impl_v = sim_cfg_values("cuda_graph_impl");
     const char *const *cg_v = sim_cfg_values("cuda_graph_modules");
+
+    /* precision: the format flags' argparse dests are fp8 / fp4 */
+    d_bool(d, "bf16", c->bf16);
+    d_bool(d, "fp16", c->fp16);
+    d_enum(d, "fp8", fp8f_v, c->fp8_format, 1);
+    d_enum(d, "fp8_recipe", fp8r_v, c->fp8_recipe, 1);
+    d_enum(d, "fp4", fp4f_v, c->fp4_format, 1);
+    d_enum(d, "fp4_recipe", fp4r_v, c->fp4_recipe, 1);
+    d_str(d, "moe_router_dtype", o->router_dtype[0] ? o->router_dtype : NULL);
+    d_str(d, "params_dtype", c->bf16 ? "torch.bfloat16" : c->fp16 ? "torch.float16" : "torch.float32");
+    /* CUDA graphs */
+    d_enum(d, "cuda_graph_impl", cg_impl_v, c->cuda_graph_impl, 0);
+    d_list(d, o->graph_scope_flag ? "cuda_graph_scope" : "cuda_graph_modules", cg_v,
+           c->cuda_graph_modules);
+    d_int(d, "cuda_graph_warmup_steps", c->cuda_graph_warmup_steps);
+    /* host */
+    d_bool(d, "manual_gc", c->manual_gc);
+    d_int(d, "manual_gc_interval", c->manual_gc_interval);
+    d_bool(d, "moe_router_fusion", c->moe_router_fusion);
+    /* run, logging, profiling */
+    d_int(d, "log_interval", c->log_interval);
+    d_bool(d, "log_throughput", c->log_throughput);
+    d_opt(d, "eval_interval", c->eval_interval);
+    d_int(d, "eval_iters", c->eval_iters);
+    d_opt(d, "save_interval", c->save_interval);
+    d_int(d, "seed", c->seed);
+    d_bool(d, "mock_data", c->mock_data);
+    d_bool(d, "profile", c->profile);
+    d_int(d, "profile_step_start", c->profile_step_start);
+    d_int(d, "profile_step_end", c->profile_step_end);
+    d_bool(d, "use_pytorch_profiler", c->use_pytorch_profiler);
+    d_str(d, "tensorboard_dir", c->tensorboard_dir);
+}
+
+void sim_args_dump(const sim_cfg *c, const sim_opts *o, sim_dump_fn fn, void *ctx)
+{
     static dump d; /* large: static, filled and emitted once per run */
-    int heads = c->num_attention_heads > 0 ? c->num_attention_heads : 1;
-    int pp = c->pipeline_model_parallel_size > 0 ? c->pipeline_model_parallel_size : 1;
-    int vpp = 0, i;
+    int i;
 
     d.n = 0;
-    /* model shape */
-    d_int(&d, "num_layers", c->num_layers);
-    d_int(&d, "hidden_size", c->hidden_size);
-    d_int(&d, "ffn_hidden_size", c->ffn_hidden_size > 0 ? c->ffn_hidden_size : 4L * c->hidden_size);
-    d_int(&d, "num_attention_heads", c->num_attention_heads);
-    d_bool(&d, "group_query_attention", c->group_query_attention);
-    d_int(&d, "num_query_groups",
-          c->group_query_attention && c->num_query_groups > 0 ? c->num_query_groups : heads);
-    d_int(&d, "kv_channels", c->kv_channels > 0 ? c->kv_channels : c->hidden_size / heads);
-    d_opt(&d, "num_experts", c->num_experts);
-    d_int(&d, "moe_router_topk", c->moe_router_topk);
-    d_opt(&d, "moe_ffn_hidden_size", c->moe_ffn_hidden_size);
-    d_opt(&d, "moe_shared_expert_intermediate_size", c->moe_shared_expert_intermediate_size);
-    d_str(&d, "moe_layer_freq", o->moe_layer_freq[0] ? o->moe_layer_freq : "1");
-    d_bool(&d, "multi_latent_attention", c->multi_latent_attention);
-    d_opt(&d, "q_lora_rank", c->q_lora_rank);
-    d_opt(&d, "kv_lora_rank", c->kv_lora_rank);
-    d_opt(&d, "qk_head_dim", c->qk_head_dim);
-    d_opt(&d, "qk_pos_emb_head_dim", c->qk_pos_emb_head_dim);
-    d_opt(&d, "v_head_dim", c->v_head_dim);
-    d_opt(&d, "mtp_num_layers", c->mtp_num_layers);
-    d_opt(&d, "vocab_size", c->vocab_size);
-    d_int(&d, "seq_length", c->seq_length);
-    /* Megatron fills an unset maximum from the sequence length */
-    d_int(&d, "max_position_embeddings",
-          c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
-    /* parallelism and batch */
-    d_int(&d, "tensor_model_parallel_size", c->tensor_model_parallel_size);
-    d_int(&d, "pipeline_model_parallel_size", c->pipeline_model_parallel_size);
-    d_int(&d, "context_parallel_size", c->context_parallel_size);
-    d_int(&d, "expert_model_parallel_size", c->expert_model_parallel_size);
-    d_int(&d, "expert_tensor_parallel_size", sim_etp(c));
-    d_bool(&d, "sequence_parallel", c->sequence_parallel);
-    d_opt(&d, "num_layers_per_virtual_pipeline_stage", c->num_layers_per_virtual_pipeline_stage);
-    d_opt(&d, "num_virtual_stages_per_pipeline_rank", c->num_virtual_stages_per_pipeline_rank);
-    if (c->pipeline_model_parallel_layout[0]) {
-        long st = layout_stages(c->pipeline_model_parallel_layout);
-        vpp = st > 0 && st % pp == 0 ? (int)(st / pp) : 0;
-    } else if (c->num_virtual_stages_per_pipeline_rank > 0)
-        vpp = c->num_virtual_stages_per_pipeline_rank;
-    else if (c->num_layers_per_virtual_pipeline_stage > 0)
-        vpp = c->num_layers / pp / c->num_layers_per_virtual_pipeline_stage;
-    d_opt(&d, "virtual_pipeline_model_parallel_size", vpp > 1 ? vpp : 0);
-    d_str(&d, "pipeline_model_parallel_layout", c->pipeline_model_parallel_layout);
-    d_opt(&d, "decoder_first_pipeline_num_layers", c->decoder_first_pipeline_num_layers);
-    d_opt(&d, "decoder_last_pipeline_num_layers", c->decoder_last_pipeline_num_layers);
-    d_int(&d, "micro_batch_size", c->micro_batch_size);
-    d_int(&d, "global_batch_size", c->global_batch_size);
-    d_int(&d, "train_iters", c->train_iters);
-    d_int(&d, "world_size", sim_world(c));
-    d_int(&d, "data_parallel_size", sim_dp(c));
-    d_int(&d, "rank", 0);
-    /* recompute and offload */
-    d_enum(&d, "recompute_granularity", gran_v, c->recompute_granularity, 1);
-    d_enum(&d, "recompute_method", method_v, c->recompute_method, 1);
-    d_opt(&d, "recompute_num_layers", c->recompute_num_layers);
-    d_list(&d, "recompute_modules", rc_v, c->recompute_modules);
-    d_bool(&d, "fine_grained_activation_offloading", c->fine_grained_activation_offloading);
-    d_list(&d, "offload_modules", off_v, c->offload_modules);
-    d_bool(&d, "optimizer_cpu_offload", c->optimizer_cpu_offload);
-    d_float(&d, "optimizer_offload_fraction", c->optimizer_offload_fraction, 0);
-    /* dispatcher */
-    d_enum(&d, "moe_token_dispatcher_type", disp_v, c->moe_token_dispatcher_type, 0);
-    d_enum(&d, "moe_flex_dispatcher_backend", backend_v, c->moe_flex_dispatcher_backend, 1);
-    d_opt(&d, "moe_flex_dispatcher_num_sms", c->moe_flex_dispatcher_num_sms);
-    d_bool(&d, "moe_permute_fusion", c->moe_permute_fusion);
-    d_bool(&d, "moe_grouped_gemm", c->moe_grouped_gemm);
-    d_bool(&d, "moe_router_force_load_balancing", c->moe_router_force_load_balancing);
-    d_float(&d, "moe_expert_capacity_factor", c->moe_expert_capacity_factor, 1);
-    d_bool(&d, "moe_pad_expert_input_to_capacity", c->moe_pad_expert_input_to_capacity);
-    /* overlap */
-    d_bool(&d, "overlap_moe_expert_parallel_comm", c->overlap_moe_expert_parallel_comm);
-    d_bool(&d, "delay_wgrad_compute", c->delay_wgrad_compute);
-    d_bool(&d, "moe_shared_expert_overlap", c->moe_shared_expert_overlap);
-    d_bool(&d, "overlap_grad_reduce", c->overlap_grad_reduce);
-    d_bool(&d, "overlap_param_gather", c->overlap_param_gather);
-    d_bool(&d, "tp_comm_overlap", c->tp_comm_overlap);
-    d_bool(&d, "use_distributed_optimizer", c->use_distributed_optimizer);
-    /* precision: the format flags' argparse dests are fp8 / fp4 */
-    d_bool(&d, "bf16", c->bf16);
-    d_bool(&d, "fp16", c->fp16);
-    d_enum(&d, "fp8", fp8f_v, c->fp8_format, 1);
-    d_enum(&d, "fp8_recipe", fp8r_v, c->fp8_recipe, 1);
-    d_enum(&d, "fp4", fp4f_v, c->fp4_format, 1);
-    d_enum(&d, "fp4_recipe", fp4r_v, c->fp4_recipe, 1);
-    d_str(&d, "moe_router_dtype", o->router_dtype[0] ? o->router_dtype : NULL);
-    d_str(&d, "params_dtype", c->bf16 ? "torch.bfloat16" : c->fp16 ? "torch.float16" : "torch.float32");
-    /* CUDA graphs */
-    d_enum(&d, "cuda_graph_impl", cg_impl_v, c->cuda_graph_impl, 0);
-    d_list(&d, o->graph_scope_flag ? "cuda_graph_scope" : "cuda_graph_modules", cg_v,
-           c->cuda_graph_modules);
-    d_int(&d, "cuda_graph_warmup_steps", c->cuda_graph_warmup_steps);
-    /* host */
-    d_bool(&d, "manual_gc", c->manual_gc);
-    d_int(&d, "manual_gc_interval", c->manual_gc_interval);
-    d_bool(&d, "moe_router_fusion", c->moe_router_fusion);
-    /* run, logging, profiling */
-    d_int(&d, "log_interval", c->log_interval);
-    d_bool(&d, "log_throughput", c->log_throughput);
-    d_opt(&d, "eval_interval", c->eval_interval);
-    d_int(&d, "eval_iters", c->eval_iters);
-    d_opt(&d, "save_interval", c->save_interval);
-    d_int(&d, "seed", c->seed);
-    d_bool(&d, "mock_data", c->mock_data);
-    d_bool(&d, "profile", c->profile);
-    d_int(&d, "profile_step_start", c->profile_step_start);
-    d_int(&d, "profile_step_end", c->profile_step_end);
-    d_bool(&d, "use_pytorch_profiler", c->use_pytorch_profiler);
-    d_str(&d, "tensorboard_dir", c->tensorboard_dir);
+    dump_model(&d, c, o);
+    dump_parallel(&d, c);
+    dump_recompute_moe(&d, c);
+    dump_precision_run(&d, c, o);
 
     qsort(d.e, (size_t)d.n, sizeof d.e[0], cmp_entry);
     for (i = 0; i < d.n; i++)

@@ -194,11 +194,13 @@ static int word_index(const char *const *vals, const char *w, size_t len)
     return -1;
 }
 
-int sim_cfg_set(sim_cfg *c, const char *name, const char *value, char *err, size_t errlen)
+#define NOT_SPECIAL 1 /* special_setting: not one of its names */
+
+/* The settings not in the table: environment and launcher knobs, routing, the router dtype and
+ * moe_layer_freq; 0 or -1 as sim_cfg_set, NOT_SPECIAL for any other name. */
+static int special_setting(sim_cfg *c, const char *name, const char *value, char *err,
+                           size_t errlen)
 {
-    const setting *s;
-    char *base = (char *)c;
-    /* aliases: environment and launcher knobs, Megatron's older spellings */
     if (!strcmp(name, "env.CUDA_DEVICE_MAX_CONNECTIONS")) {
         if (!value || !*value)
             return c->cuda_device_max_connections = 0, 0;
@@ -226,10 +228,6 @@ int sim_cfg_set(sim_cfg *c, const char *name, const char *value, char *err, size
         c->routing_natural = i;
         return 0;
     }
-    if (!strcmp(name, "cuda_graph_scope"))
-        name = "cuda_graph_modules";
-    if (!strcmp(name, "num_moe_experts"))
-        name = "num_experts";
     if (!strcmp(name, "moe_router_dtype")) {
         int i = word_index(dtype_v, value ? value : "", value ? strlen(value) : 0);
         if (i < 0) {
@@ -254,6 +252,83 @@ int sim_cfg_set(sim_cfg *c, const char *name, const char *value, char *err, size
         c->first_k_dense = (int)k;
         return 0;
     }
+    return NOT_SPECIAL;
+}
+
+/* A T_DOUBLE setting: a number, or "" for unset (0); 0 or -1. */
+static int set_double(char *base, const setting *s, const char *name, const char *value, char *err,
+                      size_t errlen)
+{
+    char *end;
+    double d;
+    if (value && !*value) { /* unset, e.g. a dropless capacity factor */
+        *(double *)(base + s->offset) = 0;
+        return 0;
+    }
+    d = value ? strtod(value, &end) : 0;
+    if (!value || *end) {
+        snprintf(err, errlen, "argument %s: invalid float value: '%s'", name, value ? value : "");
+        return -1;
+    }
+    *(double *)(base + s->offset) = d;
+    return 0;
+}
+
+/* A T_ENUM setting: one of its words, by index; 0, or -1 listing the choices. */
+static int set_enum(char *base, const setting *s, const char *name, const char *value, char *err,
+                    size_t errlen)
+{
+    int i = word_index(s->values, value ? value : "", value ? strlen(value) : 0);
+    if (i < 0) {
+        size_t off = 0, k;
+        off += (size_t)snprintf(err, errlen, "argument %s: invalid choice: '%s' (choose from ",
+                                name, value ? value : "");
+        for (k = 0; s->values[k] && off < errlen; k++)
+            off += (size_t)snprintf(err + off, errlen - off, "%s'%s'", k ? ", " : "", s->values[k]);
+        if (off < errlen)
+            snprintf(err + off, errlen - off, ")");
+        return -1;
+    }
+    *(int *)(base + s->offset) = i;
+    return 0;
+}
+
+/* A T_BITS setting: a list of its words (spaces, commas, brackets, quotes between); 0 or -1. */
+static int set_bits(char *base, const setting *s, const char *name, const char *value, char *err,
+                    size_t errlen)
+{
+    unsigned bits = 0;
+    const char *p = value ? value : "";
+    while (*p) {
+        size_t len = strcspn(p, " ,[]'\"");
+        if (len) {
+            int i = word_index(s->values, p, len);
+            if (i < 0) {
+                snprintf(err, errlen, "argument %s: invalid choice: '%.*s'", name, (int)len, p);
+                return -1;
+            }
+            bits |= 1u << i;
+        }
+        p += len;
+        while (*p && strchr(" ,[]'\"", *p))
+            p++;
+    }
+    *(unsigned *)(base + s->offset) = bits;
+    return 0;
+}
+
+int sim_cfg_set(sim_cfg *c, const char *name, const char *value, char *err, size_t errlen)
+{
+    const setting *s;
+    char *base = (char *)c;
+    int rc = special_setting(c, name, value, err, errlen);
+    if (rc != NOT_SPECIAL)
+        return rc;
+    /* aliases: Megatron's older spellings */
+    if (!strcmp(name, "cuda_graph_scope"))
+        name = "cuda_graph_modules";
+    if (!strcmp(name, "num_moe_experts"))
+        name = "num_experts";
     s = find(name);
     if (!s) {
         snprintf(err, errlen, "unrecognized setting '%s'", name);
@@ -272,21 +347,8 @@ int sim_cfg_set(sim_cfg *c, const char *name, const char *value, char *err, size
             return -1;
         }
         return 0;
-    case T_DOUBLE: {
-        char *end;
-        double d;
-        if (value && !*value) { /* unset, e.g. a dropless capacity factor */
-            *(double *)(base + s->offset) = 0;
-            return 0;
-        }
-        d = value ? strtod(value, &end) : 0;
-        if (!value || *end) {
-            snprintf(err, errlen, "argument %s: invalid float value: '%s'", name, value ? value : "");
-            return -1;
-        }
-        *(double *)(base + s->offset) = d;
-        return 0;
-    }
+    case T_DOUBLE:
+        return set_double(base, s, name, value, err, errlen);
     case T_STR:
         if (!value || strlen(value) >= s->size) {
             snprintf(err, errlen, "argument %s: value too long", name);
@@ -294,41 +356,10 @@ int sim_cfg_set(sim_cfg *c, const char *name, const char *value, char *err, size
         }
         memcpy(base + s->offset, value, strlen(value) + 1);
         return 0;
-    case T_ENUM: {
-        int i = word_index(s->values, value ? value : "", value ? strlen(value) : 0);
-        if (i < 0) {
-            size_t off = 0, k;
-            off += (size_t)snprintf(err, errlen, "argument %s: invalid choice: '%s' (choose from ",
-                                    name, value ? value : "");
-            for (k = 0; s->values[k] && off < errlen; k++)
-                off += (size_t)snprintf(err + off, errlen - off, "%s'%s'", k ? ", " : "", s->values[k]);
-            if (off < errlen)
-                snprintf(err + off, errlen - off, ")");
-            return -1;
-        }
-        *(int *)(base + s->offset) = i;
-        return 0;
-    }
-    case T_BITS: {
-        unsigned bits = 0;
-        const char *p = value ? value : "";
-        while (*p) {
-            size_t len = strcspn(p, " ,[]'\"");
-            if (len) {
-                int i = word_index(s->values, p, len);
-                if (i < 0) {
-                    snprintf(err, errlen, "argument %s: invalid choice: '%.*s'", name, (int)len, p);
-                    return -1;
-                }
-                bits |= 1u << i;
-            }
-            p += len;
-            while (*p && strchr(" ,[]'\"", *p))
-                p++;
-        }
-        *(unsigned *)(base + s->offset) = bits;
-        return 0;
-    }
+    case T_ENUM:
+        return set_enum(base, s, name, value, err, errlen);
+    case T_BITS:
+        return set_bits(base, s, name, value, err, errlen);
     }
     return -1;
 }

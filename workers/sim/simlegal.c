@@ -760,13 +760,28 @@ static int va_graphs(chk *k)
     return 0;
 }
 
-static int validate_args(chk *k)
+/* Upstream's weight-shard resolve: s shards over a group of size ranks; 0 or the failure. */
+static int va_shards(chk *k, long s, long size)
+{
+    if (s < size)
+        return fail(k, "ValueError", WM,
+                    "tensor_parallel_num_weight_shards (%ld) must be >= "
+                    "tensor_model_parallel_size (%ld).",
+                    s, size);
+    if (size == 0)
+        return ZDIV(WM);
+    if (pymod(s, size))
+        return fail(k, "ValueError", WM,
+                    "tensor_parallel_num_weight_shards (%ld) must be divisible by "
+                    "tensor_model_parallel_size (%ld).",
+                    s, size);
+    return 0;
+}
+
+/* The parallel sizes, DP, CP's hierarchy, ETP and the recompute granularity. */
+static int va_sizes(chk *k)
 {
     long total;
-    int fp16 = on(k, "fp16"), bf16 = on(k, "bf16");
-    int distopt = on(k, "use_distributed_optimizer");
-    const char *alloc = env(k, "PYTORCH_CUDA_ALLOC_CONF");
-    int expandable = alloc && strstr(alloc, "expandable_segments:True");
 
     k->tp = I(k, "tensor_model_parallel_size", 1);
     k->pp = I(k, "pipeline_model_parallel_size", 1);
@@ -775,18 +790,8 @@ static int validate_args(chk *k)
     k->gtp = 1;
     if (k->v >= 19 && has(k, "tensor_parallel_num_weight_shards")) {
         long s = I(k, "tensor_parallel_num_weight_shards", 0);
-        if (s < k->tp)
-            return fail(k, "ValueError", WM,
-                        "tensor_parallel_num_weight_shards (%ld) must be >= "
-                        "tensor_model_parallel_size (%ld).",
-                        s, k->tp);
-        if (k->tp == 0)
-            return ZDIV(WM);
-        if (pymod(s, k->tp))
-            return fail(k, "ValueError", WM,
-                        "tensor_parallel_num_weight_shards (%ld) must be divisible by "
-                        "tensor_model_parallel_size (%ld).",
-                        s, k->tp);
+        if (va_shards(k, s, k->tp))
+            return 1;
         k->gtp = s / k->tp;
     }
     total = k->tp * k->pp * k->cp * k->gtp;
@@ -816,8 +821,12 @@ static int validate_args(chk *k)
         k->gran = 2;
     else
         k->gran = is(k, "recompute_granularity", "full") ? 1 : is(k, "recompute_granularity", "selective") ? 2 : 0;
-    if (va_graphs(k))
-        return 1;
+    return 0;
+}
+
+/* The micro and global batch sizes, and MTP's position embedding (r0.16 on). */
+static int va_batch(chk *k)
+{
     if (!has(k, "micro_batch_size"))
         return AE("AssertionError (no message)");
     k->mbs = I(k, "micro_batch_size", 0);
@@ -840,8 +849,15 @@ static int validate_args(chk *k)
                       "type.The supported position embedding types are rope and none.",
                       S(k, "position_embedding_type") ? S(k, "position_embedding_type") : "None");
     }
-    if (va_vpp(k))
-        return 1;
+    return 0;
+}
+
+/* Overlapped parameter gather, FP8/FP4 parameters, the precisions and the NaN check. */
+static int va_overlap_precision(chk *k)
+{
+    int fp16 = on(k, "fp16"), bf16 = on(k, "bf16");
+    int distopt = on(k, "use_distributed_optimizer");
+
     if (on(k, "overlap_param_gather")) {
         if (!distopt && !(k->v >= 18 && is(k, "optimizer", "dist_muon")))
             return AE(k->v >= 18 ? "--overlap-param-gather only supported with distributed optimizer, "
@@ -897,6 +913,12 @@ static int validate_args(chk *k)
     }
     if (k->v < 18 && on(k, "train_iters") && has(k, "rampup_batch_size"))
         return AE("expected no batch-size rampup for iteration-based training");
+    return 0;
+}
+
+/* The model's required sizes, heads, sequence lengths and memory-log interval. */
+static int va_model_shape(chk *k)
+{
     {
         static const char *const req[] = {"num_layers", "hidden_size", "num_attention_heads",
                                           "max_position_embeddings"};
@@ -926,6 +948,14 @@ static int validate_args(chk *k)
         if (pymod(I(k, "log_memory_interval", 0), I(k, "log_interval", 100)))
             return AE("AssertionError (no message)");
     }
+    return 0;
+}
+
+/* Recompute, fp16-only options, sequence parallelism, TP overlap, expert shards, biases, mrope. */
+static int va_recompute_tp(chk *k)
+{
+    int fp16 = on(k, "fp16"), bf16 = on(k, "bf16");
+
     if (on(k, "distribute_saved_activations")) {
         if (k->tp <= 1)
             return AE("can distribute recomputed activations only across tensor model parallel groups");
@@ -956,18 +986,8 @@ static int validate_args(chk *k)
         /* the expert twin of the weight-shard resolve, after the ETP default
          * (upstream's helper words it with the non-expert names) */
         long s = I(k, "expert_tensor_parallel_num_weight_shards", 0);
-        if (s < k->etp)
-            return fail(k, "ValueError", WM,
-                        "tensor_parallel_num_weight_shards (%ld) must be >= "
-                        "tensor_model_parallel_size (%ld).",
-                        s, k->etp);
-        if (k->etp == 0)
-            return ZDIV(WM);
-        if (pymod(s, k->etp))
-            return fail(k, "ValueError", WM,
-                        "tensor_parallel_num_weight_shards (%ld) must be divisible by "
-                        "tensor_model_parallel_size (%ld).",
-                        s, k->etp);
+        if (va_shards(k, s, k->etp))
+            return 1;
     }
     k->add_bias = on(k, "add_bias_linear");
     k->add_qkv_bias = on(k, "add_qkv_bias") || k->add_bias;
@@ -978,6 +998,16 @@ static int validate_args(chk *k)
         if (pe && !strcmp(pe, "mrope") && !has(k, "mrope_section"))
             return AE("--mrope-section should be set when using --position-embedding-type mrope.");
     }
+    return 0;
+}
+
+/* Experts, load balancing, CPU offload, delayed wgrad, activation offload, graphs' allocator. */
+static int va_moe_offload(chk *k)
+{
+    int fp16 = on(k, "fp16");
+    const char *alloc = env(k, "PYTORCH_CUDA_ALLOC_CONF");
+    int expandable = alloc && strstr(alloc, "expandable_segments:True");
+
     k->experts = I(k, "num_experts", 0);
     if (k->ep > 1) {
         if (!k->experts)
@@ -1051,6 +1081,14 @@ static int validate_args(chk *k)
         if (!strcmp(k->impl, "full_iteration") && nwords(k->g))
             return AE("--cuda-graph-modules must be empty when --cuda-graph-impl=full_iteration.");
     }
+    return 0;
+}
+
+static int validate_args(chk *k)
+{
+    if (va_sizes(k) || va_graphs(k) || va_batch(k) || va_vpp(k) || va_overlap_precision(k) ||
+        va_model_shape(k) || va_recompute_tp(k) || va_moe_offload(k))
+        return 1;
     return 0;
 }
 
@@ -1298,14 +1336,9 @@ static int tc_precision(chk *k)
     return 0;
 }
 
-static int tc_moe(chk *k)
+/* The number of experts, inference-optimized MoE and single grouped weights. */
+static int tc_moe_experts(chk *k)
 {
-    int flex = is(k, "moe_token_dispatcher_type", "flex");
-    const char *disp = S(k, "moe_token_dispatcher_type") ? S(k, "moe_token_dispatcher_type") : "allgather";
-    int deepep = on(k, "moe_enable_deepep");
-    int pad = on(k, "moe_pad_expert_input_to_capacity");
-    int opf = on(k, "use_transformer_engine_op_fuser");
-    int gt = k->v >= 20 && (on(k, "moe_use_grouped_tensor") || (opf && on(k, "moe_grouped_gemm")));
     if (has(k, "num_experts") && I(k, "num_experts", 0) < 0)
         return TVE("num_moe_experts must be non-negative.");
     if (!k->experts && has(k, "moe_ffn_hidden_size")) {
@@ -1342,6 +1375,17 @@ static int tc_moe(chk *k)
                        "transformer-engine>=2.14.0, but your version is %d.%d.0.",
                        k->te / 100, k->te % 100);
     }
+    return 0;
+}
+
+/* The token dispatcher and its backend, and the shared expert's overlap. */
+static int tc_moe_dispatcher(chk *k)
+{
+    int flex = is(k, "moe_token_dispatcher_type", "flex");
+    const char *disp = S(k, "moe_token_dispatcher_type") ? S(k, "moe_token_dispatcher_type") : "allgather";
+    int deepep = on(k, "moe_enable_deepep");
+    int pad = on(k, "moe_pad_expert_input_to_capacity");
+    int opf = on(k, "use_transformer_engine_op_fuser");
     /* dispatcher */
     snprintf(k->backend, sizeof k->backend, "%s",
              S(k, "moe_flex_dispatcher_backend") ? S(k, "moe_flex_dispatcher_backend") : "deepep");
@@ -1388,6 +1432,14 @@ static int tc_moe(chk *k)
                                  : "moe_shared_expert_overlap only works with alltoall or flex token "
                                    "dispatcher.");
     }
+    return 0;
+}
+
+/* The expert capacity factors and padding to capacity. */
+static int tc_moe_capacity(chk *k)
+{
+    int pad = on(k, "moe_pad_expert_input_to_capacity");
+    int opf = on(k, "use_transformer_engine_op_fuser");
     k->cf = has(k, "moe_expert_capacity_factor") ? F(k, "moe_expert_capacity_factor", 0) : NAN;
     if (!isnan(k->cf)) {
         static const char *const ok = "aux_loss seq_aux_loss global_aux_loss none";
@@ -1438,12 +1490,22 @@ static int tc_moe(chk *k)
                                         "requires use_transformer_engine_op_fuser to be enabled.");
         }
     }
+    return 0;
+}
+
+/* MoE: the experts, the dispatcher, the capacity. */
+static int tc_moe(chk *k)
+{
+    int opf = on(k, "use_transformer_engine_op_fuser");
+    int gt = k->v >= 20 && (on(k, "moe_use_grouped_tensor") || (opf && on(k, "moe_grouped_gemm")));
+    if (tc_moe_experts(k) || tc_moe_dispatcher(k) || tc_moe_capacity(k))
+        return 1;
     (void)gt;
     return 0;
 }
 
-/* recompute, offloading, CPU offloading */
-static int tc_recompute(chk *k)
+/* CPU offloading and the recompute granularity, method and modules. */
+static int tc_recompute_modules(chk *k)
 {
     static const char *const rm_ok[] = {"core_attn moe_act layernorm mla_up_proj mlp moe shared_experts",
                                         "core_attn moe_act layernorm mla_up_proj mlp moe shared_experts "
@@ -1517,64 +1579,74 @@ static int tc_recompute(chk *k)
     }
     if (k->v >= 20 && k->gran == 2 && inw(k->rm, "mhc"))
         return TVE("'mhc' in recompute_modules requires enable_mhc_connections=True.");
-    if (k->v >= 18 && on(k, "fine_grained_activation_offloading")) {
-        static const char *const off_ok[] = {"core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm qkv_linear",
-                                             "core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm "
-                                             "qkv_linear fused_group_mlp",
-                                             "core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm "
-                                             "qkv_linear fused_group_mlp gdp_qkv"};
-        const char *oa = k->v == 18 ? off_ok[0] : k->v == 19 ? off_ok[1] : off_ok[2];
-        const char *om = S(k, "offload_modules"), *p;
-        if (k->cpu_offloading)
-            return TAE("fine_grained_activation_offloading cannot be enabled with cpu_offloading.");
-        if (!nwords(om))
-            return TAE("AssertionError (no message)");
-        for (p = om; *p;) {
-            char w[48];
-            size_t l;
-            while (*p == ' ')
-                p++;
-            l = strcspn(p, " ");
-            if (!l)
-                break;
-            snprintf(w, sizeof w, "%.*s", (int)(l < 47 ? l : 47), p);
-            if (!inw(oa, w))
-                return TAE("Invalid choices for offload_modules: {'%s'}. Allowed modules are: {%s}", w, oa);
-            p += l;
+    return 0;
+}
+
+/* Fine-grained activation offloading's modules and sizes (r0.16 on). */
+static int tc_offload_modules(chk *k)
+{
+    static const char *const off_ok[] = {"core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm qkv_linear",
+                                         "core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm "
+                                         "qkv_linear fused_group_mlp",
+                                         "core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm "
+                                         "qkv_linear fused_group_mlp gdp_qkv"};
+    const char *oa = k->v == 18 ? off_ok[0] : k->v == 19 ? off_ok[1] : off_ok[2];
+    const char *om = S(k, "offload_modules"), *p;
+    if (k->cpu_offloading)
+        return TAE("fine_grained_activation_offloading cannot be enabled with cpu_offloading.");
+    if (!nwords(om))
+        return TAE("AssertionError (no message)");
+    for (p = om; *p;) {
+        char w[48];
+        size_t l;
+        while (*p == ' ')
+            p++;
+        l = strcspn(p, " ");
+        if (!l)
+            break;
+        snprintf(w, sizeof w, "%.*s", (int)(l < 47 ? l : 47), p);
+        if (!inw(oa, w))
+            return TAE("Invalid choices for offload_modules: {'%s'}. Allowed modules are: {%s}", w, oa);
+        p += l;
+    }
+    if (inw(om, "attn_proj") && !inw(om, "core_attn"))
+        return TVE("attn_proj cannot be set to offload_modules alone without core_attn because the "
+                   "input of attn_proj is the output of core_attn, which is needed in "
+                   "core_attn.backward().");
+    if (k->v >= 20 && inw(om, "gdp_qkv") && k->gran == 2 && inw(k->rm, "gdp_in_proj"))
+        return TVE("gdp_qkv cannot be set in offload_modules together with gdp_in_proj in "
+                   "recompute_modules");
+    if (k->v >= 19 && k->gran == 2 && inw(k->rm, "moe") &&
+        (inw(om, "moe_act") || inw(om, "expert_fc1") || inw(om, "fused_group_mlp")))
+        return TVE("Cannot offload {'%s'} while recomputing the entire MoE layer. 'moe' in "
+                   "recompute_modules wraps the full MoE forward in a checkpoint, so offloading "
+                   "activations inside it is redundant and will cause errors. Either remove 'moe' "
+                   "from --recompute-modules or remove it from --offload-modules.",
+                   inw(om, "moe_act") ? "moe_act" : inw(om, "expert_fc1") ? "expert_fc1" : "fused_group_mlp");
+    if (k->v >= 19) {
+        if (I(k, "min_offloaded_tensor_size", 0) < 0)
+            return TVE("min_offloaded_tensor_size must be non-negative.");
+        {
+            double fr = F(k, "activation_offload_fraction", 1.0);
+            if (!(fr >= 0 && fr <= 1))
+                return TVE("activation_offload_fraction must be in range [0, 1].");
         }
-        if (inw(om, "attn_proj") && !inw(om, "core_attn"))
-            return TVE("attn_proj cannot be set to offload_modules alone without core_attn because the "
-                       "input of attn_proj is the output of core_attn, which is needed in "
-                       "core_attn.backward().");
-        if (k->v >= 20 && inw(om, "gdp_qkv") && k->gran == 2 && inw(k->rm, "gdp_in_proj"))
-            return TVE("gdp_qkv cannot be set in offload_modules together with gdp_in_proj in "
-                       "recompute_modules");
-        if (k->v >= 19 && k->gran == 2 && inw(k->rm, "moe") &&
-            (inw(om, "moe_act") || inw(om, "expert_fc1") || inw(om, "fused_group_mlp")))
-            return TVE("Cannot offload {'%s'} while recomputing the entire MoE layer. 'moe' in "
-                       "recompute_modules wraps the full MoE forward in a checkpoint, so offloading "
-                       "activations inside it is redundant and will cause errors. Either remove 'moe' "
-                       "from --recompute-modules or remove it from --offload-modules.",
-                       inw(om, "moe_act") ? "moe_act" : inw(om, "expert_fc1") ? "expert_fc1" : "fused_group_mlp");
-        if (k->v >= 19) {
-            if (I(k, "min_offloaded_tensor_size", 0) < 0)
-                return TVE("min_offloaded_tensor_size must be non-negative.");
-            {
-                double fr = F(k, "activation_offload_fraction", 1.0);
-                if (!(fr >= 0 && fr <= 1))
-                    return TVE("activation_offload_fraction must be in range [0, 1].");
-            }
-            if (I(k, "delta_offload_bytes_across_pp_ranks", 0) < 0)
-                return TVE("delta_offload_bytes_across_pp_ranks must be non-negative.");
-            if (inw(om, "fused_group_mlp")) {
-                if (!on(k, "use_transformer_engine_op_fuser"))
-                    return TVE("fused_group_mlp requires use_transformer_engine_op_fuser.");
-                if (inw(om, "expert_fc1") || inw(om, "moe_act"))
-                    return TVE("fused_group_mlp offloads the whole fused grouped MLP and cannot be "
-                               "combined with expert_fc1 or moe_act.");
-            }
+        if (I(k, "delta_offload_bytes_across_pp_ranks", 0) < 0)
+            return TVE("delta_offload_bytes_across_pp_ranks must be non-negative.");
+        if (inw(om, "fused_group_mlp")) {
+            if (!on(k, "use_transformer_engine_op_fuser"))
+                return TVE("fused_group_mlp requires use_transformer_engine_op_fuser.");
+            if (inw(om, "expert_fc1") || inw(om, "moe_act"))
+                return TVE("fused_group_mlp offloads the whole fused grouped MLP and cannot be "
+                           "combined with expert_fc1 or moe_act.");
         }
     }
+    return 0;
+}
+
+/* MoE paged stashing (r0.16 on). */
+static int tc_paged_stash(chk *k)
+{
     if (k->v >= 18 && on(k, "moe_paged_stash")) {
         const char *om = S(k, "offload_modules");
         if (k->cpu_offloading)
@@ -1588,6 +1660,16 @@ static int tc_recompute(chk *k)
                        k->v >= 19 ? ", or fused_group_mlp" : "");
     }
     return 0;
+}
+
+/* recompute, offloading, CPU offloading */
+static int tc_recompute(chk *k)
+{
+    if (tc_recompute_modules(k))
+        return 1;
+    if (k->v >= 18 && on(k, "fine_grained_activation_offloading") && tc_offload_modules(k))
+        return 1;
+    return tc_paged_stash(k);
 }
 
 static int tc_router(chk *k)
@@ -2103,19 +2185,9 @@ static void ab_list(argvb *a, const char *flag, unsigned bits, const char *const
             ab_push(a, names[i]);
 }
 
-/* The knobs in the version's spelling, on the sim's model base (an MoE LLM
- * like the corpus bases: no linear bias, no dropout, SwiGLU, RoPE). */
-static void render_cfg(const sim_cfg *c, int ver, argvb *a)
+/* The sim's model base and the model's shape. */
+static void render_model(const sim_cfg *c, argvb *a)
 {
-    static const char *const rc_n[] = {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
-                                       "moe", "shared_experts", "gdn_norm_out", NULL};
-    static const char *const off_n[] = {"attn_norm", "qkv_linear", "core_attn", "attn_proj",
-                                        "mlp_norm", "expert_fc1", "moe_act", NULL};
-    static const char *const cg_n[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess", NULL};
-    static const char *const disp_n[] = {"allgather", "alltoall", "flex"};
-    static const char *const be_n[] = {"none", "deepep", "hybridep", "ncclep"};
-    static const char *const r8_n[] = {"delayed", "delayed", "tensorwise", "blockwise", "mxfp8"};
-    static const char *const impl_n[] = {"none", "local", "transformer_engine", "full_iteration"};
     char b[600];
     ab_push(a, "--disable-bias-linear");
     ab_push(a, "--swiglu");
@@ -2170,6 +2242,11 @@ static void render_cfg(const sim_cfg *c, int ver, argvb *a)
     ab_int(a, "--seq-length", c->seq_length);
     ab_int(a, "--max-position-embeddings",
            c->max_position_embeddings > 0 ? c->max_position_embeddings : c->seq_length);
+}
+
+/* The parallel sizes, the pipeline layout and the batch. */
+static void render_parallel(const sim_cfg *c, argvb *a)
+{
     ab_int(a, "--tensor-model-parallel-size", c->tensor_model_parallel_size);
     ab_int(a, "--pipeline-model-parallel-size", c->pipeline_model_parallel_size);
     ab_int(a, "--context-parallel-size", c->context_parallel_size);
@@ -2194,6 +2271,18 @@ static void render_cfg(const sim_cfg *c, int ver, argvb *a)
     if (c->global_batch_size > 0)
         ab_int(a, "--global-batch-size", c->global_batch_size);
     ab_int(a, "--train-iters", c->train_iters);
+}
+
+/* Recompute, offloading and the MoE dispatcher and router. */
+static void render_recompute_moe(const sim_cfg *c, int ver, argvb *a)
+{
+    static const char *const rc_n[] = {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp",
+                                       "moe", "shared_experts", "gdn_norm_out", NULL};
+    static const char *const off_n[] = {"attn_norm", "qkv_linear", "core_attn", "attn_proj",
+                                        "mlp_norm", "expert_fc1", "moe_act", NULL};
+    static const char *const disp_n[] = {"allgather", "alltoall", "flex"};
+    static const char *const be_n[] = {"none", "deepep", "hybridep", "ncclep"};
+    char b[600];
     if (c->recompute_granularity != SIM_GRAN_NONE) {
         ab_push(a, "--recompute-granularity");
         ab_push(a, c->recompute_granularity == SIM_GRAN_FULL ? "full" : "selective");
@@ -2234,6 +2323,14 @@ static void render_cfg(const sim_cfg *c, int ver, argvb *a)
         ab_push(a, "--moe-expert-capacity-factor");
         ab_push(a, b);
     }
+}
+
+/* Overlaps, the precisions, CUDA graphs and GC. */
+static void render_overlap_precision(const sim_cfg *c, int ver, argvb *a)
+{
+    static const char *const cg_n[] = {"attn", "mlp", "moe", "moe_router", "moe_preprocess", NULL};
+    static const char *const r8_n[] = {"delayed", "delayed", "tensorwise", "blockwise", "mxfp8"};
+    static const char *const impl_n[] = {"none", "local", "transformer_engine", "full_iteration"};
     if (c->moe_pad_expert_input_to_capacity)
         ab_push(a, "--moe-pad-expert-input-to-capacity");
     if (c->overlap_moe_expert_parallel_comm)
@@ -2291,6 +2388,16 @@ static void render_cfg(const sim_cfg *c, int ver, argvb *a)
     }
     if (c->moe_router_fusion)
         ab_push(a, "--moe-router-fusion");
+}
+
+/* The knobs in the version's spelling, on the sim's model base (an MoE LLM
+ * like the corpus bases: no linear bias, no dropout, SwiGLU, RoPE). */
+static void render_cfg(const sim_cfg *c, int ver, argvb *a)
+{
+    render_model(c, a);
+    render_parallel(c, a);
+    render_recompute_moe(c, ver, a);
+    render_overlap_precision(c, ver, a);
 }
 
 void sim_stack_of(const sim_cfg *c, sim_stack *st, mt_kv *env)

@@ -358,86 +358,88 @@ sim_trace *sim_trace_open(const sim_cfg *c, const sim_breakdown *b)
     return t;
 }
 
-/* Builds one forward (bwd = 0) or backward pass over a layer group. */
-static void pass_ops(sim_trace *t, int bwd, int dense, double cp_budget, double ep_op, double hid_op,
-                     double tp_op, double cp_op)
-{
-    const sim_cfg *c = &t->c;
-    const names *nm = &t->nm;
-    oplist *l = &t->ops;
-    int lowp = nm->quant[0] != '\0';
-    int shared = c->moe_shared_expert_intermediate_size > 0 && !dense;
-    double unit, hid = 0;
-    const char *gf = bwd ? nm->gemm_dgrad : nm->gemm_fwd;
-    const char *ge = c->moe_grouped_gemm ? (bwd ? nm->grouped_dgrad : nm->grouped_fwd) : gf;
-    const char *partner = c->moe_grouped_gemm ? (bwd ? nm->grouped_fwd : nm->grouped_wgrad)
-                                              : (bwd ? nm->gemm_fwd : nm->gemm_wgrad);
-    int nexp = !c->moe_grouped_gemm && t->local_experts > 1 ? (t->local_experts < 4 ? t->local_experts : 4) : 1;
-    int i;
-    size_t start = l->n, j;
-    double wsum = 0;
-    int n_ep = 0;
-    /* EP comm: the hidden part of each of the two ops runs under a partner
-     * kernel taken from this pass's compute */
-    if (!dense && ep_op > 0)
-        hid = hid_op;
-    /* kernels are added with their relative weights and scaled to the
-     * pass's compute budget at the end (see fill) */
+/* What one pass's kernels are built from: its trace, names, kernel choices and comm sizes. */
+typedef struct pass_kit {
+    const sim_cfg *c;
+    const names *nm;
+    oplist *l;
+    int dense, lowp, shared, nexp;
+    const char *gf, *ge, *partner;
+    double ep_op, hid, tp_op, cp_op;
+} pass_kit;
+
 #define K(tag, name, w) add(l, OP_KERNEL, SIM_STREAM_COMPUTE, tag, name, (w))
-    if (!bwd) {
-        K(TAG_ATTN, "void transformer_engine::normalization::rmsnorm_fwd_tuned_kernel<...>", 1.5);
-        if (lowp)
-            K(TAG_ATTN, nm->quant, 1.0);
-        if (tp_op > 0)
-            add(l, OP_SERIAL, SIM_STREAM_TP, TAG_ATTN,
-                c->tp_comm_overlap ? "userbuffers_fp16_sum_inplace_gpu_rr_ag"
-                                   : "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-                tp_op / 2);
-        K(TAG_ATTN, gf, 9);
-        if (cp_op > 0)
-            add(l, OP_SERIAL, SIM_STREAM_CP, TAG_ATTN,
-                "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", cp_op);
-        K(TAG_ATTN, "flash_fwd_kernel", 16);
-        K(TAG_ATTN, gf, 6);
-        if (tp_op > 0)
-            add(l, OP_SERIAL, SIM_STREAM_TP, TAG_ATTN,
-                c->tp_comm_overlap
-                    ? "userbuffers_fp16_sum_inplace_gpu_rr_rs"
-                    : "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
-                tp_op / 2);
-        K(TAG_ATTN, "void transformer_engine::normalization::rmsnorm_fwd_tuned_kernel<...>", 1.5);
-        if (lowp)
-            K(TAG_ATTN, nm->quant, 1.0);
-        if (dense) {
-            K(TAG_MLP, gf, 25);
-            K(TAG_MLP, "void transformer_engine::swiglu_kernel<__nv_bfloat16>(...)", 3);
-            K(TAG_MLP, gf, 25);
-            goto fill;
-        }
-        K(TAG_ROUTER, nm->router, 1.5);
-        if (c->moe_router_fusion) {
-            K(TAG_ROUTER, "void transformer_engine::fused_topk_with_score_function_forward_kernel<float>(...)", 0.5);
-        } else {
-            K(TAG_ROUTER, "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(...)", 0.7);
-            K(TAG_ROUTER, "void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(...)", 0.8);
-        }
-        K(TAG_PREP, "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<long, at::native::func_wrapper<long, at::native::sum_functor<long, long, long>>, unsigned int, long, 4>>(...)", 0.5);
-        K(TAG_MOE, c->moe_permute_fusion ? "void transformer_engine::moe_permute_kernel<__nv_bfloat16, float, true>(...)"
-                                         : "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(...)", 3);
-        add_ep(l, nm->dispatch, ep_op, hid, partner);
-        for (i = 0; i < nexp; i++)
-            K(TAG_MOE, ge, 21.0 / nexp);
-        K(TAG_MOE, "void transformer_engine::swiglu_kernel<__nv_bfloat16>(...)", 3);
-        for (i = 0; i < nexp; i++)
-            K(TAG_MOE, ge, 21.0 / nexp);
-        add_ep(l, nm->combine, ep_op, hid, partner);
-        K(TAG_MOE, c->moe_permute_fusion ? "void transformer_engine::moe_unpermute_kernel<__nv_bfloat16, float, true>(...)"
-                                         : "void at::native::index_put_with_sort_kernel<c10::BFloat16>(...)", 3);
-        if (shared)
-            K(TAG_SHARED, nm->gemm_fwd, 9);
-        goto fill;
+
+/* The forward pass's kernels over a layer group, with relative weights. */
+static void pass_fwd_ops(const pass_kit *p)
+{
+    const sim_cfg *c = p->c;
+    const names *nm = p->nm;
+    oplist *l = p->l;
+    const char *gf = p->gf, *ge = p->ge, *partner = p->partner;
+    double ep_op = p->ep_op, hid = p->hid, tp_op = p->tp_op, cp_op = p->cp_op;
+    int lowp = p->lowp, shared = p->shared, dense = p->dense, nexp = p->nexp, i;
+    K(TAG_ATTN, "void transformer_engine::normalization::rmsnorm_fwd_tuned_kernel<...>", 1.5);
+    if (lowp)
+        K(TAG_ATTN, nm->quant, 1.0);
+    if (tp_op > 0)
+        add(l, OP_SERIAL, SIM_STREAM_TP, TAG_ATTN,
+            c->tp_comm_overlap ? "userbuffers_fp16_sum_inplace_gpu_rr_ag"
+                               : "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            tp_op / 2);
+    K(TAG_ATTN, gf, 9);
+    if (cp_op > 0)
+        add(l, OP_SERIAL, SIM_STREAM_CP, TAG_ATTN,
+            "ncclDevKernel_SendRecv(ncclDevKernelArgsStorage<4096ul>)", cp_op);
+    K(TAG_ATTN, "flash_fwd_kernel", 16);
+    K(TAG_ATTN, gf, 6);
+    if (tp_op > 0)
+        add(l, OP_SERIAL, SIM_STREAM_TP, TAG_ATTN,
+            c->tp_comm_overlap
+                ? "userbuffers_fp16_sum_inplace_gpu_rr_rs"
+                : "ncclDevKernel_ReduceScatter_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            tp_op / 2);
+    K(TAG_ATTN, "void transformer_engine::normalization::rmsnorm_fwd_tuned_kernel<...>", 1.5);
+    if (lowp)
+        K(TAG_ATTN, nm->quant, 1.0);
+    if (dense) {
+        K(TAG_MLP, gf, 25);
+        K(TAG_MLP, "void transformer_engine::swiglu_kernel<__nv_bfloat16>(...)", 3);
+        K(TAG_MLP, gf, 25);
+        return;
     }
-    /* backward: the same layer in reverse, GEMMs as dgrad + wgrad */
+    K(TAG_ROUTER, nm->router, 1.5);
+    if (c->moe_router_fusion) {
+        K(TAG_ROUTER, "void transformer_engine::fused_topk_with_score_function_forward_kernel<float>(...)", 0.5);
+    } else {
+        K(TAG_ROUTER, "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float>(...)", 0.7);
+        K(TAG_ROUTER, "void at::native::sbtopk::gatherTopK<float, unsigned int, 2, false>(...)", 0.8);
+    }
+    K(TAG_PREP, "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<long, at::native::func_wrapper<long, at::native::sum_functor<long, long, long>>, unsigned int, long, 4>>(...)", 0.5);
+    K(TAG_MOE, c->moe_permute_fusion ? "void transformer_engine::moe_permute_kernel<__nv_bfloat16, float, true>(...)"
+                                     : "void at::native::(anonymous namespace)::indexSelectLargeIndex<c10::BFloat16, long, unsigned int, 2, 2, -2, true>(...)", 3);
+    add_ep(l, nm->dispatch, ep_op, hid, partner);
+    for (i = 0; i < nexp; i++)
+        K(TAG_MOE, ge, 21.0 / nexp);
+    K(TAG_MOE, "void transformer_engine::swiglu_kernel<__nv_bfloat16>(...)", 3);
+    for (i = 0; i < nexp; i++)
+        K(TAG_MOE, ge, 21.0 / nexp);
+    add_ep(l, nm->combine, ep_op, hid, partner);
+    K(TAG_MOE, c->moe_permute_fusion ? "void transformer_engine::moe_unpermute_kernel<__nv_bfloat16, float, true>(...)"
+                                     : "void at::native::index_put_with_sort_kernel<c10::BFloat16>(...)", 3);
+    if (shared)
+        K(TAG_SHARED, nm->gemm_fwd, 9);
+}
+
+/* The backward pass's kernels: the same layer in reverse, GEMMs as dgrad + wgrad. */
+static void pass_bwd_ops(const pass_kit *p)
+{
+    const sim_cfg *c = p->c;
+    const names *nm = p->nm;
+    oplist *l = p->l;
+    const char *ge = p->ge, *partner = p->partner;
+    double ep_op = p->ep_op, hid = p->hid, tp_op = p->tp_op, cp_op = p->cp_op;
+    int lowp = p->lowp, shared = p->shared, dense = p->dense, nexp = p->nexp, i;
     if (dense) {
         K(TAG_MLP, nm->gemm_dgrad, 25);
         K(TAG_MLP, nm->gemm_wgrad, 25);
@@ -499,8 +501,15 @@ static void pass_ops(sim_trace *t, int bwd, int dense, double cp_budget, double 
     K(TAG_ATTN, "void transformer_engine::normalization::rmsnorm_bwd_tuned_kernel<...>", 1.5);
     if (lowp)
         K(TAG_ATTN, nm->quant, 2.0);
+}
 #undef K
-fill:
+
+/* Scales the kernels added since start to the pass's compute budget, less the hidden EP time. */
+static void pass_scale(oplist *l, size_t start, double cp_budget, double hid)
+{
+    double unit, wsum = 0;
+    int n_ep = 0;
+    size_t j;
     if (l->oom)
         return;
     for (j = start; j < l->n; j++) {
@@ -515,6 +524,39 @@ fill:
     for (j = start; j < l->n; j++)
         if (l->v[j].type == OP_KERNEL)
             l->v[j].dur *= unit;
+}
+
+/* Builds one forward (bwd = 0) or backward pass over a layer group. */
+static void pass_ops(sim_trace *t, int bwd, int dense, double cp_budget, double ep_op, double hid_op,
+                     double tp_op, double cp_op)
+{
+    const sim_cfg *c = &t->c;
+    const names *nm = &t->nm;
+    oplist *l = &t->ops;
+    int lowp = nm->quant[0] != '\0';
+    int shared = c->moe_shared_expert_intermediate_size > 0 && !dense;
+    double hid = 0;
+    const char *gf = bwd ? nm->gemm_dgrad : nm->gemm_fwd;
+    const char *ge = c->moe_grouped_gemm ? (bwd ? nm->grouped_dgrad : nm->grouped_fwd) : gf;
+    const char *partner = c->moe_grouped_gemm ? (bwd ? nm->grouped_fwd : nm->grouped_wgrad)
+                                              : (bwd ? nm->gemm_fwd : nm->gemm_wgrad);
+    int nexp = !c->moe_grouped_gemm && t->local_experts > 1 ? (t->local_experts < 4 ? t->local_experts : 4) : 1;
+    size_t start = l->n;
+    pass_kit p;
+    /* EP comm: the hidden part of each of the two ops runs under a partner
+     * kernel taken from this pass's compute */
+    if (!dense && ep_op > 0)
+        hid = hid_op;
+    /* kernels are added with their relative weights and scaled to the
+     * pass's compute budget at the end (pass_scale) */
+    p.c = c, p.nm = nm, p.l = l, p.dense = dense, p.lowp = lowp, p.shared = shared;
+    p.nexp = nexp, p.gf = gf, p.ge = ge, p.partner = partner;
+    p.ep_op = ep_op, p.hid = hid, p.tp_op = tp_op, p.cp_op = cp_op;
+    if (!bwd)
+        pass_fwd_ops(&p);
+    else
+        pass_bwd_ops(&p);
+    pass_scale(l, start, cp_budget, hid);
 }
 
 /* Whether CUDA graphs capture an op with this tag. */
@@ -557,38 +599,16 @@ static void emit_runtime(sim_trace *t, const char *name, double ts, double dur, 
          name, HOST_PID, HOST_TID, ts, dur, corr);
 }
 
-void sim_trace_step(sim_trace *t, int it, double start_s, double dur_s)
+/* The step's ops: every pass over the microbatch and layer groups, then DP, offload, optimizer. */
+static void step_ops(sim_trace *t, double k, double compute, double ep, double ex_frac, double tp,
+                     double cp)
 {
-    const sim_cfg *c;
-    const sim_breakdown *b;
-    double k, T, compute, ep, ex_frac, tp, cp, host, gap, tcur, bubble;
+    const sim_cfg *c = &t->c;
+    const sim_breakdown *b = &t->b;
     double pass_fwd, pass_bwd, ep_op, tp_op, cp_op, hid_pair, hid_f, hid_b;
-    int M, L, m, l, launches = 0, in_graph = 0, dense0, moe_groups, replay;
+    int M = t->micro_groups, L = t->layer_groups, m, l, dense0, moe_groups;
     size_t i;
-    long graph_corr = 0;
-    if (!t || dur_s <= 0)
-        return;
-    c = &t->c;
-    b = &t->b;
-    /* graphs exist only once captured, at step warm-up + 1 */
-    replay = c->cuda_graph_impl != SIM_CG_NONE && it > c->cuda_graph_warmup_steps + 1;
-    T = dur_s * 1e6; /* microseconds */
-    k = t->total > 0 ? T / t->total : 0;
-    compute = (b->compute > 0 ? b->compute : (t->total > 0 ? 0 : 0.6 * dur_s)) * (t->total > 0 ? k : 1e6);
-    ep = b->ep_comm * k;
-    ex_frac = b->ep_comm > 0 ? b->ep_exposed / b->ep_comm : 1;
-    if (ex_frac < 0)
-        ex_frac = 0;
-    if (ex_frac > 1)
-        ex_frac = 1;
-    tp = b->tp_comm * k;
-    cp = b->cp_comm * k;
-    host = b->host * k;
-    bubble = b->pp_bubble * k;
-    M = t->micro_groups;
-    L = t->layer_groups;
 
-    /* ---- the step's ops ---- */
     t->ops.n = 0;
     pass_fwd = compute / 3.0 / (M * L);
     pass_bwd = 2.0 * compute / 3.0 / (M * L);
@@ -642,10 +662,14 @@ void sim_trace_step(sim_trace *t, int it, double start_s, double dur_s)
             "void multi_tensor_apply_kernel<TensorListMetadata<4>, AdamFunctor<float, float, float>, "
             "float, float, float, float, float, float, adamMode_t, float>(...)",
             0.25 * b->optimizer * k);
-    if (t->ops.oom)
-        return;
+}
 
-    /* ---- launches: every individually launched kernel and every graph ---- */
+/* Launches on the host: every individually launched kernel and every graph; marks ops graphed. */
+static int step_launches(sim_trace *t, int replay)
+{
+    const sim_cfg *c = &t->c;
+    int launches = 0, in_graph = 0;
+    size_t i;
     for (i = 0; i < t->ops.n; i++) {
         op *o = &t->ops.v[i];
         o->graphed = o->type != OP_IDLE && o->type != OP_MEMCPY && replay && captured(c, o->tag);
@@ -662,9 +686,17 @@ void sim_trace_step(sim_trace *t, int it, double start_s, double dur_s)
             in_graph = 0;
         }
     }
-    gap = launches > 0 ? host / launches : 0;
+    return launches;
+}
 
-    /* ---- lay it out ---- */
+/* Writes the step's ops as trace events from start_s on, gap microseconds of host time apart. */
+static void step_emit(sim_trace *t, int it, double start_s, double T, double bubble, double gap)
+{
+    double tcur;
+    int in_graph;
+    long graph_corr = 0;
+    size_t i;
+
     tcur = start_s * 1e6;
     bput(&t->out,
          ",\n    {\"ph\": \"X\", \"cat\": \"user_annotation\", \"name\": \"ProfilerStep#%d\", "
@@ -721,6 +753,43 @@ void sim_trace_step(sim_trace *t, int it, double start_s, double dur_s)
             break;
         }
     }
+}
+
+void sim_trace_step(sim_trace *t, int it, double start_s, double dur_s)
+{
+    const sim_cfg *c;
+    const sim_breakdown *b;
+    double k, T, compute, ep, ex_frac, tp, cp, host, gap, bubble;
+    int launches, replay;
+    if (!t || dur_s <= 0)
+        return;
+    c = &t->c;
+    b = &t->b;
+    /* graphs exist only once captured, at step warm-up + 1 */
+    replay = c->cuda_graph_impl != SIM_CG_NONE && it > c->cuda_graph_warmup_steps + 1;
+    T = dur_s * 1e6; /* microseconds */
+    k = t->total > 0 ? T / t->total : 0;
+    compute = (b->compute > 0 ? b->compute : (t->total > 0 ? 0 : 0.6 * dur_s)) * (t->total > 0 ? k : 1e6);
+    ep = b->ep_comm * k;
+    ex_frac = b->ep_comm > 0 ? b->ep_exposed / b->ep_comm : 1;
+    if (ex_frac < 0)
+        ex_frac = 0;
+    if (ex_frac > 1)
+        ex_frac = 1;
+    tp = b->tp_comm * k;
+    cp = b->cp_comm * k;
+    host = b->host * k;
+    bubble = b->pp_bubble * k;
+
+    /* ---- the step's ops ---- */
+    step_ops(t, k, compute, ep, ex_frac, tp, cp);
+    if (t->ops.oom)
+        return;
+
+    /* ---- launches, then the layout ---- */
+    launches = step_launches(t, replay);
+    gap = launches > 0 ? host / launches : 0;
+    step_emit(t, it, start_s, T, bubble, gap);
     t->steps++;
 }
 
