@@ -161,7 +161,7 @@ int mt_audit_base(mt_registry *r, const mt_contract *c, const mt_kv *base, mt_di
     mt_legality(r, c, base, &vs, d);
     report_violations(c, &vs, "the base configuration is illegal: ", d);
     n = (int)vs.n;
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     return n;
 }
 
@@ -197,9 +197,9 @@ static int legal_with(mt_registry *r, const mt_contract *c, const mt_kv *base, m
     free(cand.variable);
     mt_kv_destroy(&cand.repairs);
     mt_kv_destroy(&cand.config);
-    mt_strlist_free(&cand.notes);
-    mt_strlist_free(&cand.repair_notes);
-    mt_violations_free(&cand.violations);
+    mt_strlist_clear(&cand.notes);
+    mt_strlist_clear(&cand.repair_notes);
+    mt_violations_clear(&cand.violations);
     return ok;
 }
 
@@ -425,7 +425,7 @@ static int search_value(space_walk *s, size_t i, size_t j, size_t *budget, doubl
         report_unreachable(s, &v, j, configs);
         problem = 1;
     }
-    mt_violations_free(&v.first);
+    mt_violations_clear(&v.first);
     return problem;
 }
 

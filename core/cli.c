@@ -393,7 +393,7 @@ static int require_legal(mt_session *s)
     } else if (mt_diag_count(d)) {
         rc = 1;
     }
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     mt_diag_destroy(&d);
     return rc;
 }

@@ -276,7 +276,7 @@ static int cmd_check_startup(const char *path)
         printf("contract %s: legal at start-up on Megatron-LM %s\n", s.contract->name,
                mt_kv_get(s.contract->view, "stack.dialect"));
     rc = n ? MT_EXIT_BAD_INPUT : mt_diag_count(d) ? 1 : 0;
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     mt_diag_destroy(&d);
     mt_session_clear(&s);
     return rc;
@@ -506,7 +506,7 @@ static int list_candidates(mt_session *s, const char *wall, uint32_t mask)
     printf("%zu candidates, %zu legal\n", cs.n, legal);
     rc = mt_diag_count(d) ? 1 : 0;
     mt_diag_print(d, stderr);
-    mt_candidates_free(&cs);
+    mt_candidates_clear(&cs);
     mt_diag_destroy(&d);
     return rc;
 }
@@ -552,7 +552,7 @@ static void list_not_offered(mt_session *s)
                 printf("- %s=%s: %s\n", names[i], *v, vs.v[j].message);
                 break;
             }
-            mt_violations_free(&vs);
+            mt_violations_clear(&vs);
             mt_diag_destroy(&d);
             mt_kv_destroy(&cfg);
         }
@@ -628,7 +628,7 @@ int mt_cmd_runs(int argc, char **argv)
     }
     rc = mt_store_print_runs(st, stdout, fmt, d);
     mt_diag_print(d, stderr);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     mt_diag_destroy(&d);
     return rc ? 1 : 0;
 }

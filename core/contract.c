@@ -1070,7 +1070,7 @@ static void check_fixed_args(loader *L, const mt_mlm_dialect *dl)
     if (mt_argparse(dl, L->c->fixed_args, L->c->n_fixed_args, ns, &res))
         err(L, NULL, "fixed_args", "Megatron-LM %s refuses fixed_args: %s", mt_dialect_name(dl),
             res.error);
-    mt_argparse_result_free(&res);
+    mt_argparse_result_clear(&res);
     mt_kv_destroy(&ns);
 }
 

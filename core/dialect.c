@@ -436,7 +436,7 @@ static int fail(mt_argparse_result *res, const char *where, const char *fmt, con
     return -1;
 }
 
-void mt_argparse_result_free(mt_argparse_result *res)
+void mt_argparse_result_clear(mt_argparse_result *res)
 {
     if (!res)
         return;

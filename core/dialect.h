@@ -82,7 +82,7 @@ int mt_argparse(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_kv *
  * values a plugin adds to a knob it extends (a patched stack's backend). */
 int mt_argparse_ext(const mt_mlm_dialect *d, char *const *argv, size_t argc, mt_kv *ns,
                     mt_argparse_result *res, const mt_kv *extra);
-void mt_argparse_result_free(mt_argparse_result *res);
+void mt_argparse_result_clear(mt_argparse_result *res);
 
 /* The namespace's default value of a row, normalized as above; NULL for None. */
 int mt_flag_default(const mt_flag *f, char *buf, size_t n);

@@ -85,7 +85,7 @@ mt_kv *mt_args_of(mt_registry *r, const mt_contract *c, const mt_kv *cfg, mt_vio
     /* Bridge builds the same Megatron-Core configs: its rules are judged on
      * the Megatron-LM spelling of the same config. */
     if (mt_render(r, c, cfg, MT_DIALECT_MLM, &rd, d)) {
-        mt_rendered_free(&rd);
+        mt_rendered_clear(&rd);
         return NULL;
     }
     args = mt_kv_new();
@@ -106,8 +106,8 @@ mt_kv *mt_args_of(mt_registry *r, const mt_contract *c, const mt_kv *cfg, mt_vio
             mt_kv_set(args, key, v);
         }
     }
-    mt_argparse_result_free(&res);
-    mt_rendered_free(&rd);
+    mt_argparse_result_clear(&res);
+    mt_rendered_clear(&rd);
     mt_kv_destroy(&extra);
     return args;
 }
@@ -146,7 +146,7 @@ int mt_candidate_apply(mt_registry *r, const mt_contract *c, const mt_kv *base,
     int round;
 
     mt_kv_destroy(&cand->config);
-    mt_violations_free(&cand->violations);
+    mt_violations_clear(&cand->violations);
     cand->config = mt_kv_dup(base);
     if (!cand->config)
         return -1;
@@ -159,7 +159,7 @@ int mt_candidate_apply(mt_registry *r, const mt_contract *c, const mt_kv *base,
         size_t n_asked = 0, applied = 0;
         mt_legality(r, c, cand->config, &vs, d);
         if (!vs.n) {
-            mt_violations_free(&vs);
+            mt_violations_clear(&vs);
             break;
         }
         for (i = 0; i < vs.n; i++) {
@@ -203,7 +203,7 @@ int mt_candidate_apply(mt_registry *r, const mt_contract *c, const mt_kv *base,
             }
             mt_kv_destroy(&got);
         }
-        mt_violations_free(&vs);
+        mt_violations_clear(&vs);
         if (!applied)
             break;
     }
@@ -261,6 +261,6 @@ int mt_candidates_for(mt_registry *r, const mt_contract *c, const mt_kv *cfg,
         out->v[out->n++] = *cand;
         memset(cand, 0, sizeof *cand); /* moved */
     }
-    mt_candidates_free(&all);
+    mt_candidates_clear(&all);
     return rc;
 }

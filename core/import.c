@@ -468,7 +468,7 @@ int mt_import(const mt_registry *r, const mt_import_opts *o, char *const *argv, 
     }
     rc = write_contract(&im, o, out);
 done:
-    mt_argparse_result_free(&res);
+    mt_argparse_result_clear(&res);
     mt_kv_destroy(&extra);
     for (i = 0; i < im.n_fixed; i++)
         free(im.fixed[i]);

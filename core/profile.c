@@ -172,11 +172,11 @@ int mt_profile_build(const mt_trace *t, const char *label, const mt_profile_opts
 out:
     free(dev);
     if (rc)
-        mt_profile_free(p);
+        mt_profile_clear(p);
     return rc;
 }
 
-void mt_profile_free(mt_profile *p)
+void mt_profile_clear(mt_profile *p)
 {
     if (!p)
         return;

@@ -51,7 +51,7 @@ typedef struct mt_profile {
  * without kernels, steps the trace does not mark, out of memory). */
 int mt_profile_build(const mt_trace *t, const char *label, const mt_profile_opts *o,
                      mt_profile *p, mt_diag *d);
-void mt_profile_free(mt_profile *p);
+void mt_profile_clear(mt_profile *p);
 
 /* Text or one JSON object. */
 void mt_profile_print(const mt_profile *p, FILE *out, int json);

@@ -29,7 +29,7 @@ int mt_strlist_push(mt_strlist *l, const char *s)
     return 0;
 }
 
-void mt_strlist_free(mt_strlist *l)
+void mt_strlist_clear(mt_strlist *l)
 {
     size_t i;
     for (i = 0; i < l->n; i++)
@@ -61,7 +61,7 @@ char *mt_strlist_join(const mt_strlist *l, const char *sep)
     return out;
 }
 
-void mt_violations_free(mt_violations *vs)
+void mt_violations_clear(mt_violations *vs)
 {
     size_t i;
     for (i = 0; i < vs->n; i++) {
@@ -97,7 +97,7 @@ int mt_violations_has(const mt_violations *vs, const char *rule)
     return 0;
 }
 
-void mt_verdicts_free(mt_verdicts *vs)
+void mt_verdicts_clear(mt_verdicts *vs)
 {
     size_t i;
     for (i = 0; i < vs->n; i++) {
@@ -115,15 +115,15 @@ static void candidate_free(mt_candidate *c)
     free(c->variable);
     free(c->summary);
     mt_kv_destroy(&c->sets);
-    mt_strlist_free(&c->notes);
+    mt_strlist_clear(&c->notes);
     mt_kv_destroy(&c->repairs);
-    mt_strlist_free(&c->repair_notes);
+    mt_strlist_clear(&c->repair_notes);
     mt_kv_destroy(&c->config);
-    mt_violations_free(&c->violations);
+    mt_violations_clear(&c->violations);
     free(c->reject);
 }
 
-void mt_candidates_free(mt_candidates *cs)
+void mt_candidates_clear(mt_candidates *cs)
 {
     size_t i;
     for (i = 0; i < cs->n; i++)
@@ -139,9 +139,9 @@ void mt_rendered_init(mt_rendered *r)
     r->launch = mt_kv_new();
 }
 
-void mt_rendered_free(mt_rendered *r)
+void mt_rendered_clear(mt_rendered *r)
 {
-    mt_strlist_free(&r->argv);
+    mt_strlist_clear(&r->argv);
     mt_kv_destroy(&r->env);
     mt_kv_destroy(&r->launch);
 }
@@ -153,7 +153,7 @@ void mt_sink_init(mt_sink *s, int kind, const char *plugin)
     s->plugin = plugin;
 }
 
-void mt_sink_fini(mt_sink *s) { mt_strlist_free(&s->errors); }
+void mt_sink_fini(mt_sink *s) { mt_strlist_clear(&s->errors); }
 
 static int wrong(mt_sink *s, const char *builder)
 {

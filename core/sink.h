@@ -21,7 +21,7 @@ typedef struct mt_strlist {
 } mt_strlist;
 
 int mt_strlist_push(mt_strlist *l, const char *s);
-void mt_strlist_free(mt_strlist *l);
+void mt_strlist_clear(mt_strlist *l);
 /* Joins with sep; caller owns the return value. */
 char *mt_strlist_join(const mt_strlist *l, const char *sep);
 
@@ -38,7 +38,7 @@ typedef struct mt_violations {
     size_t n, cap;
 } mt_violations;
 
-void mt_violations_free(mt_violations *vs);
+void mt_violations_clear(mt_violations *vs);
 /* Appends one violation (copies every string). */
 int mt_violations_add(mt_violations *vs, const char *plugin, const char *rule,
                       const char *knobs, const char *message, uint32_t rule_class);
@@ -57,7 +57,7 @@ typedef struct mt_verdicts {
     size_t n, cap;
 } mt_verdicts;
 
-void mt_verdicts_free(mt_verdicts *vs);
+void mt_verdicts_clear(mt_verdicts *vs);
 
 /* A candidate as proposed, before and after the repair protocol. */
 typedef struct mt_candidate {
@@ -80,7 +80,7 @@ typedef struct mt_candidates {
     size_t n, cap;
 } mt_candidates;
 
-void mt_candidates_free(mt_candidates *cs);
+void mt_candidates_clear(mt_candidates *cs);
 
 /* Rendered launch pieces. */
 typedef struct mt_rendered {
@@ -90,7 +90,7 @@ typedef struct mt_rendered {
 } mt_rendered;
 
 void mt_rendered_init(mt_rendered *r);
-void mt_rendered_free(mt_rendered *r);
+void mt_rendered_clear(mt_rendered *r);
 
 enum mt_sink_kind {
     MT_SINK_INIT,

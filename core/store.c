@@ -985,7 +985,7 @@ mt_store *mt_store_open_fs(const char *dir, const mt_contract *c, unsigned long 
         goto fail;
     return s;
 fail:
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     return NULL;
 }
 
@@ -994,7 +994,7 @@ mt_store *mt_store_open(const char *dir, const mt_contract *c, mt_diag *d)
     return mt_store_open_fs(dir, c, 0, d);
 }
 
-void mt_store_close(mt_store **sp)
+void mt_store_destroy(mt_store **sp)
 {
     mt_store *s;
     size_t i;

@@ -72,7 +72,7 @@ int mt_store_fs_magic(const char *path, unsigned long *f_type);
  *     contract's file and line.
  * c may be NULL to open an existing store without checking its contract
  * (`moetune runs DIR`); then a missing store is an error, not created.
- * Caller owns the return value; close with mt_store_close. */
+ * Caller owns the return value; close with mt_store_destroy. */
 mt_store *mt_store_open(const char *dir, const mt_contract *c, mt_diag *d);
 
 /* mt_store_open as if DIR lay on a filesystem whose statfs f_type is
@@ -81,7 +81,7 @@ mt_store *mt_store_open_fs(const char *dir, const mt_contract *c, unsigned long 
                            mt_diag *d);
 
 /* Closes the database and frees *s; sets *s to NULL.  NULL-safe. */
-void mt_store_close(mt_store **s);
+void mt_store_destroy(mt_store **s);
 
 /* Path of the database file; borrowed, valid until close. */
 const char *mt_store_path(const mt_store *s);

@@ -121,7 +121,7 @@ int mt_trace_us_to_ns(const char *s, size_t len, int64_t *ns)
 
 /* ---- string table ------------------------------------------------------------------- */
 
-static uint32_t trace__hash(const char *s, size_t n)
+static uint32_t mt__trace_hash(const char *s, size_t n)
 {
     uint32_t h = 2166136261u;
     size_t i;
@@ -130,7 +130,7 @@ static uint32_t trace__hash(const char *s, size_t n)
     return h;
 }
 
-static int trace__rehash(mt_trace *t, size_t cap)
+static int mt__trace_rehash(mt_trace *t, size_t cap)
 {
     uint32_t *h = calloc(cap, sizeof *h);
     size_t i;
@@ -138,7 +138,7 @@ static int trace__rehash(mt_trace *t, size_t cap)
         return -ENOMEM;
     for (i = 0; i < t->nnames; i++) {
         const char *s = t->pool + t->names[i];
-        size_t j = trace__hash(s, strlen(s)) & (cap - 1);
+        size_t j = mt__trace_hash(s, strlen(s)) & (cap - 1);
         while (h[j])
             j = (j + 1) & (cap - 1);
         h[j] = (uint32_t)i + 1;
@@ -150,15 +150,15 @@ static int trace__rehash(mt_trace *t, size_t cap)
 }
 
 /* Id of name s (n bytes, no NUL needed), added when new; -1 on OOM. */
-static long trace__intern(mt_trace *t, const char *s, size_t n)
+static long mt__trace_intern(mt_trace *t, const char *s, size_t n)
 {
     size_t j;
     const char *nul = memchr(s, '\0', n);
     if (nul) /* a name ends at its first NUL (JSON "\u0000") */
         n = (size_t)(nul - s);
-    if (t->nnames * 2 >= t->hash_cap && trace__rehash(t, t->hash_cap ? t->hash_cap * 2 : 256))
+    if (t->nnames * 2 >= t->hash_cap && mt__trace_rehash(t, t->hash_cap ? t->hash_cap * 2 : 256))
         return -1;
-    j = trace__hash(s, n) & (t->hash_cap - 1);
+    j = mt__trace_hash(s, n) & (t->hash_cap - 1);
     while (t->hash[j]) {
         const char *o = t->pool + t->names[t->hash[j] - 1];
         if (!strncmp(o, s, n) && o[n] == '\0')
@@ -191,7 +191,7 @@ static long trace__intern(mt_trace *t, const char *s, size_t n)
     return (long)t->nnames++;
 }
 
-static const char *trace__name(const mt_trace *t, uint32_t id)
+static const char *mt__trace_name(const mt_trace *t, uint32_t id)
 {
     return t->pool + t->names[id];
 }
@@ -201,17 +201,17 @@ static const char *trace__name(const mt_trace *t, uint32_t id)
 static const struct {
     const char *pattern;
     int prefix;
-} trace__comm_defaults[] = {
+} mt__trace_comm_defaults[] = {
     {"nccl", 1},     {"deep_ep", 0},  {"hybrid_ep", 0}, {"nccl_ep", 0},
     {"alltoall", 0}, {"AllToAll", 0}, {"SendRecv", 0},
 };
 
-static int trace__match(const char *name, const char *pattern, int prefix)
+static int mt__trace_match(const char *name, const char *pattern, int prefix)
 {
     return prefix ? !strncmp(name, pattern, strlen(pattern)) : strstr(name, pattern) != NULL;
 }
 
-static int trace__any(const char *name, const char *const *pats)
+static int mt__trace_any(const char *name, const char *const *pats)
 {
     for (; *pats; pats++)
         if (strstr(name, *pats))
@@ -223,40 +223,40 @@ mt_trace_class mt_trace_classify(const mt_trace *t, const char *name)
 {
     size_t i;
     for (i = 0; t && i < t->nrules; i++)
-        if (trace__match(name, t->rules[i].pattern, t->rules[i].prefix))
+        if (mt__trace_match(name, t->rules[i].pattern, t->rules[i].prefix))
             return t->rules[i].cls;
-    for (i = 0; i < sizeof trace__comm_defaults / sizeof trace__comm_defaults[0]; i++)
-        if (trace__match(name, trace__comm_defaults[i].pattern, trace__comm_defaults[i].prefix))
+    for (i = 0; i < sizeof mt__trace_comm_defaults / sizeof mt__trace_comm_defaults[0]; i++)
+        if (mt__trace_match(name, mt__trace_comm_defaults[i].pattern, mt__trace_comm_defaults[i].prefix))
             return MT_TRACE_COMM;
     return MT_TRACE_COMPUTE;
 }
 
-static uint8_t trace__facts(const char *name)
+static uint8_t mt__trace_facts(const char *name)
 {
     static const char *const nvfp4[] = {"nvf4", "fp4", "e2m1", NULL};
     static const char *const fp8[] = {"e4m3", "fp8", "_f8", "mxf8", NULL};
     static const char *const mxfp8[] = {"mxf8", "bstensorop", "mxfp8", NULL};
     static const char *const a2a[] = {"SendRecv", "AllToAll", "alltoall", NULL};
     uint8_t f = 0;
-    int is4 = trace__any(name, nvfp4);
+    int is4 = mt__trace_any(name, nvfp4);
     if (is4)
         f |= F_NVFP4;
     /* an NVFP4 GEMM carries E4M3 scales ("ue4m3xe2m1"): not FP8 evidence */
-    if (!is4 && trace__any(name, fp8))
+    if (!is4 && mt__trace_any(name, fp8))
         f |= F_FP8;
-    if (!is4 && trace__any(name, mxfp8))
+    if (!is4 && mt__trace_any(name, mxfp8))
         f |= F_MXFP8;
     if (strstr(name, "deep_ep"))
         f |= F_DEEPEP;
     if (strstr(name, "hybrid_ep"))
         f |= F_HYBRIDEP;
-    if (trace__any(name, a2a))
+    if (mt__trace_any(name, a2a))
         f |= F_ALLTOALL;
     return f;
 }
 
 /* (Re)computes class and facts of every interned name. */
-static int trace__classify_all(mt_trace *t)
+static int mt__trace_classify_all(mt_trace *t)
 {
     uint8_t *c = realloc(t->cls, t->nnames ? t->nnames : 1);
     uint8_t *f;
@@ -268,8 +268,8 @@ static int trace__classify_all(mt_trace *t)
         return -ENOMEM;
     t->facts = f;
     for (i = 0; i < t->nnames; i++) {
-        t->cls[i] = (uint8_t)mt_trace_classify(t, trace__name(t, (uint32_t)i));
-        t->facts[i] = trace__facts(trace__name(t, (uint32_t)i));
+        t->cls[i] = (uint8_t)mt_trace_classify(t, mt__trace_name(t, (uint32_t)i));
+        t->facts[i] = mt__trace_facts(mt__trace_name(t, (uint32_t)i));
     }
     return 0;
 }
@@ -285,7 +285,7 @@ int mt_trace_add_class(mt_trace *t, const char *spec, mt_diag *d)
                    {"other", MT_TRACE_OTHER}};
     const char *colon = spec ? strchr(spec, ':') : NULL;
     const char *pat;
-    trace__rule *r;
+    mt__trace_rule *r;
     size_t i, k = colon ? (size_t)(colon - spec) : 0;
     for (i = 0; colon && i < sizeof classes / sizeof classes[0]; i++)
         if (strlen(classes[i].name) == k && !strncmp(spec, classes[i].name, k))
@@ -313,7 +313,7 @@ int mt_trace_add_class(mt_trace *t, const char *spec, mt_diag *d)
     r->prefix = colon[1] == '^';
     r->cls = classes[i].cls;
     t->nrules++;
-    return trace__classify_all(t);
+    return mt__trace_classify_all(t);
 }
 
 /* ---- the stream parser ---------------------------------------------------------------- */
@@ -324,15 +324,15 @@ enum { A_OTHER, A_DEVICE, A_STREAM };
 /* how a field arrived */
 enum { V_ABSENT = 0, V_OK, V_STRING, V_NUMBER, V_BOOL, V_NULL, V_MAP, V_ARRAY, V_BAD };
 
-typedef struct trace__ev {
+typedef struct mt__trace_ev {
     int cat, ph_x, ph_seen;
     int name_v, ts_v, dur_v, pid_v, tid_v, dev_v, stream_v;
     int64_t ts, dur, pid, tid, dev, stream;
     char *name;
     size_t name_len, name_cap;
-} trace__ev;
+} mt__trace_ev;
 
-typedef struct trace__ctx {
+typedef struct mt__trace_ctx {
     mt_trace *t;
     const char *label;
     char types[TRACE__MAXDEPTH];
@@ -342,15 +342,15 @@ typedef struct trace__ctx {
     int top_key_events; /* the current top-level key is "traceEvents" */
     int ev_key, args_key, in_args;
     size_t ev_index;
-    trace__ev ev;
+    mt__trace_ev ev;
     char err[512];
     char field[96];
-} trace__ctx;
+} mt__trace_ctx;
 
-static int trace__fail(trace__ctx *c, const char *field, const char *fmt, ...)
+static int mt__trace_fail(mt__trace_ctx *c, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-static int trace__fail(trace__ctx *c, const char *field, const char *fmt, ...)
+static int mt__trace_fail(mt__trace_ctx *c, const char *field, const char *fmt, ...)
 {
     va_list ap;
     if (!c->err[0]) {
@@ -362,7 +362,7 @@ static int trace__fail(trace__ctx *c, const char *field, const char *fmt, ...)
     return 0; /* cancels the parse */
 }
 
-static const char *trace__vname(int v)
+static const char *mt__trace_vname(int v)
 {
     switch (v) {
     case V_STRING:
@@ -383,20 +383,20 @@ static const char *trace__vname(int v)
 }
 
 /* Is the value being delivered a direct member of the event object / args? */
-static int trace__at_event(const trace__ctx *c)
+static int mt__trace_at_event(const mt__trace_ctx *c)
 {
     return c->ev_depth && c->depth == c->ev_depth && c->types[c->depth - 1] == 'm';
 }
-static int trace__at_args(const trace__ctx *c)
+static int mt__trace_at_args(const mt__trace_ctx *c)
 {
     return c->ev_depth && c->in_args && c->depth == c->ev_depth + 1 &&
            c->types[c->depth - 1] == 'm';
 }
 
 /* Records how a value of a kept field arrived when it is not what we read. */
-static void trace__mark(trace__ctx *c, int how)
+static void mt__trace_mark(mt__trace_ctx *c, int how)
 {
-    if (trace__at_event(c)) {
+    if (mt__trace_at_event(c)) {
         switch (c->ev_key) {
         case K_NAME:
             c->ev.name_v = how;
@@ -416,7 +416,7 @@ static void trace__mark(trace__ctx *c, int how)
         default:
             break;
         }
-    } else if (trace__at_args(c)) {
+    } else if (mt__trace_at_args(c)) {
         if (c->args_key == A_DEVICE)
             c->ev.dev_v = how;
         else if (c->args_key == A_STREAM)
@@ -424,21 +424,21 @@ static void trace__mark(trace__ctx *c, int how)
     }
 }
 
-static int trace__null(void *ctx)
+static int mt__trace_null(void *ctx)
 {
-    trace__mark(ctx, V_NULL);
+    mt__trace_mark(ctx, V_NULL);
     return 1;
 }
 
-static int trace__bool(void *ctx, int b)
+static int mt__trace_bool(void *ctx, int b)
 {
     (void)b;
-    trace__mark(ctx, V_BOOL);
+    mt__trace_mark(ctx, V_BOOL);
     return 1;
 }
 
 /* An integer field (pid, tid, device, stream): exact integers only. */
-static int trace__int(const char *s, size_t n, int64_t *out)
+static int mt__trace_int(const char *s, size_t n, int64_t *out)
 {
     int64_t ns;
     if (mt_trace_us_to_ns(s, n, &ns) || ns % 1000)
@@ -447,11 +447,11 @@ static int trace__int(const char *s, size_t n, int64_t *out)
     return 0;
 }
 
-static int trace__number(void *ctx, const char *s, size_t n)
+static int mt__trace_number(void *ctx, const char *s, size_t n)
 {
-    trace__ctx *c = ctx;
+    mt__trace_ctx *c = ctx;
     int64_t v;
-    if (trace__at_event(c)) {
+    if (mt__trace_at_event(c)) {
         switch (c->ev_key) {
         case K_TS:
         case K_DUR:
@@ -465,48 +465,48 @@ static int trace__number(void *ctx, const char *s, size_t n)
                 c->ev.dur = v, c->ev.dur_v = V_OK;
             break;
         case K_PID:
-            c->ev.pid_v = trace__int(s, n, &c->ev.pid) ? V_BAD : V_OK;
+            c->ev.pid_v = mt__trace_int(s, n, &c->ev.pid) ? V_BAD : V_OK;
             break;
         case K_TID:
-            c->ev.tid_v = trace__int(s, n, &c->ev.tid) ? V_BAD : V_OK;
+            c->ev.tid_v = mt__trace_int(s, n, &c->ev.tid) ? V_BAD : V_OK;
             break;
         default:
-            trace__mark(c, V_NUMBER);
+            mt__trace_mark(c, V_NUMBER);
         }
-    } else if (trace__at_args(c)) {
+    } else if (mt__trace_at_args(c)) {
         if (c->args_key == A_DEVICE)
-            c->ev.dev_v = trace__int(s, n, &c->ev.dev) ? V_BAD : V_OK;
+            c->ev.dev_v = mt__trace_int(s, n, &c->ev.dev) ? V_BAD : V_OK;
         else if (c->args_key == A_STREAM)
-            c->ev.stream_v = trace__int(s, n, &c->ev.stream) ? V_BAD : V_OK;
+            c->ev.stream_v = mt__trace_int(s, n, &c->ev.stream) ? V_BAD : V_OK;
     }
     return 1;
 }
 
-static int trace__eq(const unsigned char *s, size_t n, const char *lit)
+static int mt__trace_eq(const unsigned char *s, size_t n, const char *lit)
 {
     return strlen(lit) == n && !memcmp(s, lit, n);
 }
 
-static int trace__string(void *ctx, const unsigned char *s, size_t n)
+static int mt__trace_string(void *ctx, const unsigned char *s, size_t n)
 {
-    trace__ctx *c = ctx;
-    if (!trace__at_event(c)) {
-        trace__mark(c, V_STRING);
+    mt__trace_ctx *c = ctx;
+    if (!mt__trace_at_event(c)) {
+        mt__trace_mark(c, V_STRING);
         return 1;
     }
     switch (c->ev_key) {
     case K_CAT:
-        c->ev.cat = trace__eq(s, n, "kernel")                                        ? CAT_KERNEL
-                    : trace__eq(s, n, "gpu_memcpy") || trace__eq(s, n, "gpu_memset") ? CAT_MEMCPY
-                    : trace__eq(s, n, "cuda_runtime") || trace__eq(s, n, "cuda_driver")
+        c->ev.cat = mt__trace_eq(s, n, "kernel")                                        ? CAT_KERNEL
+                    : mt__trace_eq(s, n, "gpu_memcpy") || mt__trace_eq(s, n, "gpu_memset") ? CAT_MEMCPY
+                    : mt__trace_eq(s, n, "cuda_runtime") || mt__trace_eq(s, n, "cuda_driver")
                         ? CAT_RUNTIME
-                    : trace__eq(s, n, "user_annotation") || trace__eq(s, n, "gpu_user_annotation")
+                    : mt__trace_eq(s, n, "user_annotation") || mt__trace_eq(s, n, "gpu_user_annotation")
                         ? CAT_ANNOT
                         : CAT_OTHER;
         break;
     case K_PH:
         c->ev.ph_seen = 1;
-        c->ev.ph_x = trace__eq(s, n, "X");
+        c->ev.ph_x = mt__trace_eq(s, n, "X");
         break;
     case K_NAME:
         if (n + 1 > c->ev.name_cap) {
@@ -515,7 +515,7 @@ static int trace__string(void *ctx, const unsigned char *s, size_t n)
             while (cap < n + 1)
                 cap *= 2;
             if (!(p = realloc(c->ev.name, cap)))
-                return trace__fail(c, NULL, "out of memory");
+                return mt__trace_fail(c, NULL, "out of memory");
             c->ev.name = p;
             c->ev.name_cap = cap;
         }
@@ -525,49 +525,49 @@ static int trace__string(void *ctx, const unsigned char *s, size_t n)
         c->ev.name_v = V_OK;
         break;
     default:
-        trace__mark(c, V_STRING);
+        mt__trace_mark(c, V_STRING);
     }
     return 1;
 }
 
-static int trace__map_key(void *ctx, const unsigned char *s, size_t n)
+static int mt__trace_map_key(void *ctx, const unsigned char *s, size_t n)
 {
-    trace__ctx *c = ctx;
+    mt__trace_ctx *c = ctx;
     if (c->depth == 1 && c->types[0] == 'm') {
-        c->top_key_events = trace__eq(s, n, "traceEvents");
-    } else if (trace__at_event(c)) {
-        c->ev_key = trace__eq(s, n, "cat")    ? K_CAT
-                    : trace__eq(s, n, "name") ? K_NAME
-                    : trace__eq(s, n, "ph")   ? K_PH
-                    : trace__eq(s, n, "ts")   ? K_TS
-                    : trace__eq(s, n, "dur")  ? K_DUR
-                    : trace__eq(s, n, "pid")  ? K_PID
-                    : trace__eq(s, n, "tid")  ? K_TID
-                    : trace__eq(s, n, "args") ? K_ARGS
+        c->top_key_events = mt__trace_eq(s, n, "traceEvents");
+    } else if (mt__trace_at_event(c)) {
+        c->ev_key = mt__trace_eq(s, n, "cat")    ? K_CAT
+                    : mt__trace_eq(s, n, "name") ? K_NAME
+                    : mt__trace_eq(s, n, "ph")   ? K_PH
+                    : mt__trace_eq(s, n, "ts")   ? K_TS
+                    : mt__trace_eq(s, n, "dur")  ? K_DUR
+                    : mt__trace_eq(s, n, "pid")  ? K_PID
+                    : mt__trace_eq(s, n, "tid")  ? K_TID
+                    : mt__trace_eq(s, n, "args") ? K_ARGS
                                               : K_OTHER;
-    } else if (trace__at_args(c)) {
-        c->args_key = trace__eq(s, n, "device")   ? A_DEVICE
-                      : trace__eq(s, n, "stream") ? A_STREAM
+    } else if (mt__trace_at_args(c)) {
+        c->args_key = mt__trace_eq(s, n, "device")   ? A_DEVICE
+                      : mt__trace_eq(s, n, "stream") ? A_STREAM
                                                   : A_OTHER;
     }
     return 1;
 }
 
-static int trace__push(trace__ctx *c, char type)
+static int mt__trace_push(mt__trace_ctx *c, char type)
 {
     if (c->depth >= TRACE__MAXDEPTH)
-        return trace__fail(c, NULL, "JSON nested deeper than %d levels", TRACE__MAXDEPTH);
+        return mt__trace_fail(c, NULL, "JSON nested deeper than %d levels", TRACE__MAXDEPTH);
     c->types[c->depth++] = type;
     return 1;
 }
 
-static int trace__start_map(void *ctx)
+static int mt__trace_start_map(void *ctx)
 {
-    trace__ctx *c = ctx;
+    mt__trace_ctx *c = ctx;
     if (c->depth == 0) {
         /* the object format: {"traceEvents": [...], ...} */
     } else if (c->ev_depth && c->depth == c->ev_depth - 1 && c->types[c->depth - 1] == 'a') {
-        trace__ev *e = &c->ev;
+        mt__trace_ev *e = &c->ev;
         char *keep = e->name;
         size_t cap = e->name_cap;
         memset(e, 0, sizeof *e);
@@ -575,18 +575,18 @@ static int trace__start_map(void *ctx)
         e->name_cap = cap;
         c->ev_key = K_OTHER;
         c->in_args = 0;
-    } else if (trace__at_event(c) && c->ev_key == K_ARGS) {
+    } else if (mt__trace_at_event(c) && c->ev_key == K_ARGS) {
         c->in_args = 1;
         c->args_key = A_OTHER;
     } else {
-        trace__mark(c, V_MAP);
+        mt__trace_mark(c, V_MAP);
     }
-    return trace__push(c, 'm');
+    return mt__trace_push(c, 'm');
 }
 
-static int trace__start_array(void *ctx)
+static int mt__trace_start_array(void *ctx)
 {
-    trace__ctx *c = ctx;
+    mt__trace_ctx *c = ctx;
     if (c->depth == 0) {
         /* the array format: [event, ...] */
         c->ev_depth = 2;
@@ -595,14 +595,14 @@ static int trace__start_array(void *ctx)
         c->ev_depth = 3;
         c->saw_events = 1;
     } else {
-        trace__mark(c, V_ARRAY);
+        mt__trace_mark(c, V_ARRAY);
     }
-    return trace__push(c, 'a');
+    return mt__trace_push(c, 'a');
 }
 
-static int trace__end_array(void *ctx)
+static int mt__trace_end_array(void *ctx)
 {
-    trace__ctx *c = ctx;
+    mt__trace_ctx *c = ctx;
     c->depth--;
     if (c->ev_depth && c->depth == c->ev_depth - 2)
         c->ev_depth = 0; /* the events array closed */
@@ -613,18 +613,18 @@ int mt__trace_add(mt_trace *t, int kind, int64_t start, int64_t end, const char 
                   int device, int stream)
 {
     int gpu = kind == KIND_KERNEL || kind == KIND_MEMCPY;
-    trace__ival **v = gpu ? &t->iv : &t->rg, *iv;
+    mt__trace_ival **v = gpu ? &t->iv : &t->rg, *iv;
     size_t *len = gpu ? &t->n : &t->nrg, *cap = gpu ? &t->cap : &t->rg_cap;
     long id;
     if (*len == *cap) {
         size_t nc = *cap ? *cap * 2 : 1024;
-        trace__ival *p = realloc(*v, nc * sizeof *p);
+        mt__trace_ival *p = realloc(*v, nc * sizeof *p);
         if (!p)
             return -ENOMEM;
         *v = p;
         *cap = nc;
     }
-    if ((id = trace__intern(t, name, n)) < 0)
+    if ((id = mt__trace_intern(t, name, n)) < 0)
         return -ENOMEM;
     iv = &(*v)[(*len)++];
     iv->start = start;
@@ -657,15 +657,15 @@ int mt__trace_launch(mt_trace *t, int64_t ts)
     return 0;
 }
 
-static int trace__cmp_i64(const void *a, const void *b)
+static int mt__trace_cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
     return x < y ? -1 : x > y;
 }
 
-static int trace__cmp(const void *a, const void *b)
+static int mt__trace_cmp(const void *a, const void *b)
 {
-    const trace__ival *x = a, *y = b;
+    const mt__trace_ival *x = a, *y = b;
     if (x->device != y->device)
         return x->device < y->device ? -1 : 1;
     if (x->start != y->start)
@@ -676,28 +676,28 @@ static int trace__cmp(const void *a, const void *b)
 }
 
 /* Sorts v unless it already is (traces mostly arrive in order). */
-static void trace__sort(trace__ival *v, size_t n)
+static void mt__trace_sort(mt__trace_ival *v, size_t n)
 {
     size_t i;
     for (i = 1; i < n; i++)
-        if (trace__cmp(&v[i - 1], &v[i]) > 0)
+        if (mt__trace_cmp(&v[i - 1], &v[i]) > 0)
             break;
     if (i < n)
-        qsort(v, n, sizeof *v, trace__cmp);
+        qsort(v, n, sizeof *v, mt__trace_cmp);
 }
 
 int mt__trace_finish(mt_trace *t)
 {
     if (t->n < t->cap) { /* give back the growth slack */
-        trace__ival *p = realloc(t->iv, (t->n ? t->n : 1) * sizeof *p);
+        mt__trace_ival *p = realloc(t->iv, (t->n ? t->n : 1) * sizeof *p);
         if (p)
             t->iv = p, t->cap = t->n ? t->n : 1;
     }
-    trace__sort(t->iv, t->n);
-    trace__sort(t->rg, t->nrg);
+    mt__trace_sort(t->iv, t->n);
+    mt__trace_sort(t->rg, t->nrg);
     if (t->nlts)
-        qsort(t->lts, t->nlts, sizeof *t->lts, trace__cmp_i64);
-    return trace__classify_all(t);
+        qsort(t->lts, t->nlts, sizeof *t->lts, mt__trace_cmp_i64);
+    return mt__trace_classify_all(t);
 }
 
 /* One stream of one device runs one kernel or copy at a time: two of its
@@ -708,18 +708,18 @@ int mt__trace_finish(mt_trace *t)
  * separately) and pass.  iv is sorted by device, then start. */
 #define TRACE__STREAM_SLACK_NS 1000
 
-typedef struct trace__lane {
+typedef struct mt__trace_lane {
     int32_t stream;
     size_t last; /* index in iv of the event that ends last so far */
-} trace__lane;
+} mt__trace_lane;
 
 int mt__trace_check_streams(const mt_trace *t, const char *label, mt_diag *d)
 {
-    trace__lane *lane = NULL;
+    mt__trace_lane *lane = NULL;
     size_t nl = 0, cap = 0, i, bad = 0, first_a = 0, first_b = 0;
     int32_t dev = INT32_MIN;
     for (i = 0; i < t->n; i++) {
-        const trace__ival *v = &t->iv[i];
+        const mt__trace_ival *v = &t->iv[i];
         size_t k;
         if (v->device != dev) {
             dev = v->device;
@@ -732,7 +732,7 @@ int mt__trace_check_streams(const mt_trace *t, const char *label, mt_diag *d)
         if (k == nl) {
             if (nl == cap) {
                 size_t nc = cap ? cap * 2 : 16;
-                trace__lane *p = realloc(lane, nc * sizeof *p);
+                mt__trace_lane *p = realloc(lane, nc * sizeof *p);
                 if (!p) {
                     free(lane);
                     mt_diag_add(d, label, 0, NULL, "out of memory reading the trace");
@@ -753,34 +753,34 @@ int mt__trace_check_streams(const mt_trace *t, const char *label, mt_diag *d)
     }
     free(lane);
     if (bad) {
-        const trace__ival *a = &t->iv[first_a], *b = &t->iv[first_b];
+        const mt__trace_ival *a = &t->iv[first_a], *b = &t->iv[first_b];
         mt_diag_add(d, label, 0, NULL,
                     "device %d, stream %d: '%.80s' (%" PRId64 ".%03d-%" PRId64
                     ".%03d us) and '%.80s' (from %" PRId64 ".%03d us) overlap by %" PRId64
                     ".%03d us on one stream, which a GPU never does (%zu such overlaps of more "
                     "than 1 us): the trace is corrupt or merged from several runs, and its "
                     "overlap figures would be fiction; refused",
-                    (int)a->device, (int)a->stream, trace__name(t, a->name), a->start / 1000,
+                    (int)a->device, (int)a->stream, mt__trace_name(t, a->name), a->start / 1000,
                     (int)(a->start % 1000), a->end / 1000, (int)(a->end % 1000),
-                    trace__name(t, b->name), b->start / 1000, (int)(b->start % 1000),
+                    mt__trace_name(t, b->name), b->start / 1000, (int)(b->start % 1000),
                     (a->end - b->start) / 1000, (int)((a->end - b->start) % 1000), bad);
         return -EINVAL;
     }
     return 0;
 }
 
-static int trace__add_ival(trace__ctx *c, int kind, int64_t start, int64_t end)
+static int mt__trace_add_ival(mt__trace_ctx *c, int kind, int64_t start, int64_t end)
 {
-    trace__ev *e = &c->ev;
+    mt__trace_ev *e = &c->ev;
     if (mt__trace_add(c->t, kind, start, end, e->name, e->name_len, (int)e->dev, (int)e->stream))
-        return trace__fail(c, NULL, "out of memory");
+        return mt__trace_fail(c, NULL, "out of memory");
     return 1;
 }
 
 /* An event object closed: keep it when it is GPU activity. */
-static int trace__event_done(trace__ctx *c)
+static int mt__trace_event_done(mt__trace_ctx *c)
 {
-    trace__ev *e = &c->ev;
+    mt__trace_ev *e = &c->ev;
     char f[64];
     const char *what = e->cat == CAT_KERNEL ? "kernel" : "memory copy";
     size_t i = c->ev_index++;
@@ -793,13 +793,13 @@ static int trace__event_done(trace__ctx *c)
             if (e->ts_v == V_OK && e->dur_v == V_OK && e->dur >= 0 && e->ts >= 0 &&
                 e->ts <= INT64_MAX / 2 - e->dur)
                 dur = e->dur;
-            return trace__add_ival(c, KIND_GRAPH, ts, ts + dur);
+            return mt__trace_add_ival(c, KIND_GRAPH, ts, ts + dur);
         }
         if (!strncmp(e->name, "cudaLaunchKernel", 16) || !strncmp(e->name, "cuLaunchKernel", 14)) {
             if (e->ts_v != V_OK)
                 c->t->kernel_launches++; /* counted, but cannot be placed in a step */
             else if (mt__trace_launch(c->t, e->ts))
-                return trace__fail(c, NULL, "out of memory");
+                return mt__trace_fail(c, NULL, "out of memory");
         }
         return 1;
     }
@@ -808,47 +808,47 @@ static int trace__event_done(trace__ctx *c)
         if (e->name_v != V_OK || e->ts_v != V_OK || e->dur_v != V_OK || e->dur < 0 ||
             e->ts < 0 || e->ts > INT64_MAX / 2 - e->dur)
             return 1;
-        return trace__add_ival(c, KIND_RANGE, e->ts, e->ts + e->dur);
+        return mt__trace_add_ival(c, KIND_RANGE, e->ts, e->ts + e->dur);
     }
     if (e->cat != CAT_KERNEL && e->cat != CAT_MEMCPY)
         return 1;
     if (e->name_v != V_OK) {
         snprintf(f, sizeof f, "traceEvents[%zu].name", i);
         return e->name_v == V_ABSENT
-                   ? trace__fail(c, f, "%s event without a \"name\"", what)
-                   : trace__fail(c, f, "%s event: \"name\" must be a string, not %s", what,
-                                 trace__vname(e->name_v));
+                   ? mt__trace_fail(c, f, "%s event without a \"name\"", what)
+                   : mt__trace_fail(c, f, "%s event: \"name\" must be a string, not %s", what,
+                                 mt__trace_vname(e->name_v));
     }
     if (e->ts_v != V_OK || e->dur_v != V_OK) {
         const char *k = e->ts_v != V_OK ? "ts" : "dur";
         int v = e->ts_v != V_OK ? e->ts_v : e->dur_v;
         snprintf(f, sizeof f, "traceEvents[%zu].%s", i, k);
         if (v == V_ABSENT)
-            return trace__fail(c, f, "%s event '%.80s' without \"%s\"", what, e->name, k);
-        return trace__fail(c, f,
+            return mt__trace_fail(c, f, "%s event '%.80s' without \"%s\"", what, e->name, k);
+        return mt__trace_fail(c, f,
                            "%s event '%.80s': \"%s\" must be a number of microseconds, not %s",
-                           what, e->name, k, trace__vname(v));
+                           what, e->name, k, mt__trace_vname(v));
     }
     if (e->dur < 0) {
         snprintf(f, sizeof f, "traceEvents[%zu].dur", i);
-        return trace__fail(c, f, "%s event '%.80s': negative duration", what, e->name);
+        return mt__trace_fail(c, f, "%s event '%.80s': negative duration", what, e->name);
     }
     if (e->ts < 0 || e->ts > INT64_MAX / 2 - e->dur) {
         /* a profiler's clock starts at or after zero; bounding it keeps every
          * window difference inside int64 */
         snprintf(f, sizeof f, "traceEvents[%zu].ts", i);
-        return trace__fail(c, f, "%s event '%.80s': time out of range (negative or past 2^62 ns)",
+        return mt__trace_fail(c, f, "%s event '%.80s': time out of range (negative or past 2^62 ns)",
                            what, e->name);
     }
     if (e->dev_v != V_OK) {
         if (e->dev_v != V_ABSENT) {
             snprintf(f, sizeof f, "traceEvents[%zu].args.device", i);
-            return trace__fail(c, f, "%s event '%.80s': \"device\" must be an integer, not %s",
-                               what, e->name, trace__vname(e->dev_v));
+            return mt__trace_fail(c, f, "%s event '%.80s': \"device\" must be an integer, not %s",
+                               what, e->name, mt__trace_vname(e->dev_v));
         }
         if (e->pid_v != V_OK) {
             snprintf(f, sizeof f, "traceEvents[%zu].pid", i);
-            return trace__fail(c, f,
+            return mt__trace_fail(c, f,
                                "%s event '%.80s' names no device: give args.device or an "
                                "integer \"pid\"",
                                what, e->name);
@@ -860,41 +860,41 @@ static int trace__event_done(trace__ctx *c)
     if (e->dev < INT32_MIN || e->dev > INT32_MAX || e->stream < INT32_MIN ||
         e->stream > INT32_MAX) {
         snprintf(f, sizeof f, "traceEvents[%zu]", i);
-        return trace__fail(c, f, "%s event '%.80s': device or stream out of range", what, e->name);
+        return mt__trace_fail(c, f, "%s event '%.80s': device or stream out of range", what, e->name);
     }
-    return trace__add_ival(c, e->cat == CAT_KERNEL ? KIND_KERNEL : KIND_MEMCPY, e->ts,
+    return mt__trace_add_ival(c, e->cat == CAT_KERNEL ? KIND_KERNEL : KIND_MEMCPY, e->ts,
                            e->ts + e->dur);
 }
 
-static int trace__end_map(void *ctx)
+static int mt__trace_end_map(void *ctx)
 {
-    trace__ctx *c = ctx;
+    mt__trace_ctx *c = ctx;
     int ok = 1;
     c->depth--;
     if (c->ev_depth && c->depth == c->ev_depth - 1 && c->types[c->depth - 1] == 'a')
-        ok = trace__event_done(c);
+        ok = mt__trace_event_done(c);
     else if (c->ev_depth && c->in_args && c->depth == c->ev_depth)
         c->in_args = 0;
     return ok;
 }
 
-static const yajl_callbacks trace__callbacks = {
-    trace__null,      trace__bool,      NULL,           NULL,           trace__number,
-    trace__string,    trace__start_map, trace__map_key, trace__end_map, trace__start_array,
-    trace__end_array,
+static const yajl_callbacks mt__trace_callbacks = {
+    mt__trace_null,      mt__trace_bool,      NULL,           NULL,           mt__trace_number,
+    mt__trace_string,    mt__trace_start_map, mt__trace_map_key, mt__trace_end_map, mt__trace_start_array,
+    mt__trace_end_array,
 };
 
 /* ---- reading ---------------------------------------------------------------------------- */
 
-typedef struct trace__reader {
+typedef struct mt__trace_reader {
     FILE *f;
     gzFile gz;
     const char *mem;
     size_t mem_len, mem_off;
-} trace__reader;
+} mt__trace_reader;
 
 /* Bytes read, 0 at the end, -1 on error (message in err). */
-static long trace__read(trace__reader *r, unsigned char *buf, size_t cap, char *err, size_t errlen)
+static long mt__trace_read(mt__trace_reader *r, unsigned char *buf, size_t cap, char *err, size_t errlen)
 {
     if (r->mem) {
         size_t n = r->mem_len - r->mem_off < cap ? r->mem_len - r->mem_off : cap;
@@ -921,7 +921,7 @@ static long trace__read(trace__reader *r, unsigned char *buf, size_t cap, char *
 }
 
 /* Newlines in buf (for the line numbers of messages). */
-static long trace__lines(const unsigned char *buf, size_t n)
+static long mt__trace_lines(const unsigned char *buf, size_t n)
 {
     const unsigned char *p = buf, *end = buf + n;
     long k = 0;
@@ -930,29 +930,29 @@ static long trace__lines(const unsigned char *buf, size_t n)
     return k;
 }
 
-static mt_trace *trace__load(trace__reader *r, const char *label, mt_diag *d)
+static mt_trace *mt__trace_load(mt__trace_reader *r, const char *label, mt_diag *d)
 {
-    trace__ctx *c = calloc(1, sizeof *c);
+    mt__trace_ctx *c = calloc(1, sizeof *c);
     mt_trace *t = calloc(1, sizeof *t);
     unsigned char *buf = malloc(TRACE__CHUNK);
     yajl_handle h = NULL;
     long line = 1, n;
     char rerr[256] = "";
     yajl_status st = yajl_status_ok;
-    if (!c || !t || !buf || !(h = yajl_alloc(&trace__callbacks, NULL, c))) {
+    if (!c || !t || !buf || !(h = yajl_alloc(&mt__trace_callbacks, NULL, c))) {
         mt_diag_add(d, label, 0, NULL, "out of memory reading the trace");
         goto fail;
     }
     c->t = t;
     c->label = label;
-    while ((n = trace__read(r, buf, TRACE__CHUNK, rerr, sizeof rerr)) > 0) {
+    while ((n = mt__trace_read(r, buf, TRACE__CHUNK, rerr, sizeof rerr)) > 0) {
         st = yajl_parse(h, buf, (size_t)n);
         if (st != yajl_status_ok) {
             size_t used = yajl_get_bytes_consumed(h);
-            line += trace__lines(buf, used < (size_t)n ? used : (size_t)n);
+            line += mt__trace_lines(buf, used < (size_t)n ? used : (size_t)n);
             break;
         }
-        line += trace__lines(buf, (size_t)n);
+        line += mt__trace_lines(buf, (size_t)n);
     }
     if (n < 0) {
         mt_diag_add(d, label, 0, NULL, "%s", rerr);
@@ -1004,16 +1004,16 @@ fail:
 
 mt_trace *mt_trace_parse(const char *text, size_t len, const char *label, mt_diag *d)
 {
-    trace__reader r;
+    mt__trace_reader r;
     memset(&r, 0, sizeof r);
     r.mem = text ? text : "";
     r.mem_len = text ? len : 0;
-    return trace__load(&r, label ? label : "(trace)", d);
+    return mt__trace_load(&r, label ? label : "(trace)", d);
 }
 
 mt_trace *mt__trace_json_open(const char *path, mt_diag *d)
 {
-    trace__reader r;
+    mt__trace_reader r;
     unsigned char magic[2] = {0};
     size_t got;
     mt_trace *t;
@@ -1034,7 +1034,7 @@ mt_trace *mt__trace_json_open(const char *path, mt_diag *d)
     } else {
         rewind(r.f);
     }
-    t = trace__load(&r, path, d);
+    t = mt__trace_load(&r, path, d);
     if (r.gz)
         gzclose(r.gz);
     if (r.f)
@@ -1104,7 +1104,7 @@ typedef struct span {
 } span;
 
 /* Merges spans sorted by start in place; returns the merged count. */
-static size_t trace__merge(span *v, size_t n)
+static size_t mt__trace_merge(span *v, size_t n)
 {
     size_t i, k = 0;
     for (i = 0; i < n; i++) {
@@ -1120,7 +1120,7 @@ static size_t trace__merge(span *v, size_t n)
     return k;
 }
 
-static int64_t trace__measure(const span *v, size_t n)
+static int64_t mt__trace_measure(const span *v, size_t n)
 {
     int64_t sum = 0;
     size_t i;
@@ -1130,7 +1130,7 @@ static int64_t trace__measure(const span *v, size_t n)
 }
 
 /* a minus b (both merged) into out (room for na + nb); returns count. */
-static size_t trace__minus(const span *a, size_t na, const span *b, size_t nb, span *out)
+static size_t mt__trace_minus(const span *a, size_t na, const span *b, size_t nb, span *out)
 {
     size_t i, j = 0, k = 0;
     for (i = 0; i < na; i++) {
@@ -1154,7 +1154,7 @@ static size_t trace__minus(const span *a, size_t na, const span *b, size_t nb, s
 /* ---- host marks: steps and NVTX ranges --------------------------------------------------- */
 
 /* The step number of a "ProfilerStep#N" mark, or -1. */
-static long trace__step_of(const char *name)
+static long mt__trace_step_of(const char *name)
 {
     const char *p;
     char *end;
@@ -1174,7 +1174,7 @@ size_t mt_trace_steps(const mt_trace *t, int *first, int *last)
     long lo = 0, hi = 0;
     for (i = 0; i < t->nrg; i++) {
         long s;
-        if (t->rg[i].kind != KIND_RANGE || (s = trace__step_of(trace__name(t, t->rg[i].name))) < 0)
+        if (t->rg[i].kind != KIND_RANGE || (s = mt__trace_step_of(mt__trace_name(t, t->rg[i].name))) < 0)
             continue;
         if (!n || s < lo)
             lo = s;
@@ -1198,7 +1198,7 @@ int mt_trace_step_window(const mt_trace *t, int first, int last, int64_t *start_
         return -EINVAL;
     for (i = 0; i < t->nrg; i++) {
         long s;
-        if (t->rg[i].kind != KIND_RANGE || (s = trace__step_of(trace__name(t, t->rg[i].name))) < 0)
+        if (t->rg[i].kind != KIND_RANGE || (s = mt__trace_step_of(mt__trace_name(t, t->rg[i].name))) < 0)
             continue;
         if (s == first && (!have0 || t->rg[i].start < *start_ns))
             *start_ns = t->rg[i].start, have0 = 1;
@@ -1208,7 +1208,7 @@ int mt_trace_step_window(const mt_trace *t, int first, int last, int64_t *start_
     return have0 && have1 ? 0 : -ENOENT;
 }
 
-static int trace__has_ci(const char *name, const char *word)
+static int mt__trace_has_ci(const char *name, const char *word)
 {
     size_t n = strlen(word);
     for (; *name; name++)
@@ -1218,7 +1218,7 @@ static int trace__has_ci(const char *name, const char *word)
 }
 
 /* Union of the ranges whose names contain word, clipped to [w0, w1). */
-static int trace__range_union(const mt_trace *t, const char *word, int64_t w0, int64_t w1,
+static int mt__trace_range_union(const mt_trace *t, const char *word, int64_t w0, int64_t w1,
                               size_t *count, int64_t *ns)
 {
     span *v = malloc((t->nrg ? t->nrg : 1) * sizeof *v);
@@ -1226,21 +1226,21 @@ static int trace__range_union(const mt_trace *t, const char *word, int64_t w0, i
     if (!v)
         return -ENOMEM;
     for (i = 0; i < t->nrg; i++) {
-        const trace__ival *r = &t->rg[i];
+        const mt__trace_ival *r = &t->rg[i];
         span s = {r->start < w0 ? w0 : r->start, r->end > w1 ? w1 : r->end};
-        if (r->kind != KIND_RANGE || s.e <= s.s || !trace__has_ci(trace__name(t, r->name), word))
+        if (r->kind != KIND_RANGE || s.e <= s.s || !mt__trace_has_ci(mt__trace_name(t, r->name), word))
             continue;
         v[k++] = s; /* rg is sorted by start */
     }
     *count = k;
-    k = trace__merge(v, k);
-    *ns = trace__measure(v, k);
+    k = mt__trace_merge(v, k);
+    *ns = mt__trace_measure(v, k);
     free(v);
     return 0;
 }
 
 /* The first interval of device in t->iv (sorted by device). */
-static size_t trace__device_first(const mt_trace *t, int device)
+static size_t mt__trace_device_first(const mt_trace *t, int device)
 {
     size_t a = 0, b = t->n; /* first interval of device */
     while (a < b) {
@@ -1254,20 +1254,20 @@ static size_t trace__device_first(const mt_trace *t, int device)
 }
 
 /* One device's intervals clipped to the window, by class. */
-typedef struct trace__sets {
+typedef struct mt__trace_sets {
     span *all, *comm, *comp, *cp, *ex;
     size_t nk, nc, nx, nm;
-} trace__sets;
+} mt__trace_sets;
 
 /* Sorts the device's intervals lo..hi clipped to [w0, w1) into the sets
  * and counts them in m. */
-static void trace__classify(const mt_trace *t, size_t lo, size_t hi, int64_t w0, int64_t w1,
-                            trace__sets *z, mt_trace_metrics *m)
+static void mt__trace_classify(const mt_trace *t, size_t lo, size_t hi, int64_t w0, int64_t w1,
+                            mt__trace_sets *z, mt_trace_metrics *m)
 {
     size_t i;
     z->nk = 0;
     for (i = lo; i < hi; i++) {
-        const trace__ival *v = &t->iv[i];
+        const mt__trace_ival *v = &t->iv[i];
         span s = {v->start < w0 ? w0 : v->start, v->end > w1 ? w1 : v->end};
         if (s.e <= s.s)
             continue; /* outside the window (or empty) */
@@ -1297,8 +1297,8 @@ static void trace__classify(const mt_trace *t, size_t lo, size_t hi, int64_t w0,
 /* The sets merged and measured into m; top kernels: each instant of
  * exposed communication goes to the earliest-starting kernel covering it
  * (per[name] += ns), before the comm spans are merged away. */
-static int trace__exposed(const mt_trace *t, size_t lo, size_t hi, int64_t w0, int64_t w1,
-                          trace__sets *z, int64_t *per, mt_trace_metrics *m)
+static int mt__trace_exposed(const mt_trace *t, size_t lo, size_t hi, int64_t w0, int64_t w1,
+                          mt__trace_sets *z, int64_t *per, mt_trace_metrics *m)
 {
     size_t i, ncm, nxm, nex, j = 0, ci = 0, nc = z->nc;
     int64_t claimed = INT64_MIN;
@@ -1309,22 +1309,22 @@ static int trace__exposed(const mt_trace *t, size_t lo, size_t hi, int64_t w0, i
         return -ENOMEM;
     }
     for (i = lo; i < hi; i++) {
-        const trace__ival *v = &t->iv[i];
+        const mt__trace_ival *v = &t->iv[i];
         span s = {v->start < w0 ? w0 : v->start, v->end > w1 ? w1 : v->end};
         if (v->kind == KIND_KERNEL && s.e > s.s && t->cls[v->name] == MT_TRACE_COMM)
             craw[ci] = s, cname[ci++] = v->name;
     }
-    ncm = trace__merge(z->comm, z->nc);
-    nxm = trace__merge(z->comp, z->nx);
-    z->nk = trace__merge(z->all, z->nk);
-    z->nm = trace__merge(z->cp, z->nm);
-    nex = trace__minus(z->comm, ncm, z->comp, nxm, z->ex);
-    m->comm_ns = trace__measure(z->comm, ncm);
-    m->compute_ns = trace__measure(z->comp, nxm);
-    m->exposed_comm_ns = trace__measure(z->ex, nex);
+    ncm = mt__trace_merge(z->comm, z->nc);
+    nxm = mt__trace_merge(z->comp, z->nx);
+    z->nk = mt__trace_merge(z->all, z->nk);
+    z->nm = mt__trace_merge(z->cp, z->nm);
+    nex = mt__trace_minus(z->comm, ncm, z->comp, nxm, z->ex);
+    m->comm_ns = mt__trace_measure(z->comm, ncm);
+    m->compute_ns = mt__trace_measure(z->comp, nxm);
+    m->exposed_comm_ns = mt__trace_measure(z->ex, nex);
     m->hidden_ns = m->comm_ns - m->exposed_comm_ns;
-    m->active_ns = trace__measure(z->all, z->nk);
-    m->memcpy_ns = trace__measure(z->cp, z->nm);
+    m->active_ns = mt__trace_measure(z->all, z->nk);
+    m->memcpy_ns = mt__trace_measure(z->cp, z->nm);
     m->idle_ns = m->window_ns - m->active_ns;
     for (i = 0; i < ci; i++) {
         int64_t s = craw[i].s > claimed ? craw[i].s : claimed, e = craw[i].e;
@@ -1344,7 +1344,7 @@ static int trace__exposed(const mt_trace *t, size_t lo, size_t hi, int64_t w0, i
 }
 
 /* Gaps of the active union all[0..nk) inside [w0, w1), edges included. */
-static void trace__gaps(const span *all, size_t nk, int64_t w0, int64_t w1, mt_trace_metrics *m)
+static void mt__trace_gaps(const span *all, size_t nk, int64_t w0, int64_t w1, mt_trace_metrics *m)
 {
     int64_t prev = w0;
     size_t i;
@@ -1363,7 +1363,7 @@ static void trace__gaps(const span *all, size_t nk, int64_t w0, int64_t w1, mt_t
 }
 
 /* The MT_TRACE_TOP kernels with the most exposed time per[name] into m. */
-static void trace__top(const mt_trace *t, const int64_t *per, mt_trace_metrics *m)
+static void mt__trace_top(const mt_trace *t, const int64_t *per, mt_trace_metrics *m)
 {
     size_t i;
     for (i = 0; i < t->nnames; i++) {
@@ -1374,7 +1374,7 @@ static void trace__top(const mt_trace *t, const int64_t *per, mt_trace_metrics *
             if (k < MT_TRACE_TOP)
                 m->top[k] = m->top[k - 1];
         if (k < MT_TRACE_TOP) {
-            m->top[k].name = trace__name(t, (uint32_t)i);
+            m->top[k].name = mt__trace_name(t, (uint32_t)i);
             m->top[k].exposed_ns = per[i];
             if (m->ntop < MT_TRACE_TOP)
                 m->ntop++;
@@ -1386,13 +1386,13 @@ int mt_trace_metrics_get(const mt_trace *t, int device, const mt_trace_query *q,
                          mt_trace_metrics *m)
 {
     size_t lo = 0, hi, nk = 0, ne;
-    trace__sets z;
+    mt__trace_sets z;
     int64_t w0 = INT64_MAX, w1 = INT64_MIN, *per = NULL;
     int rc = 0;
     memset(m, 0, sizeof *m);
     memset(&z, 0, sizeof z);
     m->device = device;
-    lo = trace__device_first(t, device);
+    lo = mt__trace_device_first(t, device);
     for (hi = lo; hi < t->n && t->iv[hi].device == device; hi++)
         if (t->iv[hi].kind == KIND_KERNEL) {
             if (t->iv[hi].start < w0)
@@ -1425,13 +1425,13 @@ int mt_trace_metrics_get(const mt_trace *t, int device, const mt_trace_query *q,
         rc = -ENOMEM;
         goto out;
     }
-    trace__classify(t, lo, hi, w0, w1, &z, m);
-    if ((rc = trace__exposed(t, lo, hi, w0, w1, &z, per, m)))
+    mt__trace_classify(t, lo, hi, w0, w1, &z, m);
+    if ((rc = mt__trace_exposed(t, lo, hi, w0, w1, &z, per, m)))
         goto out;
-    trace__gaps(z.all, z.nk, w0, w1, m);
-    trace__top(t, per, m);
-    if ((rc = trace__range_union(t, "dispatch", w0, w1, &m->dispatch_ranges, &m->dispatch_ns)) ||
-        (rc = trace__range_union(t, "combine", w0, w1, &m->combine_ranges, &m->combine_ns)))
+    mt__trace_gaps(z.all, z.nk, w0, w1, m);
+    mt__trace_top(t, per, m);
+    if ((rc = mt__trace_range_union(t, "dispatch", w0, w1, &m->dispatch_ranges, &m->dispatch_ns)) ||
+        (rc = mt__trace_range_union(t, "combine", w0, w1, &m->combine_ranges, &m->combine_ns)))
         goto out;
 out:
     free(z.all), free(z.comm), free(z.comp), free(z.cp), free(z.ex), free(per);
@@ -1440,7 +1440,7 @@ out:
 
 /* ---- evidence and printing ---------------------------------------------------------------- */
 
-static int trace__hidden_fraction(const mt_trace *t, double *frac)
+static int mt__trace_hidden_fraction(const mt_trace *t, double *frac)
 {
     int64_t hidden = 0, comm = 0;
     size_t nd = mt_trace_devices(t, NULL, 0), i;
@@ -1464,7 +1464,7 @@ static int trace__hidden_fraction(const mt_trace *t, double *frac)
 }
 
 /* How many sorted times in v fall in [a, b). */
-static size_t trace__count_in(const int64_t *v, size_t n, int64_t a, int64_t b)
+static size_t mt__trace_count_in(const int64_t *v, size_t n, int64_t a, int64_t b)
 {
     size_t lo = 0, hi = n, l2, h2;
     while (lo < hi) { /* first >= a */
@@ -1487,7 +1487,7 @@ static size_t trace__count_in(const int64_t *v, size_t n, int64_t a, int64_t b)
 
 /* Graph replay against the step marks: which steps launched graphs, and how
  * many individual kernel launches the graphed and the eager steps made. */
-static int trace__graph_evidence(const mt_trace *t, mt_kv *ev)
+static int mt__trace_graph_evidence(const mt_trace *t, mt_kv *ev)
 {
     size_t i, steps = 0, gsteps = 0, esteps = 0, glaunch = 0, elaunch = 0;
     long gfirst = -1, glast = -1;
@@ -1500,22 +1500,22 @@ static int trace__graph_evidence(const mt_trace *t, mt_kv *ev)
         if (t->rg[i].kind == KIND_GRAPH)
             gts[ng++] = t->rg[i].start; /* sorted: rg is sorted by start */
     for (i = 0; i < t->nrg; i++) {
-        const trace__ival *r = &t->rg[i];
+        const mt__trace_ival *r = &t->rg[i];
         long s;
         size_t g, k, j;
         int64_t end = r->end;
-        if (r->kind != KIND_RANGE || (s = trace__step_of(trace__name(t, r->name))) < 0)
+        if (r->kind != KIND_RANGE || (s = mt__trace_step_of(mt__trace_name(t, r->name))) < 0)
             continue;
         /* a launch on the boundary of two steps (their rounded ends and
          * starts may overlap by a nanosecond) belongs to the later one */
         for (j = i + 1; j < t->nrg && t->rg[j].start < end; j++)
-            if (t->rg[j].kind == KIND_RANGE && trace__step_of(trace__name(t, t->rg[j].name)) >= 0) {
+            if (t->rg[j].kind == KIND_RANGE && mt__trace_step_of(mt__trace_name(t, t->rg[j].name)) >= 0) {
                 end = t->rg[j].start;
                 break;
             }
         steps++;
-        g = trace__count_in(gts, ng, r->start, end);
-        k = trace__count_in(t->lts, t->nlts, r->start, end);
+        g = mt__trace_count_in(gts, ng, r->start, end);
+        k = mt__trace_count_in(t->lts, t->nlts, r->start, end);
         if (g) {
             gsteps++, glaunch += k;
             if (gfirst < 0 || s < gfirst)
@@ -1558,7 +1558,7 @@ int mt_trace_evidence(const mt_trace *t, mt_kv *ev)
             if (f & (1 << b))
                 cnt[b]++;
     }
-    if ((rc = trace__hidden_fraction(t, &frac)))
+    if ((rc = mt__trace_hidden_fraction(t, &frac)))
         return rc;
     rc |= mt_kv_set(ev, "trace.available", "true");
     rc |= mt_kv_setf(ev, "trace.fp8_gemm", "%zu", cnt[0]);
@@ -1571,7 +1571,7 @@ int mt_trace_evidence(const mt_trace *t, mt_kv *ev)
     rc |= mt_kv_setf(ev, "trace.kernel_launches", "%zu", t->kernel_launches);
     rc |= mt_kv_setf(ev, "trace.comm_hidden_fraction", "%.6f", frac);
     if (!rc)
-        rc = trace__graph_evidence(t, ev);
+        rc = mt__trace_graph_evidence(t, ev);
     return rc ? -ENOMEM : 0;
 }
 
@@ -1582,12 +1582,12 @@ void mt_trace_print_us(FILE *out, int64_t ns)
     fprintf(out, "%s%" PRIu64 ".%03u", ns < 0 ? "-" : "", a / 1000, (unsigned)(a % 1000));
 }
 
-static double trace__share(int64_t part, int64_t whole)
+static double mt__trace_share(int64_t part, int64_t whole)
 {
     return whole ? 100.0 * (double)part / (double)whole : 0.0;
 }
 
-static void trace__json_str(FILE *out, const char *s)
+static void mt__trace_json_str(FILE *out, const char *s)
 {
     fputc('"', out);
     for (; *s; s++) {
@@ -1625,9 +1625,9 @@ void mt_trace_metrics_print(const mt_trace_metrics *m, FILE *out, int json)
                 "\"hidden_share_of_comm\": %.6f, \"exposed_comm_share_of_window\": %.6f, "
                 "\"idle_share_of_window\": %.6f, \"gap_threshold_us\": ",
                 m->kernels, m->comm_kernels, m->compute_kernels,
-                trace__share(m->hidden_ns, m->comm_ns) / 100,
-                trace__share(m->exposed_comm_ns, m->window_ns) / 100,
-                trace__share(m->idle_ns, m->window_ns) / 100);
+                mt__trace_share(m->hidden_ns, m->comm_ns) / 100,
+                mt__trace_share(m->exposed_comm_ns, m->window_ns) / 100,
+                mt__trace_share(m->idle_ns, m->window_ns) / 100);
         mt_trace_print_us(out, m->gap_threshold_ns);
         fprintf(out, ", \"gaps\": %zu, \"gaps_above\": %zu, \"dispatch_ranges\": %zu, "
                 "\"combine_ranges\": %zu, \"dispatch_us\": ",
@@ -1638,7 +1638,7 @@ void mt_trace_metrics_print(const mt_trace_metrics *m, FILE *out, int json)
         fputs(", \"top_exposed\": [", out);
         for (i = 0; i < m->ntop; i++) {
             fputs(i ? ", {\"name\": " : "{\"name\": ", out);
-            trace__json_str(out, m->top[i].name);
+            mt__trace_json_str(out, m->top[i].name);
             fputs(", \"exposed_us\": ", out);
             mt_trace_print_us(out, m->top[i].exposed_ns);
             fputc('}', out);
@@ -1654,9 +1654,9 @@ void mt_trace_metrics_print(const mt_trace_metrics *m, FILE *out, int json)
         fprintf(out, "  %-16s ", keys[i]);
         mt_trace_print_us(out, vals[i]);
         if (i == 5)
-            fprintf(out, " (%.3f%% of communication)\n", trace__share(m->hidden_ns, m->comm_ns));
+            fprintf(out, " (%.3f%% of communication)\n", mt__trace_share(m->hidden_ns, m->comm_ns));
         else
-            fprintf(out, " (%.3f%% of window)\n", trace__share(vals[i], m->window_ns));
+            fprintf(out, " (%.3f%% of window)\n", mt__trace_share(vals[i], m->window_ns));
     }
     fprintf(out, "  gaps             %zu, %zu above ", m->gaps, m->gaps_above);
     mt_trace_print_us(out, m->gap_threshold_ns);

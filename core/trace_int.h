@@ -14,24 +14,24 @@ enum { KIND_KERNEL = 0, KIND_MEMCPY = 1 };
 /* Host-side marks (rg): NVTX / user-annotation ranges and graph launches. */
 enum { KIND_RANGE = 2, KIND_GRAPH = 3 };
 
-typedef struct trace__ival {
+typedef struct mt__trace_ival {
     int64_t start, end;
     uint32_t name;
     int32_t stream;
     int32_t device; /* -1 for host-side marks */
     uint8_t kind;
-} trace__ival;
+} mt__trace_ival;
 
-typedef struct trace__rule {
+typedef struct mt__trace_rule {
     char *pattern; /* without the '^' */
     int prefix;
     mt_trace_class cls;
-} trace__rule;
+} mt__trace_rule;
 
 struct mt_trace {
-    trace__ival *iv; /* GPU activity, sorted by device, start, end */
+    mt__trace_ival *iv; /* GPU activity, sorted by device, start, end */
     size_t n, cap;
-    trace__ival *rg; /* ranges and graph launches, sorted by start */
+    mt__trace_ival *rg; /* ranges and graph launches, sorted by start */
     size_t nrg, rg_cap;
     /* string table: names[i] is an offset into pool */
     char *pool;
@@ -41,7 +41,7 @@ struct mt_trace {
     size_t nnames, names_cap;
     uint32_t *hash; /* open addressing, id + 1, 0 = empty */
     size_t hash_cap;
-    trace__rule *rules;
+    mt__trace_rule *rules;
     size_t nrules;
     size_t kernels, memcpys, graph_launches, kernel_launches;
     int64_t *lts; /* kernel launch (runtime API) start times, sorted at finish */

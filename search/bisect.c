@@ -933,7 +933,7 @@ int mt_bisect_run(mt_bisect *b, size_t n, const mt_bisect_params *p, mt_bisect_r
     return 0;
 }
 
-void mt_bisect_free(mt_bisect *b)
+void mt_bisect_clear(mt_bisect *b)
 {
     size_t i;
     for (i = 0; b->revs && i < b->n; i++)

@@ -163,9 +163,9 @@ typedef struct mt_bisect {
 } mt_bisect;
 
 /* Runs the bisection over n >= 2 revisions.  0 (see b->outcome), negative
- * on a bad parameter or out of memory.  Free with mt_bisect_free. */
+ * on a bad parameter or out of memory.  Free with mt_bisect_clear. */
 int mt_bisect_run(mt_bisect *b, size_t n, const mt_bisect_params *p, mt_bisect_run_fn fn,
                   void *ctx);
-void mt_bisect_free(mt_bisect *b);
+void mt_bisect_clear(mt_bisect *b);
 
 #endif

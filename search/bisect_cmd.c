@@ -982,7 +982,7 @@ static void cfg_source_free(cfgsrc *s)
     free(s->cfgs);
     free(s->skip);
     free(s->repairs);
-    mt_cfg_diff_free(&s->df);
+    mt_cfg_diff_clear(&s->df);
     mt_kv_destroy(&s->good);
     mt_kv_destroy(&s->bad);
     mt_contract_destroy(&s->ca);
@@ -1159,7 +1159,7 @@ static int cfg_test(eng *e, cfgsrc *s, const mt_bisect_params *p, FILE *progress
         fx[0] = b.ends.effect, fx[1] = b.ends_ci_lo, fx[2] = b.ends_ci_hi;
         v = v == MT_BISECT_FOUND;
     }
-    mt_bisect_free(&b);
+    mt_bisect_clear(&b);
     rl_free(&names);
     mt_kv_destroy(&cfgs[1]);
     return v;
@@ -1298,7 +1298,7 @@ static int cfg_explain(eng *e, cfgsrc *s, const revlist *revs, const mt_bisect *
             if (pv == MT_BISECT_FOUND && pb.n_culprits >= 1 &&
                 pb.culprits[0].lo == pb.culprits[0].hi)
                 partner = list[pb.culprits[0].hi - 1];
-            mt_bisect_free(&pb);
+            mt_bisect_clear(&pb);
             for (i = 0; i <= m; i++) {
                 mt_kv_destroy(&cfgs[i]);
                 free(skip[i]);
@@ -1606,12 +1606,12 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
 out:
     free(text);
     cJSON_Delete(json);
-    mt_bisect_free(&b);
+    mt_bisect_clear(&b);
     rl_free(&revs);
     cfg_source_free(&cs);
     mt_kv_destroy(&e.baseline);
     cJSON_Delete(e.timeline);
     eng_zx_close(&e);
-    mt_store_close(&e.st);
+    mt_store_destroy(&e.st);
     return rc;
 }

@@ -109,11 +109,11 @@ int mt_cfg_diff_build(const mt_registry *r, const mt_kv *good, const mt_kv *bad,
         qsort(out->u, out->n, sizeof *out->u, by_name);
     return 0;
 oom:
-    mt_cfg_diff_free(out);
+    mt_cfg_diff_clear(out);
     return -ENOMEM;
 }
 
-void mt_cfg_diff_free(mt_cfg_diff *df)
+void mt_cfg_diff_clear(mt_cfg_diff *df)
 {
     size_t i;
     for (i = 0; i < df->n; i++) {
@@ -180,8 +180,8 @@ done:
     mt_kv_destroy(&cand.sets);
     mt_kv_destroy(&cand.repairs);
     mt_kv_destroy(&cand.config);
-    mt_violations_free(&cand.violations);
-    mt_strlist_free(&cand.repair_notes);
-    mt_strlist_free(&cand.notes);
+    mt_violations_clear(&cand.violations);
+    mt_strlist_clear(&cand.repair_notes);
+    mt_strlist_clear(&cand.notes);
     return out;
 }

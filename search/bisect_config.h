@@ -38,10 +38,10 @@ typedef struct mt_cfg_diff {
 } mt_cfg_diff;
 
 /* The units that turn good into bad.  0 (n may be 0: the configs are the
- * same), or -ENOMEM. Free with mt_cfg_diff_free. */
+ * same), or -ENOMEM. Free with mt_cfg_diff_clear. */
 int mt_cfg_diff_build(const mt_registry *r, const mt_kv *good, const mt_kv *bad,
                       mt_cfg_diff *out);
-void mt_cfg_diff_free(mt_cfg_diff *df);
+void mt_cfg_diff_clear(mt_cfg_diff *df);
 
 /* good with units[0..k-1] applied, repaired.  Caller owns the result (and
  * *repairs: "knob=value (owner: why)" lines, one a repair, when repairs is

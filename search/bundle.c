@@ -115,7 +115,7 @@ static int render_json(eng *e, const mt_kv *cfg, uint32_t dialect, cJSON **argv,
         cJSON_AddItemToArray(*argv, cJSON_CreateString(r.argv.v[i]));
     if (env)
         *env = kv_json(rc == 0 ? r.env : NULL);
-    mt_rendered_free(&r);
+    mt_rendered_clear(&r);
     mt_diag_destroy(&d);
     return rc;
 }
@@ -213,7 +213,7 @@ static void label_json(eng *e, cJSON *o, const mt_kv *cfg, int with_changes)
         cJSON_AddItemToArray(r, cJSON_CreateString(why.v[i]));
     cJSON_AddStringToObject(o, "label", mt_label_word(label));
     cJSON_AddItemToObject(o, "label_reasons", r);
-    mt_strlist_free(&why);
+    mt_strlist_clear(&why);
 }
 
 /* What a user must know before training with the recipe, one line each
@@ -239,7 +239,7 @@ static void recipe_notes(eng *e, const mt_kv *recipe, const mt_kv *prod, mt_strl
                      vs.v[0].message);
             mt_strlist_push(notes, line);
         }
-        mt_violations_free(&vs);
+        mt_violations_clear(&vs);
     }
     if (cJSON_IsObject(nat)) {
         const char *st = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(nat, "status"));
@@ -296,14 +296,14 @@ static int recipe_files(eng *e, const mt_kv *recipe, int status, const char *lab
         if (n < sizeof title)
             n += (size_t)snprintf(title + n, sizeof title - n, "\n%s", notes.v[i]);
     }
-    mt_strlist_free(&notes);
+    mt_strlist_clear(&notes);
     if (mt_recipe_build(e->reg, e->c, prod, e->sim, title, &rc, d)) {
         mt_kv_destroy(&prod);
         return -1;
     }
     mt_kv_destroy(&prod);
     if (mt_recipe_write(&rc, e->o.dir, d)) {
-        mt_recipe_free(&rc);
+        mt_recipe_clear(&rc);
         return -1;
     }
     files = cJSON_AddObjectToObject(o, "files");
@@ -316,7 +316,7 @@ static int recipe_files(eng *e, const mt_kv *recipe, int status, const char *lab
             cJSON_AddStringToObject(errors, mt_recipe_format_name(f), rc.why_not[f]);
         }
     }
-    mt_recipe_free(&rc);
+    mt_recipe_clear(&rc);
     return 0;
 }
 

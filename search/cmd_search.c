@@ -93,8 +93,8 @@ static int print_formatted(mt_session *s, uint32_t dial, const char *format, mt_
             rc = MT_EXIT_BAD_INPUT;
         for (i = 0; !rc && i < cmd.n; i++)
             printf("%s\n", cmd.v[i]);
-        mt_strlist_free(&cmd);
-        mt_rendered_free(&out);
+        mt_strlist_clear(&cmd);
+        mt_rendered_clear(&out);
         return rc;
     }
     if (!strcmp(format, "env")) {
@@ -114,8 +114,8 @@ static int print_formatted(mt_session *s, uint32_t dial, const char *format, mt_
     if (!rc)
         fputs(text, stdout);
     free(text);
-    mt_strlist_free(&cmd);
-    mt_rendered_free(&out);
+    mt_strlist_clear(&cmd);
+    mt_rendered_clear(&out);
     return rc;
 }
 
@@ -170,7 +170,7 @@ int mt_cmd_render(int argc, char **argv)
         rc = mt_render(s.reg, s.contract, s.cfg, dial, &out, d) ? 1 : 0;
         if (!rc)
             print_rendered(&out, ro.argv_only);
-        mt_rendered_free(&out);
+        mt_rendered_clear(&out);
     }
     if (rc)
         mt_diag_print(d, stderr);
@@ -284,7 +284,7 @@ int mt_cmd_optimum(int argc, char **argv)
             mt_config_diff(s.cfg, o.best, &diff);
             for (i = 0; i < diff.n; i++)
                 printf("  %s\n", diff.v[i]);
-            mt_strlist_free(&diff);
+            mt_strlist_clear(&diff);
             mt_kv_destroy(&o.best);
         } else {
             printf("optimum: no config of the space is legal and fits\n");
@@ -380,7 +380,7 @@ int mt_cmd_bisect(int argc, char **argv)
             return MT_EXIT_BAD_INPUT;
         }
         for (i = 0; i < o.n_prepare; i++)
-            mt_strlist_free(&steps[i]);
+            mt_strlist_clear(&steps[i]);
         free(steps);
         mt_diag_destroy(&d);
     }
@@ -503,7 +503,7 @@ static cJSON *model_screen_one(mt_session *s, const mt_kv *cfg, int nrep, int re
         cJSON_AddNumberToObject(o, "noise_free_tflops", t);
         cJSON_AddBoolToObject(o, "noise_free_fits", fits);
     }
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     return o;
 }
 

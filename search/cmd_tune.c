@@ -558,7 +558,7 @@ int mt_cmd_tune(int argc, char **argv)
     } else {
         rc = tune_outcome(&res, a.dir, a.notify_cmd);
     }
-    mt_tune_result_free(&res);
+    mt_tune_result_clear(&res);
     mt_diag_destroy(&d);
     mt_session_clear(&s);
     mt_dirlock_release(&lock);
@@ -693,7 +693,7 @@ int mt_cmd_status(int argc, char **argv)
     } else {
         mt_diag_print(d, stderr);
     }
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     mt_diag_destroy(&d);
     snprintf(path, sizeof path, "%s/bundle.json", dir);
     if (access(path, R_OK) == 0)

@@ -36,7 +36,7 @@ void mt_tune_opts_init(mt_tune_opts *o)
     o->slots = 1;
 }
 
-void mt_tune_result_free(mt_tune_result *r)
+void mt_tune_result_clear(mt_tune_result *r)
 {
     size_t i;
     mt_kv_destroy(&r->recipe);
@@ -414,7 +414,7 @@ static int required_change(eng *e, const mt_kv *from, const mt_kv *to, const cha
     mt_kv_set(kept, knob, f ? f : "");
     mt_legality(e->reg, e->c, kept, &vs, e->d);
     need = vs.n > 0;
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     mt_kv_destroy(&kept);
     return need;
 }
@@ -1484,12 +1484,12 @@ static int phase_fit(eng *e)
             e->best = mt_kv_dup(k->config);
             e->fitted = mt_kv_dup(k->config);
             free(order);
-            mt_candidates_free(&cs);
+            mt_candidates_clear(&cs);
             return 0;
         }
     }
     free(order);
-    mt_candidates_free(&cs);
+    mt_candidates_clear(&cs);
     snprintf(e->stopped, sizeof e->stopped, "nothing fits in memory");
     return 1;
 }
@@ -2000,9 +2000,9 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
 static void built_release(mt_candidate *pc)
 {
     mt_kv_destroy(&pc->sets), mt_kv_destroy(&pc->config), mt_kv_destroy(&pc->repairs);
-    mt_violations_free(&pc->violations);
-    mt_strlist_free(&pc->repair_notes);
-    mt_strlist_free(&pc->notes);
+    mt_violations_clear(&pc->violations);
+    mt_strlist_clear(&pc->repair_notes);
+    mt_strlist_clear(&pc->notes);
 }
 
 /* Screens a candidate the engine put together (pc's plugin, variable,
@@ -2351,7 +2351,7 @@ static int phase_search(eng *e)
                     rc = pair_for_memory(e, phase, &cs, i, &t, &accepted, &ab_count);
                 }
             if (rc || accepted) {
-                mt_candidates_free(&cs);
+                mt_candidates_clear(&cs);
                 if (rc)
                     break;
                 cJSON_Delete(wall);
@@ -2360,7 +2360,7 @@ static int phase_search(eng *e)
             }
         }
         if (pick == (size_t)-1) {
-            mt_candidates_free(&cs);
+            mt_candidates_clear(&cs);
             if (scale_left > 0) {
                 scale_left = 0;
                 continue;
@@ -2388,7 +2388,7 @@ static int phase_search(eng *e)
             mt_stats_design ds;
             design(e, &ds, 0, 0);
             if (!afford(e, 2 * ds.initial)) {
-                mt_candidates_free(&cs);
+                mt_candidates_clear(&cs);
                 break;
             }
         }
@@ -2457,7 +2457,7 @@ static int phase_search(eng *e)
             snprintf(key, sizeof key, "%s>%s", nid, best_id);
             tried_add(&t, key);
         }
-        mt_candidates_free(&cs);
+        mt_candidates_clear(&cs);
         if (rc)
             break;
         if (scale_left > 0)
@@ -2624,8 +2624,8 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
     cJSON_Delete(in.changes), cJSON_Delete(in.repairs);
 done:
     mt_kv_destroy(&k.sets), mt_kv_destroy(&k.config), mt_kv_destroy(&k.repairs);
-    mt_violations_free(&k.violations);
-    mt_strlist_free(&k.repair_notes);
+    mt_violations_clear(&k.violations);
+    mt_strlist_clear(&k.repair_notes);
     return rc;
 }
 
@@ -2876,7 +2876,7 @@ static void add_label(eng *e, cJSON *o, const mt_kv *cfg, int routing)
         cJSON_AddItemToArray(a, cJSON_CreateString(why.v[i]));
     cJSON_AddStringToObject(o, "label", mt_label_word(label));
     cJSON_AddItemToObject(o, "label_reasons", a);
-    mt_strlist_free(&why);
+    mt_strlist_clear(&why);
 }
 
 /* Whether validation can add natural-routing arms: the contract forces
@@ -2924,7 +2924,7 @@ static mt_kv *natural_config(eng *e, const mt_kv *cfg, const char *name, char *w
                  vs.v[0].rule, vs.v[0].message);
         mt_kv_destroy(&k);
     }
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     return k;
 }
 
@@ -3294,7 +3294,7 @@ static mt_kv **space_configs(eng *e, size_t *count)
             }
             out[n++] = mt_kv_dup(cfg);
         }
-        mt_violations_free(&vs);
+        mt_violations_clear(&vs);
         for (i = 0; i < nk; i++) {
             if (++idx[i] < nv[i])
                 break;
@@ -3572,6 +3572,6 @@ out:
     cJSON_Delete(e.baseline_arm);
     cJSON_Delete(e.best_arm);
     eng_zx_close(&e);
-    mt_store_close(&e.st);
+    mt_store_destroy(&e.st);
     return rc;
 }

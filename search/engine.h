@@ -76,7 +76,7 @@ typedef struct mt_tune_result {
     mt_kv **accepted_from, **accepted_to;
 } mt_tune_result;
 
-void mt_tune_result_free(mt_tune_result *r);
+void mt_tune_result_clear(mt_tune_result *r);
 
 /* Runs (or resumes) a tune.  0 when a bundle was written (whatever the
  * validation said), negative with the reason in d otherwise. */

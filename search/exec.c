@@ -289,7 +289,7 @@ int eng_exec(eng *e, jobreq *v, size_t n)
                 r = st ? run_local(e, st, &v[i]) : -1;
                 if (r)
                     mt_diag_print(d, stderr);
-                mt_store_close(&st);
+                mt_store_destroy(&st);
                 _exit(r ? 1 : 0);
             }
             if (pid < 0) {

@@ -201,9 +201,9 @@ static mt_kv *repair_undeclared(mt_registry *r, const mt_contract *c, const mt_k
         }
     }
     mt_kv_destroy(&k.sets), mt_kv_destroy(&k.repairs), mt_kv_destroy(&k.config);
-    mt_violations_free(&k.violations);
-    mt_strlist_free(&k.repair_notes);
-    mt_strlist_free(&k.notes);
+    mt_violations_clear(&k.violations);
+    mt_strlist_clear(&k.repair_notes);
+    mt_strlist_clear(&k.notes);
     return out;
 }
 
@@ -267,7 +267,7 @@ int mt_optimum_find(mt_registry *r, const mt_contract *c, const mt_kv *base, siz
             mt_kv_set(cfg, knobs[i], vals[i][idx[i]]);
         mt_legality(r, c, cfg, &vs, d);
         if (vs.n && (repaired = repair_undeclared(r, c, base, cfg, d)) != NULL) {
-            mt_violations_free(&vs); /* legal once an undeclared knob follows */
+            mt_violations_clear(&vs); /* legal once an undeclared knob follows */
             mt_kv_destroy(&cfg);
             cfg = repaired;
         }
@@ -286,7 +286,7 @@ int mt_optimum_find(mt_registry *r, const mt_contract *c, const mt_kv *base, siz
                 }
             }
         }
-        mt_violations_free(&vs);
+        mt_violations_clear(&vs);
         for (i = 0; i < nk; i++) {
             if (++idx[i] < nv[i])
                 break;

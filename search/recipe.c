@@ -405,11 +405,11 @@ static char *sbatch_text(const mt_contract *c, const mt_launch *l, const mt_strl
                 t.oom = 1;
         put_command(&t, "", &srun, brk, 1);
     }
-    mt_strlist_free(&srun);
+    mt_strlist_clear(&srun);
     return text_close(&t);
 }
 
-void mt_recipe_free(mt_recipe *rc)
+void mt_recipe_clear(mt_recipe *rc)
 {
     int f;
     for (f = 0; f < MT_RECIPE_NFORMATS; f++) {
@@ -440,8 +440,8 @@ static void build_native(mt_registry *reg, const mt_contract *c, const mt_kv *cf
     if (!out->text[MT_RECIPE_SBATCH])
         out->why_not[MT_RECIPE_SBATCH] = first_problem(d, "out of memory");
     mt_launch_destroy(&l);
-    mt_strlist_free(&cmd);
-    mt_rendered_free(&r);
+    mt_strlist_clear(&cmd);
+    mt_rendered_clear(&r);
     mt_diag_destroy(&d);
 }
 
@@ -458,20 +458,20 @@ int mt_recipe_build(mt_registry *reg, const mt_contract *c, const mt_kv *cfg, co
         out->text[MT_RECIPE_MLM] = mlm_text(c, &cmd, title);
     if (!out->text[MT_RECIPE_MLM])
         out->why_not[MT_RECIPE_MLM] = first_problem(local, "out of memory");
-    mt_rendered_free(&r);
-    mt_strlist_free(&cmd);
+    mt_rendered_clear(&r);
+    mt_strlist_clear(&cmd);
     mt_diag_clear(local);
     mt_rendered_init(&r);
     if (mt_render(reg, c, cfg, MT_DIALECT_BRIDGE, &r, local) == 0)
         out->text[MT_RECIPE_BRIDGE] = bridge_text(&r.argv, &out->why_not[MT_RECIPE_BRIDGE]);
     if (!out->text[MT_RECIPE_BRIDGE] && !out->why_not[MT_RECIPE_BRIDGE])
         out->why_not[MT_RECIPE_BRIDGE] = first_problem(local, "out of memory");
-    mt_rendered_free(&r);
+    mt_rendered_clear(&r);
     mt_diag_destroy(&local);
     build_native(reg, c, cfg, sim_path, title, out);
     for (f = 0; f < MT_RECIPE_NFORMATS; f++)
         if (!out->text[f] && !out->why_not[f]) {
-            mt_recipe_free(out);
+            mt_recipe_clear(out);
             return oom(d);
         }
     return 0;

@@ -90,11 +90,11 @@ typedef struct mt_recipe {
  * bridge in the overrides of the contract's declared Megatron-Bridge
  * version, env and sbatch from the contract's own dialect and launch
  * template (the command moetune measured).  A format that cannot be made
- * gets its why_not instead.  out is the caller's (mt_recipe_free).  0, or
+ * gets its why_not instead.  out is the caller's (mt_recipe_clear).  0, or
  * -1 on OOM (in d). */
 int mt_recipe_build(mt_registry *reg, const mt_contract *c, const mt_kv *cfg, const char *sim_path,
                     const char *title, mt_recipe *out, mt_diag *d);
-void mt_recipe_free(mt_recipe *rc);
+void mt_recipe_clear(mt_recipe *rc);
 
 /* Writes each text of rc to DIR/<mt_recipe_file_name> (a temporary file
  * renamed into place; scripts mode 0755, the others 0644).  0, or -1 with

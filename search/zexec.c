@@ -659,7 +659,7 @@ static char *prepare_program(const char *tmpl)
     char *prog = NULL;
     if (d && !mt_prepare_split(tmpl, &words, d) && words.n && !strchr(words.v[0], '{'))
         prog = strdup(words.v[0]);
-    mt_strlist_free(&words);
+    mt_strlist_clear(&words);
     mt_diag_destroy(&d);
     return prog;
 }

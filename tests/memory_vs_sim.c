@@ -234,7 +234,7 @@ static int draw_one(mt_registry *r, source *src, uint64_t *seed, family *f)
     if (!bad) {
         mt_legality(r, c, cfg, &vs, NULL);
         bad = vs.n != 0;
-        mt_violations_free(&vs);
+        mt_violations_clear(&vs);
     }
     if (!bad && (sim = sim_peak(c, cfg)) > 0 && mt_memory_estimate(cfg, c->hardware, &m) == 0) {
         sample *s;

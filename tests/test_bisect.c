@@ -129,8 +129,8 @@ START_TEST(one_regression_found_exactly_and_deterministically)
     ck_assert_uint_eq(w.trace, t1);
     ck_assert_int_eq(w.jobs, jobs1);
     ck_assert_int_eq(b2.culprits[0].hi, 37);
-    mt_bisect_free(&b);
-    mt_bisect_free(&b2);
+    mt_bisect_clear(&b);
+    mt_bisect_clear(&b2);
 }
 END_TEST
 
@@ -148,7 +148,7 @@ START_TEST(culprits_at_the_edges)
         ck_assert_int_eq(b.n_culprits, 1);
         ck_assert_int_eq(b.culprits[0].hi, c);
         ck_assert_int_eq(b.culprits[0].lo, c);
-        mt_bisect_free(&b);
+        mt_bisect_clear(&b);
     }
 }
 END_TEST
@@ -167,7 +167,7 @@ START_TEST(no_regression_stops_at_the_ends_with_figures)
     ck_assert_ptr_nonnull(strstr(b.why, "CI"));
     /* only the ends were measured */
     ck_assert_int_eq(b.runs, b.revs[0].n + b.revs[N - 1].n);
-    mt_bisect_free(&b);
+    mt_bisect_clear(&b);
 }
 END_TEST
 
@@ -181,7 +181,7 @@ START_TEST(a_faster_bad_end_is_not_a_regression)
     ck_assert_int_eq(mt_bisect_run(&b, N, &p, runner, &w), 0);
     ck_assert_int_eq(b.outcome, MT_BISECT_NOT_REPRODUCED);
     ck_assert(b.ends.effect < 0);
-    mt_bisect_free(&b);
+    mt_bisect_clear(&b);
 }
 END_TEST
 
@@ -206,7 +206,7 @@ START_TEST(skipped_revisions_give_a_range)
         if (b.revs[i].asked) /* whatever was tried is typed */
             ck_assert_int_eq(b.revs[i].state, i == 29 ? MT_BJ_FAILED : MT_BJ_SKIP);
     ck_assert_int_ge(b.revs[29].state == MT_BJ_FAILED || !b.revs[29].asked, 1);
-    mt_bisect_free(&b);
+    mt_bisect_clear(&b);
 }
 END_TEST
 
@@ -227,7 +227,7 @@ START_TEST(lost_replicates_are_asked_again_then_fail_the_revision)
     ck_assert_int_eq(b.revs[47].state, MT_BJ_FAILED);
     ck_assert_int_eq(b.revs[47].infra, 3);
     ck_assert_ptr_nonnull(strstr(b.revs[47].evidence, "NCCL"));
-    mt_bisect_free(&b);
+    mt_bisect_clear(&b);
 }
 END_TEST
 
@@ -243,7 +243,7 @@ START_TEST(an_end_that_cannot_be_measured)
     ck_assert_int_eq(b.outcome, MT_BISECT_END_FAILED);
     ck_assert_ptr_nonnull(strstr(b.why, "bad end"));
     ck_assert_ptr_nonnull(strstr(b.why, "prepare_failed"));
-    mt_bisect_free(&b);
+    mt_bisect_clear(&b);
 }
 END_TEST
 
@@ -257,7 +257,7 @@ START_TEST(a_failing_runner_stops_the_bisection)
     w.fail_runner = 4;
     ck_assert_int_eq(mt_bisect_run(&b, N, &p, runner, &w), 0);
     ck_assert_int_eq(b.outcome, MT_BISECT_ERROR);
-    mt_bisect_free(&b);
+    mt_bisect_clear(&b);
 }
 END_TEST
 
@@ -282,7 +282,7 @@ START_TEST(two_regressions_are_both_found)
     ck_assert(b.culprits[0].partial || b.culprits[1].partial);
     ck_assert(fabs(b.culprits[0].effect - 0.03) < 0.005);
     ck_assert(fabs(b.culprits[1].effect - 0.03) < 0.005);
-    mt_bisect_free(&b);
+    mt_bisect_clear(&b);
 }
 END_TEST
 
@@ -316,7 +316,7 @@ START_TEST(two_regressions_at_run_noise)
                           "culprit %d: %.4f in %.4f .. %.4f", b.culprits[i].hi,
                           b.culprits[i].effect, b.culprits[i].ci_lo, b.culprits[i].ci_hi);
         ck_assert_int_eq(b.runs, w.jobs);
-        mt_bisect_free(&b);
+        mt_bisect_clear(&b);
     }
 }
 END_TEST
@@ -364,7 +364,7 @@ START_TEST(speculation_measures_the_next_midpoints_alongside)
     /* the first midpoint (31) came with both quarter points (15, 47) */
     ck_assert_int_ge(b.revs[15].n, p.mid_initial);
     ck_assert_int_ge(b.revs[47].n, p.mid_initial);
-    mt_bisect_free(&b);
+    mt_bisect_clear(&b);
 }
 END_TEST
 
@@ -382,12 +382,12 @@ START_TEST(prepare_templates_split_and_expand)
     ck_assert_int_eq((int)s[1].n, 4);
     ck_assert_str_eq(s[1].v[2], "/w/1/a b");
     ck_assert_str_eq(s[1].v[3], "x yz");
-    mt_strlist_free(&s[0]);
-    mt_strlist_free(&s[1]);
+    mt_strlist_clear(&s[0]);
+    mt_strlist_clear(&s[1]);
     free(s);
     ck_assert_int_eq(mt_prepare_split("a 'b", &one, d), -EINVAL);
     ck_assert_ptr_nonnull(strstr(mt_diag_at(d, mt_diag_count(d) - 1)->message, "unterminated"));
-    mt_strlist_free(&one);
+    mt_strlist_clear(&one);
     ck_assert_int_eq(mt_prepare_split("   ", &one, d), -EINVAL);
     {
         const char *u[] = {"build {revision}"};

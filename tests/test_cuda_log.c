@@ -361,7 +361,7 @@ START_TEST(a_rendered_training_command_parses)
     ck_assert_ptr_nonnull(strstr(a.ignored, "--num-layers"));
     ck_assert_ptr_null(strstr(a.ignored, "--hidden-size"));
     free(argv);
-    mt_rendered_free(&r);
+    mt_rendered_clear(&r);
     tk_close(&t);
 }
 END_TEST

@@ -50,7 +50,7 @@ static int parse_str(const mt_mlm_dialect *d, const char *line, mt_kv *ns, char 
     argc = split(buf, v, 512);
     rc = mt_argparse(d, v, argc, ns, &res);
     snprintf(err, n, "%s", res.error);
-    mt_argparse_result_free(&res);
+    mt_argparse_result_clear(&res);
     return rc;
 }
 
@@ -175,13 +175,13 @@ START_TEST(extension_choices)
     char *v[] = {"--moe-flex-dispatcher-backend", "flexdemo"};
     mt_argparse_result res;
     ck_assert_int_eq(mt_argparse(m, v, 2, ns, &res), -1);
-    mt_argparse_result_free(&res);
+    mt_argparse_result_clear(&res);
     mt_kv_set(extra, "--moe-flex-dispatcher-backend", "other|flexdemo");
     ck_assert_int_eq(mt_argparse_ext(m, v, 2, ns, &res, extra), 0);
     ck_assert_str_eq(mt_kv_get(ns, "moe_flex_dispatcher_backend"), "flexdemo");
     ck_assert_uint_eq(res.n_toks, 1);
     ck_assert_uint_eq(res.toks[0].count, 2);
-    mt_argparse_result_free(&res);
+    mt_argparse_result_clear(&res);
     mt_kv_destroy(&ns);
     mt_kv_destroy(&extra);
 }

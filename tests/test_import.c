@@ -135,15 +135,15 @@ START_TEST(canonical_recipes_round_trip)
         for (k = 0; k < vs.n; k++)
             ck_assert_msg(vs.v[k].rule_class != MT_RULE_STARTUP, "%s: [%s] %s",
                           recipes[i].version, vs.v[k].rule, vs.v[k].message);
-        mt_violations_free(&vs);
+        mt_violations_clear(&vs);
         mt_rendered_init(&rd);
         ck_assert_int_eq(mt_render(reg, c, cfg, MT_DIALECT_MLM, &rd, d), 0);
         ck_assert_int_eq(mt_argparse(dl, rd.argv.v, rd.argv.n, back, &res), 0);
-        mt_argparse_result_free(&res);
+        mt_argparse_result_clear(&res);
         snprintf(buf, sizeof buf, "%s", recipes[i].argv);
         argc = split(buf, v, 512);
         ck_assert_int_eq(mt_argparse(dl, v, argc, orig, &res), 0);
-        mt_argparse_result_free(&res);
+        mt_argparse_result_clear(&res);
         for (k = 0; mt_kv_entry(orig, k, &key, &val) == 0; k++) {
             const char *got = mt_kv_get(back, key);
             if (forced(key))
@@ -154,7 +154,7 @@ START_TEST(canonical_recipes_round_trip)
         for (k = 0; mt_kv_entry(back, k, &key, &val) == 0; k++)
             ck_assert_msg(forced(key) || mt_kv_get(orig, key), "%s: the render adds %s = %s",
                           recipes[i].version, key, val);
-        mt_rendered_free(&rd);
+        mt_rendered_clear(&rd);
         mt_kv_destroy(&orig), mt_kv_destroy(&back), mt_kv_destroy(&cfg);
         mt_contract_destroy(&c);
         free(text);

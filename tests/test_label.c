@@ -65,13 +65,13 @@ START_TEST(forced_routing_names_contract_and_knob)
     ck_assert(has(&why, "data.routing = \"forced\""));
     ck_assert(has(&why, "moe_router_force_load_balancing = true"));
     ck_assert_str_eq(mt_label_word(MT_LABEL_BENCHMARK_ONLY), "benchmark-only");
-    mt_strlist_free(&why);
+    mt_strlist_clear(&why);
     /* forced by the contract alone */
     mt_kv_set(cfg, "moe_router_force_load_balancing", "false");
     ck_assert_uint_eq(mt_label_config(c, cfg, -1, &why), MT_LABEL_BENCHMARK_ONLY);
     ck_assert_uint_eq(why.n, 1);
     ck_assert(has(&why, "data.routing"));
-    mt_strlist_free(&why);
+    mt_strlist_clear(&why);
     mt_kv_destroy(&cfg);
     mt_contract_destroy(&c);
 }
@@ -93,7 +93,7 @@ START_TEST(natural_routing_on_the_sim)
     ck_assert_uint_eq(mt_label_config(c, cfg, MT_ROUTING_NATURAL, &why), MT_LABEL_BENCHMARK_ONLY);
     ck_assert_uint_eq(why.n, 1);
     ck_assert(has(&why, "moe_router_force_load_balancing"));
-    mt_strlist_free(&why);
+    mt_strlist_clear(&why);
     mt_kv_destroy(&cfg);
     mt_contract_destroy(&c);
 }
@@ -112,7 +112,7 @@ START_TEST(mock_data_matter_with_natural_routing)
     ck_assert_uint_eq(mt_label_config(c, cfg, -1, &why), MT_LABEL_BENCHMARK_ONLY);
     ck_assert_uint_eq(why.n, 1);
     ck_assert(has(&why, "data.dataset = \"mock\""));
-    mt_strlist_free(&why);
+    mt_strlist_clear(&why);
     mt_kv_set(c->data, "dataset", "/data/train_text_document");
     ck_assert_uint_eq(mt_label_config(c, cfg, -1, &why), MT_LABEL_TRAINING_EQUIVALENT);
     ck_assert_uint_eq(why.n, 0);
@@ -143,7 +143,7 @@ START_TEST(disabled_optimizer_or_checkpoint_path)
                           MT_LABEL_BENCHMARK_ONLY);
         ck_assert_msg(why.n == 1 && has(&why, flags[i][1]), "%s: %zu reasons, first \"%s\"",
                       flags[i][0], why.n, why.n ? why.v[0] : "");
-        mt_strlist_free(&why);
+        mt_strlist_clear(&why);
         mt_kv_destroy(&cfg);
         mt_contract_destroy(&c);
     }

@@ -363,7 +363,7 @@ START_TEST(v1_plugin_loads_through_the_v1_adapter)
     for (i = 0; i < out.argv.n; i++)
         hit |= !strcmp(out.argv.v[i], "--moe-token-dispatcher-type");
     ck_assert_msg(hit, "dispatcher did not render --moe-token-dispatcher-type");
-    mt_rendered_free(&out);
+    mt_rendered_clear(&out);
     mt_registry_destroy(&r);
     mt_diag_destroy(&d);
     tk_close(&t);

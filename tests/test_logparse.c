@@ -1957,8 +1957,8 @@ static simrun sim_run(const char *contract, const char *const *sets, const char 
     for (i = 0; extra && extra[i]; i++)
         if (!strcmp(extra[i], "--sim-gpu") && extra[i + 1])
             ck_assert_int_eq(sim_cfg_set(&s.cfg, "gpu", extra[i + 1], err, sizeof err), 0);
-    mt_strlist_free(&argv);
-    mt_rendered_free(&r);
+    mt_strlist_clear(&argv);
+    mt_rendered_clear(&r);
     tk_close(&t);
     return s;
 }

@@ -106,7 +106,7 @@ START_TEST(ok_run_summarized_verified_stored)
     ck_assert_str_eq(prev.outcome, "ok");
     mt_store_run_clear(&prev);
     mt_measure_clear(&m);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     tk_close(&t);
     mt_diag_destroy(&d);
 }
@@ -130,7 +130,7 @@ static void expect_outcome(const char *inject, int outcome, const char *needle)
     ck_assert_msg(strstr(m.evidence, needle), "inject %s: evidence \"%s\" lacks \"%s\"", inject,
                   m.evidence, needle);
     mt_measure_clear(&m);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     tk_close(&t);
 }
 
@@ -154,7 +154,7 @@ START_TEST(oom_outcome)
     ck_assert_msg(m.outcome == MT_OUTCOME_OOM, "%s: %s", mt_outcome_name(m.outcome), m.evidence);
     ck_assert_ptr_nonnull(strstr(m.evidence, "OutOfMemoryError"));
     mt_measure_clear(&m);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     tk_close(&t);
 }
 END_TEST
@@ -206,7 +206,7 @@ static void measure_edited(const char *contract, const char *body, mt_measure *o
     *out = measure("screen", NULL, NULL, &st, &t);
     sim_path = MT_SIM_BIN;
     contract_name = "qwen3-30b-a3b-h100x16.cfg";
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     tk_close(&t);
 }
 
@@ -320,7 +320,7 @@ static mt_strlist pp2_argv(const char *const *extra)
         mt_strlist_push(&a, sim[i]);
     for (i = 0; extra && extra[i]; i++)
         mt_strlist_push(&a, extra[i]);
-    mt_rendered_free(&r);
+    mt_rendered_clear(&r);
     tk_close(&t);
     return a;
 }
@@ -391,7 +391,7 @@ START_TEST(ranks_streams_give_one_iteration_stream)
     ck_assert(mt_logparse_rank_memory(p, 0)->max_reserved !=
               mt_logparse_rank_memory(p, 1)->max_reserved);
     mt_logparse_destroy(&p);
-    mt_strlist_free(&a);
+    mt_strlist_clear(&a);
 }
 END_TEST
 
@@ -412,7 +412,7 @@ START_TEST(failures_name_their_rank_and_node)
     run.exit_code = 1;
     run.outcome = MT_OUTCOME_CRASH;
     /* the first stage runs out of an H200's memory; srun -l labels rank 5 */
-    mt_strlist_free(&a);
+    mt_strlist_clear(&a);
     big = pp2_argv(NULL);
     for (i = 0; i + 1 < big.n; i++)
         if (!strcmp(big.v[i], "--micro-batch-size")) {
@@ -426,7 +426,7 @@ START_TEST(failures_name_their_rank_and_node)
     ck_assert_msg(strstr(ev, "rank 5 on gpu07: torch.OutOfMemoryError: CUDA out of memory.") == ev,
                   "%s", ev);
     mt_logparse_destroy(&p);
-    mt_strlist_free(&big);
+    mt_strlist_clear(&big);
     /* under torchrun: srun's label is the node's task (1), torchrun's the rank */
     p = mt_logparse_new();
     a = pp2_argv(nccl);
@@ -441,8 +441,8 @@ START_TEST(failures_name_their_rank_and_node)
     mt_measure_attribute(MT_OUTCOME_INFRA, p, NULL, 8, ev, sizeof ev);
     ck_assert_msg(strstr(ev, "rank 13: ") == ev, "%s", ev);
     mt_logparse_destroy(&p);
-    mt_strlist_free(&a);
-    mt_strlist_free(&hosts);
+    mt_strlist_clear(&a);
+    mt_strlist_clear(&hosts);
 }
 END_TEST
 

@@ -77,7 +77,7 @@ START_TEST(proposes_legal_candidate)
         ck_assert(cs.v[i].walls & MT_WALL_COMM);
     }
     ck_assert_msg(seen, "no flexdemo candidate among %zu", cs.n);
-    mt_candidates_free(&cs);
+    mt_candidates_clear(&cs);
     tk_close(&t);
 }
 END_TEST
@@ -93,12 +93,12 @@ START_TEST(legality_and_render_of_its_value)
     tk_set(t, "moe_flex_dispatcher_backend=flexdemo");
     mt_legality(t->reg, t->contract, t->cfg, &vs, t->diag);
     ck_assert_msg(mt_violations_has(&vs, "flexdemo.needs_flex"), "%zu violations", vs.n);
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     tk_set(t, "moe_token_dispatcher_type=flex");
     tk_set(t, "env.FLEXDEMO_CHUNK_KB=512");
     mt_legality(t->reg, t->contract, t->cfg, &vs, t->diag);
     ck_assert_msg(vs.n == 0, "[%s] %s", vs.n ? vs.v[0].rule : "", vs.n ? vs.v[0].message : "");
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     mt_rendered_init(&out);
     ck_assert_int_eq(mt_render(t->reg, t->contract, t->cfg, MT_DIALECT_MLM, &out, t->diag), 0);
     for (i = 0; i + 1 < out.argv.n; i++)
@@ -108,7 +108,7 @@ START_TEST(legality_and_render_of_its_value)
         }
     ck_assert_int_eq(flag, 1); /* rendered once, by the extender */
     ck_assert_str_eq(mt_kv_get(out.env, "FLEXDEMO_CHUNK_KB"), "512");
-    mt_rendered_free(&out);
+    mt_rendered_clear(&out);
     tk_close(&t);
 }
 END_TEST

@@ -1187,7 +1187,7 @@ START_TEST(result_into_store)
     ck_assert_uint_eq(ng, 4);
     ck_assert_int_eq(gv[0].peak_bytes, INT64_MAX); /* hottest first */
     mt_store_gpu_memory_free(gv, ng);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_proto_result_release(&back);
     ck_assert_ptr_null(back.samples);
     mt_proto_msg_clear(&m);

@@ -26,7 +26,7 @@ static char *joined(const char *list, int *rc, char *err, size_t n)
             strcat(s, " ");
         strcat(s, l.v[i]);
     }
-    mt_strlist_free(&l);
+    mt_strlist_clear(&l);
     return s;
 }
 
@@ -151,7 +151,7 @@ START_TEST(rank_environment_of_a_second_node_task)
     ck_assert_str_eq(got(&env, "PET_MASTER_ADDR"), "gpu07");
     ck_assert_str_eq(got(&env, "PET_NODE_RANK"), "1");
     ck_assert_ptr_nonnull(strstr(got(&env, "PET_RDZV_ENDPOINT"), "gpu07:"));
-    mt_strlist_free(&env);
+    mt_strlist_clear(&env);
 }
 END_TEST
 
@@ -191,7 +191,7 @@ START_TEST(missing_or_bad_variables_are_named)
         char err[512] = "";
         ck_assert_int_eq(mt_rank_env(lookup, &v, &env, err, sizeof err), -1);
         ck_assert_msg(strstr(err, cases[i].want) != NULL, "'%s' lacks '%s'", err, cases[i].want);
-        mt_strlist_free(&env);
+        mt_strlist_clear(&env);
     }
 }
 END_TEST

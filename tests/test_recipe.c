@@ -323,7 +323,7 @@ START_TEST(recipe_from_a_real_tune)
         ck_assert_str_eq(l.v[i], over.v[i]);
     ck_assert_uint_gt(l.n, 10);
     tk_check_bridge(&l, "main");
-    mt_strlist_free(&l);
+    mt_strlist_clear(&l);
     free(text);
 
     /* env: this contract's recipe sets no variable of its own; the sim's
@@ -368,7 +368,7 @@ START_TEST(recipe_from_a_real_tune)
         done(&r);
         free(p);
     }
-    mt_strlist_free(&args), mt_strlist_free(&over);
+    mt_strlist_clear(&args), mt_strlist_clear(&over);
     cJSON_Delete(b);
     rm_rf(srun);
     rm_rf(dir);
@@ -473,10 +473,10 @@ START_TEST(recipe_carries_quoting_and_launcher)
     tk_check_bridge(&l, "v0.2.2");
     ck_assert_ptr_nonnull(strstr(text, "\ntrain.eval_iters=0\n"));
     ck_assert_ptr_nonnull(strstr(text, "\ndataset.sequence_length=4096\n"));
-    mt_strlist_free(&l);
+    mt_strlist_clear(&l);
     free(text);
 
-    mt_strlist_free(&args);
+    mt_strlist_clear(&args);
     cJSON_Delete(b);
     unlink(contract);
     free(contract), free(mlm), free(env);

@@ -30,7 +30,7 @@ static mt_rendered render_recipe(tk *t, uint32_t dialect)
     mt_legality(t->reg, t->contract, t->cfg, &vs, t->diag);
     ck_assert_msg(vs.n == 0, "canonical recipe illegal: [%s] %s", vs.n ? vs.v[0].rule : "",
                   vs.n ? vs.v[0].message : "");
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     mt_rendered_init(&out);
     ck_assert_int_eq(mt_render(t->reg, t->contract, t->cfg, dialect, &out, t->diag), 0);
     return out;
@@ -134,7 +134,7 @@ START_TEST(golden_mlm)
         ck_assert_msg(ok, "unexpected flag %s in the canonical recipe", a->v[i]);
     }
     ck_assert_int_eq(mt_kv_count(out.env), 0);
-    mt_rendered_free(&out);
+    mt_rendered_clear(&out);
     tk_close(&t);
 }
 END_TEST
@@ -181,7 +181,7 @@ START_TEST(golden_mlm_every_version)
         ck_assert_int_eq(find(&out.argv, i ? "--moe-hybridep-num-sms" : "--moe-flex-dispatcher-num-sms"), -1);
         expect_flag(&out.argv, "--moe-permute-fusion-into-hybridep", NULL, NULL);
         expect_flag(&out.argv, "--cuda-graph-modules", "moe_router", "moe_preprocess");
-        mt_rendered_free(&out);
+        mt_rendered_clear(&out);
         tk_close(&t);
     }
     t = open_on("core_r0.15.0");
@@ -191,7 +191,7 @@ START_TEST(golden_mlm_every_version)
     for (k = 0; k < vs.n; k++)
         needs |= strstr(vs.v[k].rule, ".needs_core") && strstr(vs.v[k].message, "0.18");
     ck_assert_msg(needs, "core_r0.15.0: the recipe should need Megatron core >= 0.18");
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     tk_close(&t);
 }
 END_TEST
@@ -245,7 +245,7 @@ START_TEST(golden_bridge)
         ck_assert_msg(!strstr(a->v[i], "delay_wgrad") && !strstr(a->v[i], "recompute_granularity") &&
                           !strstr(a->v[i], "sequence_parallel") && !strstr(a->v[i], "cuda_graph_scope"),
                       "unexpected %s", a->v[i]);
-    mt_rendered_free(&out);
+    mt_rendered_clear(&out);
     tk_close(&t);
 }
 END_TEST
@@ -268,7 +268,7 @@ START_TEST(golden_bridge_v022)
             ck_assert_msg(find(a, want[i]) >= 0, "%s: missing %s", versions[v], want[i]);
         tk_check_bridge(a, "v0.2.2");
         ck_assert_int_eq(find(a, "dataset.seq_length=4096"), -1);
-        mt_rendered_free(&out);
+        mt_rendered_clear(&out);
         tk_close(&t);
     }
 }
@@ -291,7 +291,7 @@ START_TEST(golden_bridge_deepseek)
                                   "1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,"
                                   "1,1,1,1,1,1,1,1,1,1,1,1,1,1]") >= 0);
         tk_check_bridge(&out.argv, v ? "v0.2.2" : "main");
-        mt_rendered_free(&out);
+        mt_rendered_clear(&out);
         tk_close(&t);
     }
 }
@@ -309,7 +309,7 @@ START_TEST(bridge_precision_without_name)
     ck_assert_int_ne(mt_render(t->reg, t->contract, t->cfg, MT_DIALECT_BRIDGE, &out, t->diag), 0);
     ck_assert_msg(mt_diag_contains(t->diag, "no Megatron-Bridge mixed_precision recipe name"),
                   "the error should say the combination has no recipe name");
-    mt_rendered_free(&out);
+    mt_rendered_clear(&out);
     tk_close(&t);
 }
 END_TEST
@@ -329,7 +329,7 @@ START_TEST(forced_logging)
     expect_flag(&out.argv, "--multi-latent-attention", NULL, NULL);
     expect_flag(&out.argv, "--fp8-recipe", "mxfp8", NULL);
     expect_flag(&out.argv, "--recompute-modules", "mla_up_proj", "mlp");
-    mt_rendered_free(&out);
+    mt_rendered_clear(&out);
     tk_close(&t);
 }
 END_TEST

@@ -46,8 +46,8 @@ static const char *render_error(tk *t, const mt_kv *cfg)
     }
     rendered++;
     refused += out != NULL;
-    mt_argparse_result_free(&res);
-    mt_rendered_free(&rd);
+    mt_argparse_result_clear(&res);
+    mt_rendered_clear(&rd);
     mt_kv_destroy(&ns);
     mt_kv_destroy(&extra);
     mt_diag_destroy(&d);
@@ -69,7 +69,7 @@ static void check_contract(const char *path)
         e = render_error(t, t->cfg);
         ck_assert_msg(e == NULL, "%s: the legal base renders what its stack refuses: %s", path, e);
     }
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
     ck_assert_int_eq(mt_candidates_for(t->reg, t->contract, t->cfg, NULL, 0, &cs, t->diag), 0);
     for (i = 0; i < cs.n; i++) {
         if (!cs.v[i].config)
@@ -95,7 +95,7 @@ static void check_contract(const char *path)
                           path, cs.v[i].summary, cs.v[j].summary, e);
             mt_kv_destroy(&pair);
         }
-    mt_candidates_free(&cs);
+    mt_candidates_clear(&cs);
     tk_close(&t);
 }
 

@@ -28,7 +28,7 @@ static void drop(mt_candidate *c)
     mt_candidate *copy = malloc(sizeof *copy);
     *copy = *c;
     one.v = copy;
-    mt_candidates_free(&one);
+    mt_candidates_clear(&one);
 }
 
 static int notes_mention(const mt_candidate *c, const char *needle)
@@ -54,7 +54,7 @@ START_TEST(tp_to_one_repairs_tp_comm_overlap)
     mt_legality(t->reg, t->contract, t->cfg, &vs, t->diag);
     ck_assert_msg(vs.n == 0, "start illegal: [%s] %s", vs.n ? vs.v[0].rule : "",
                   vs.n ? vs.v[0].message : "");
-    mt_violations_free(&vs);
+    mt_violations_clear(&vs);
 
     c = make("folding", "layout");
     mt_kv_set(c.sets, "tensor_model_parallel_size", "1");
@@ -143,7 +143,7 @@ START_TEST(proposals_apply_cleanly)
             legal += cs.v[j].violations.n == 0;
         }
         ck_assert_msg(legal * 2 >= cs.n, "%s: only %zu of %zu candidates legal", names[i], legal, cs.n);
-        mt_candidates_free(&cs);
+        mt_candidates_clear(&cs);
         tk_close(&t);
     }
 }
@@ -187,7 +187,7 @@ START_TEST(workflow_order)
         ck_assert_int_gt(off, sel);
     ck_assert_int_ge(narrow, 0);
     ck_assert_int_gt(wide, narrow);
-    mt_candidates_free(&cs);
+    mt_candidates_clear(&cs);
     tk_close(&t);
 }
 END_TEST

@@ -129,7 +129,7 @@ static int own_rules_refuse(tk *t, const char *path, int lineno)
             bad++;
         }
     }
-    mt_candidates_free(&cs);
+    mt_candidates_clear(&cs);
     mt_diag_destroy(&d);
     return bad;
 }
@@ -247,7 +247,7 @@ static int run_file(const char *path, int *cases, int proposals)
             seen[i].legal += legal;
             seen[i].illegal += !legal;
         }
-        mt_violations_free(&vs);
+        mt_violations_clear(&vs);
         mt_diag_destroy(&d);
         mt_kv_destroy(&t->cfg);
         t->cfg = saved;
@@ -321,7 +321,7 @@ START_TEST(examples_are_legal)
         mt_legality(t->reg, t->contract, t->cfg, &vs, t->diag);
         ck_assert_msg(vs.n == 0, "%s: [%s] %s", names[i], vs.n ? vs.v[0].rule : "",
                       vs.n ? vs.v[0].message : "");
-        mt_violations_free(&vs);
+        mt_violations_clear(&vs);
         tk_close(&t);
     }
 }

@@ -113,7 +113,7 @@ static int wait_unmarked(const char *marker, long ms)
 }
 
 /* Makes l->v usable as an execve argv: a NULL after the last entry (in
- * the list's spare slot, so mt_strlist_free still frees it all). */
+ * the list's spare slot, so mt_strlist_clear still frees it all). */
 static void null_terminate(mt_strlist *l)
 {
     ck_assert_int_eq(mt_strlist_push(l, ""), 0);
@@ -192,9 +192,9 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
 static void seen_free(seen *s)
 {
     mt_runner_destroy(&s->run);
-    mt_strlist_free(&s->out);
-    mt_strlist_free(&s->err);
-    mt_strlist_free(&s->hosts);
+    mt_strlist_clear(&s->out);
+    mt_strlist_clear(&s->err);
+    mt_strlist_clear(&s->hosts);
 }
 
 /* Runs argv (NULL-terminated) with spec's limits; fills res and s.  The
@@ -761,16 +761,16 @@ static sim_cmd sim_command(const char *const *sets, const char *const *extra)
     c.env = mt_kv_new();
     ck_assert_int_eq(mt_launch_environment(MT_LAUNCHER_LOCAL, 0, out.env, c.env), 0);
     null_terminate(&c.argv);
-    mt_strlist_free(&args);
+    mt_strlist_clear(&args);
     mt_kv_destroy(&ph);
-    mt_rendered_free(&out);
+    mt_rendered_clear(&out);
     tk_close(&t);
     return c;
 }
 
 static void sim_cmd_free(sim_cmd *c)
 {
-    mt_strlist_free(&c->argv);
+    mt_strlist_clear(&c->argv);
     mt_kv_destroy(&c->env);
 }
 
@@ -848,7 +848,7 @@ START_TEST(sim_run_and_memory_report)
     ck_assert_int_ge(hot, 0);
     for (i = 0; i < mems.n; i++)
         ck_assert(mems.v[i].peak_bytes <= mems.v[hot].peak_bytes);
-    mt_gpu_mems_free(&mems);
+    mt_gpu_mems_clear(&mems);
     /* a damaged report is refused with its file and line */
     text = tk_slurp(memfile);
     nl = strchr(text, '\n');
@@ -861,11 +861,11 @@ START_TEST(sim_run_and_memory_report)
     ck_assert_int_eq(mt_diag_at(d, 0)->line, 2);
     ck_assert_ptr_nonnull(strstr(mt_diag_at(d, 0)->message, "bad number"));
     ck_assert_uint_eq(mems.n, 1);
-    mt_gpu_mems_free(&mems);
+    mt_gpu_mems_clear(&mems);
     mt_diag_clear(d);
     ck_assert_int_eq(mt_sim_memory_read("/nonexistent/memory.txt", &mems, d), -1);
     ck_assert(mt_diag_contains(d, "cannot read the sim's memory report"));
-    mt_gpu_mems_free(&mems);
+    mt_gpu_mems_clear(&mems);
     free(text), free(bad), free(memfile);
     rm_tree(dir);
     mt_diag_destroy(&d);
@@ -905,22 +905,22 @@ START_TEST(template_expansion)
     mt_strlist_push(&args, "1");
     ck_assert_int_eq(mt_launch_expand(tmpl, 6, ph, &args, &out, d), 0);
     assert_argv(&out, want);
-    mt_strlist_free(&out);
+    mt_strlist_clear(&out);
     ck_assert_int_eq(mt_launch_expand(unknown, 3, ph, &args, &out, d), -EINVAL);
     ck_assert_str_eq(mt_diag_at(d, 0)->field, "launch.template");
     ck_assert_ptr_nonnull(strstr(mt_diag_at(d, 0)->message, "unknown placeholder '{nodez}'"));
     ck_assert_ptr_nonnull(
         strstr(mt_diag_at(d, 0)->message, "known: {args}, {nodes}, {run_dir}, {sim}"));
-    mt_strlist_free(&out);
+    mt_strlist_clear(&out);
     mt_diag_clear(d);
     ck_assert_int_eq(mt_launch_expand(glued, 2, ph, &args, &out, d), -EINVAL);
     ck_assert(mt_diag_contains(d, "must be a template token of its own"));
-    mt_strlist_free(&out);
+    mt_strlist_clear(&out);
     mt_diag_clear(d);
     ck_assert_int_eq(mt_launch_expand(noargs, 1, ph, &args, &out, d), -EINVAL);
     ck_assert(mt_diag_contains(d, "add \"{args}\""));
-    mt_strlist_free(&out);
-    mt_strlist_free(&args);
+    mt_strlist_clear(&out);
+    mt_strlist_clear(&args);
     mt_kv_destroy(&ph);
     mt_diag_destroy(&d);
 }
@@ -962,7 +962,7 @@ START_TEST(srun_wrapping)
     ck_assert_ptr_nonnull(l);
     ck_assert_int_eq(mt_launch_wrap(l, &argv, &out), 0);
     assert_argv(&out, want);
-    mt_strlist_free(&out);
+    mt_strlist_clear(&out);
     mt_launch_destroy(&l);
     ck_assert_ptr_null(l);
     /* torchrun starts the ranks itself: one task per node, no GRES */
@@ -972,7 +972,7 @@ START_TEST(srun_wrapping)
     ck_assert_ptr_nonnull(l);
     ck_assert_int_eq(mt_launch_wrap(l, &argv, &out), 0);
     assert_argv(&out, want_torchrun);
-    mt_strlist_free(&out);
+    mt_strlist_clear(&out);
     /* a comparison's later replicate: on the nodes of its first control run */
     l->nodelist = strdup("gpu07,gpu08,gpu09,gpu10");
     ck_assert_int_eq(mt_launch_wrap(l, &argv, &out), 0);
@@ -980,14 +980,14 @@ START_TEST(srun_wrapping)
     ck_assert_str_eq(out.v[2], "--nodes=4");
     ck_assert_str_eq(out.v[3], "--nodelist=gpu07,gpu08,gpu09,gpu10");
     ck_assert_str_eq(out.v[4], "--ntasks-per-node=1");
-    mt_strlist_free(&out);
+    mt_strlist_clear(&out);
     mt_launch_destroy(&l);
     /* local runs argv as it is */
     l = mt_launch_new(MT_LAUNCHER_LOCAL, 1, 8, set, NULL, NULL, d);
     ck_assert_ptr_nonnull(l);
     ck_assert_int_eq(mt_launch_wrap(l, &argv, &out), 0);
     assert_argv(&out, want_local);
-    mt_strlist_free(&out);
+    mt_strlist_clear(&out);
     mt_launch_destroy(&l);
     ck_assert_uint_eq(mt_diag_count(d), 0);
     /* settings a launcher cannot apply are refused, never ignored */
@@ -1002,7 +1002,7 @@ START_TEST(srun_wrapping)
     ck_assert_int_eq(mt_launch_kind("srun"), MT_LAUNCHER_SRUN);
     ck_assert_int_eq(mt_launch_kind("local"), MT_LAUNCHER_LOCAL);
     ck_assert_int_eq(mt_launch_kind("sbatch"), -1);
-    mt_strlist_free(&argv);
+    mt_strlist_clear(&argv);
     mt_kv_destroy(&set);
     mt_diag_destroy(&d);
 }
@@ -1023,7 +1023,7 @@ START_TEST(scancel_commands)
     ck_assert_uint_eq(out.n, 0);
     ck_assert_int_eq(mt_launch_cancel_argv(l, NULL, &out), 0);
     assert_argv(&out, outside);
-    mt_strlist_free(&out);
+    mt_strlist_clear(&out);
     mt_launch_destroy(&l);
     /* inside allocation 4242: the step is looked up, then cancelled */
     mt_kv_set(env, "SLURM_JOB_ID", "4242");
@@ -1031,10 +1031,10 @@ START_TEST(scancel_commands)
     ck_assert_str_eq(l->slurm_job_id, "4242");
     ck_assert_int_eq(mt_launch_query_argv(l, &out), 0);
     assert_argv(&out, query);
-    mt_strlist_free(&out);
+    mt_strlist_clear(&out);
     ck_assert_int_eq(mt_launch_cancel_argv(l, "4242.3", &out), 0);
     assert_argv(&out, step);
-    mt_strlist_free(&out);
+    mt_strlist_clear(&out);
     ck_assert_int_eq(mt_launch_cancel_argv(l, NULL, &out), 0);
     ck_assert_uint_eq(out.n, 0); /* no step: nothing of ours to cancel */
     mt_launch_destroy(&l);
@@ -1050,7 +1050,7 @@ START_TEST(scancel_commands)
         ck_assert_int_eq(mt_launch_hosts(l, &out, NULL), 0);
         ck_assert_uint_eq(out.n, 1);
         ck_assert_str_eq(out.v[0], host);
-        mt_strlist_free(&out);
+        mt_strlist_clear(&out);
     }
     mt_launch_destroy(&l);
     mt_kv_destroy(&env);
@@ -1377,8 +1377,8 @@ static void srun_job(slurm *s, const char *slurm_job_id, const char *const *argv
     ck_assert_msg(mt_diag_count(d) == 0, "launcher: %s", mt_diag_at(d, 0)->message);
     sn->launch = NULL;
     mt_launch_destroy(&l);
-    mt_strlist_free(&in);
-    mt_strlist_free(&cmd);
+    mt_strlist_clear(&in);
+    mt_strlist_clear(&cmd);
     mt_kv_destroy(&env);
     mt_kv_destroy(&rendered);
     mt_kv_destroy(&settings);
@@ -1524,7 +1524,7 @@ START_TEST(nvml_says_when_absent)
     s = mt_nvml_sampler_start(n, 100, d);
     ck_assert_ptr_null(s);
     ck_assert(mt_diag_contains(d, "GPU memory sampler: no NVML"));
-    mt_nvml_close(&n);
+    mt_nvml_destroy(&n);
     ck_assert_ptr_null(n);
     mt_diag_destroy(&d);
 }
@@ -1543,7 +1543,7 @@ START_TEST(nvml_on_this_machine)
     fprintf(stderr, "nvml_on_this_machine: %s\n", mt_nvml_status(n));
     if (!mt_nvml_available(n)) {
         ck_assert_ptr_nonnull(strstr(mt_nvml_status(n), "no NVML"));
-        mt_nvml_close(&n);
+        mt_nvml_destroy(&n);
         mt_diag_destroy(&d);
         return;
     }
@@ -1563,8 +1563,8 @@ START_TEST(nvml_on_this_machine)
         ck_assert(m.v[i].total_bytes > 0);
         ck_assert(m.v[i].peak_bytes >= m.v[i].base_bytes);
     }
-    mt_gpu_mems_free(&m);
-    mt_nvml_close(&n);
+    mt_gpu_mems_clear(&m);
+    mt_nvml_destroy(&n);
     mt_diag_destroy(&d);
 }
 END_TEST
@@ -1628,7 +1628,7 @@ START_TEST(fingerprint_json_and_compare)
     ck_assert_int_eq(mt_fingerprint_compare(a, "{\"x\":1}", d), -1);
     ck_assert_int_eq(mt_fingerprint_compare(a, "not json", d), -1);
     free(a), free(b), free(c);
-    mt_nvml_close(&n);
+    mt_nvml_destroy(&n);
     mt_kv_destroy(&stack);
     mt_kv_destroy(&env);
     mt_diag_destroy(&d);

@@ -152,7 +152,7 @@ static int sim_judge(tk *t, const mt_kv *cfg, char *rule, size_t rl, char *msg, 
         snprintf(rule, rl, "%s", v.type);
         snprintf(msg, ml, "%.40s: %.900s", v.type, v.msg);
     }
-    mt_rendered_free(&r);
+    mt_rendered_clear(&r);
     return rc;
 }
 
@@ -453,7 +453,7 @@ static void show(const char *contract, const mt_kv *base, const mt_kv *cfg,
     else
         fprintf(stderr, "  sim: %s%s%s%s\n", sim_rc ? "[" : "legal", sim_rc ? rule : "",
                 sim_rc ? "] " : "", sim_rc ? msg : "");
-    mt_strlist_free(&diff);
+    mt_strlist_clear(&diff);
 }
 
 static int show_max = SHOW_DISAGREEMENTS;
@@ -568,7 +568,7 @@ static void run_contract(const char *path, long n, tally *tl, int *shown)
             mt_kv_destroy(&walk);
             walk = mt_kv_dup(cfg);
         }
-        mt_violations_free(&vs);
+        mt_violations_clear(&vs);
         mt_kv_destroy(&cfg);
     }
     mt_kv_destroy(&walk);

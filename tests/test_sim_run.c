@@ -39,8 +39,8 @@ typedef struct cmd {
 
 static void cmd_free(cmd *c)
 {
-    mt_strlist_free(&c->argv);
-    mt_strlist_free(&c->env);
+    mt_strlist_clear(&c->argv);
+    mt_strlist_clear(&c->env);
 }
 
 static void push_all(mt_strlist *l, const char *const *v)
@@ -87,7 +87,7 @@ static cmd render_cfg(tk *t)
         snprintf(buf, sizeof buf, "MOETUNE_SIM_CPU_BIND=%s", v);
         mt_strlist_push(&c.env, buf);
     }
-    mt_rendered_free(&out);
+    mt_rendered_clear(&out);
     return c;
 }
 
@@ -1028,7 +1028,7 @@ START_TEST(every_space_value_parses)
                     mt_rendered_init(&ro);
                     ck_assert_int_ne(mt_render(t->reg, t->contract, t->cfg, MT_DIALECT_BRIDGE,
                                                &ro, t->diag), 0);
-                    mt_rendered_free(&ro);
+                    mt_rendered_clear(&ro);
                 } else if (vs.n == 0) {
                     cmd c = render_cfg(t);
                     size_t i;
@@ -1063,7 +1063,7 @@ START_TEST(every_space_value_parses)
                     done(&r);
                     cmd_free(&c);
                 }
-                mt_violations_free(&vs);
+                mt_violations_clear(&vs);
                 tk_close(&t);
                 if (!p[len])
                     break;

@@ -279,7 +279,7 @@ START_TEST(schema_and_wal_mode)
         mt_diag_destroy(&d);
         ck_assert_int_eq(count_rows(sub, "samples"), 0);
     }
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     ck_assert_ptr_null(s);
     mt_contract_destroy(&c);
     free(sub);
@@ -358,7 +358,7 @@ START_TEST(insert_reopen_resume)
     ck_assert_int_eq(mt_store_add_event(s, NAN, "phase", "retune: memory wall", d), 0);
     ck_assert_int_eq(mt_store_add_event(s, 1.0, "start", "tune started", d), 0);
     ck_assert_uint_eq(mt_diag_count(d), 0);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
 
     /* resume: a new process would load the contract again and reopen */
     mt_contract_destroy(&c);
@@ -454,10 +454,10 @@ START_TEST(insert_reopen_resume)
     ck_assert_uint_eq(mt_diag_count(d), 0);
 
     /* the store can be opened without a contract (moetune runs DIR) */
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     s = open_ok(dir, NULL);
     ck_assert_str_eq(mt_store_fingerprint(s), c->fingerprint);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
 
     mt_diag_destroy(&d);
     free(base.canonical);
@@ -530,7 +530,7 @@ START_TEST(bad_input_stores_nothing)
         ck_assert(mt_diag_contains(d, "decision statistics is not a JSON object"));
     }
     ck_assert_int_eq(count_rows(dir, "decisions"), 0);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_diag_destroy(&d);
     free(base.canonical);
     free(other.canonical);
@@ -562,7 +562,7 @@ static void writer_child(const char *dir, const mt_contract *c, const cfgtext *c
     }
     if (bad)
         mt_diag_print(d, stderr);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_diag_destroy(&d);
     _exit(bad ? 11 : 0);
 }
@@ -612,7 +612,7 @@ START_TEST(second_process_writes_while_first_reads)
     ck_assert_int_eq(count_rows(dir, "samples"), WRITER_RUNS * 20);
     ck_assert_int_eq(count_rows(dir, "events"), (long long)events);
     printf("concurrent: %zu reader passes while the writer stored %d runs\n", reads, WRITER_RUNS);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_diag_destroy(&d);
     free(cfg.canonical);
     tk_close(&t);
@@ -632,7 +632,7 @@ START_TEST(fingerprint_mismatch_names_fields)
     const mt_diag_item *it;
     size_t i;
     int found = 0;
-    mt_store_close(&s);
+    mt_store_destroy(&s);
 
     c2 = load_contract_edited("global_batch_size = 1024;", "global_batch_size = 512;", d);
     ck_assert_ptr_nonnull(c2);
@@ -683,7 +683,7 @@ START_TEST(fingerprint_mismatch_names_fields)
 
     /* the refused opens changed nothing: the original contract still opens */
     s = open_ok(dir, c);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_contract_destroy(&c);
     rm_rf(dir);
 }
@@ -727,7 +727,7 @@ START_TEST(network_filesystems_refused)
             mt_diag_print(d, stdout);
             /* an existing store opened there is refused too, with or without contract */
             mt_store *s = open_ok(tune, c);
-            mt_store_close(&s);
+            mt_store_destroy(&s);
             mt_diag_clear(d);
             ck_assert_ptr_null(mt_store_open_fs(tune, NULL, net[i].magic, d));
             ck_assert(mt_diag_contains(d, "NFS"));
@@ -769,14 +769,14 @@ START_TEST(local_filesystems_allowed)
     ck_assert_int_eq(mt_store_fs_classify(magic, &name), MT_FS_LOCAL);
     printf("local: %s is on %s (0x%lX)\n", dir, name ? name : "an unlisted filesystem", magic);
     s = open_ok(dir, c);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
 
     /* /dev/shm is tmpfs on Linux machines that have it */
     if (mt_store_fs_magic("/dev/shm", &magic) == 0 && magic == 0x01021994) {
         char tmpl[] = "/dev/shm/moetune-store-XXXXXX";
         if (mkdtemp(tmpl)) {
             s = open_ok(tmpl, c);
-            mt_store_close(&s);
+            mt_store_destroy(&s);
             rm_rf(strdup(tmpl));
             printf("local: /dev/shm (tmpfs) allowed\n");
         }
@@ -829,7 +829,7 @@ START_TEST(resent_result_deduplicated)
     ck_assert_int_eq(mt_store_put_result(s, &r, &b, d), 1);
     ck_assert_int_eq(mt_store_commit(s, d), 0);
     ck_assert_int_eq(b, e);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
 
     /* four processes send the same 20 results at once: each stored once */
     {
@@ -851,7 +851,7 @@ START_TEST(resent_result_deduplicated)
                         _exit(254);
                     mine += rc == 0;
                 }
-                mt_store_close(&cs);
+                mt_store_destroy(&cs);
                 mt_diag_destroy(&cd);
                 _exit(mine);
             }
@@ -1117,7 +1117,7 @@ START_TEST(export_csv_and_json_parse_back)
     free(text);
     ck_assert_uint_eq(mt_diag_count(d), 0);
 
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_diag_destroy(&d);
     free(base.canonical);
     free(other.canonical);
@@ -1157,7 +1157,7 @@ START_TEST(exit_mid_transaction_loses_nothing_committed)
         r = result_of(&cfg, "validate", i, 0, "ok", &f);
         ck_assert_int_eq(mt_store_put_result(s, &r, NULL, d), 0);
     }
-    mt_store_close(&s);
+    mt_store_destroy(&s);
 
     pid = fork();
     ck_assert_int_ge(pid, 0);
@@ -1186,7 +1186,7 @@ START_TEST(exit_mid_transaction_loses_nothing_committed)
     /* and the store keeps working */
     r = result_of(&cfg, "validate", 3, 0, "ok", &f);
     ck_assert_int_eq(mt_store_put_result(s, &r, NULL, d), 0);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_diag_destroy(&d);
     free(cfg.canonical);
     tk_close(&t);
@@ -1211,7 +1211,7 @@ START_TEST(sigkill_holding_write_lock)
     fake f;
     mt_store_result r;
     pid_t pid;
-    mt_store_close(&s);
+    mt_store_destroy(&s);
 
     ck_assert_int_eq(pipe(fds), 0);
     pid = fork();
@@ -1253,7 +1253,7 @@ START_TEST(sigkill_holding_write_lock)
         ck_assert_int_eq(mt_store_list_runs(rs, NULL, NULL, &rv, &n, d), 0);
         ck_assert_uint_eq(n, 5);
         mt_store_runs_free(rv, n);
-        mt_store_close(&rs);
+        mt_store_destroy(&rs);
         ck_assert_msg(mono() - t0 < 5.0, "a reader waited %.1f s for the writer", mono() - t0);
     }
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
@@ -1270,7 +1270,7 @@ START_TEST(sigkill_holding_write_lock)
     r = result_of(&cfg, "validate", 5, 0, "ok", &f);
     ck_assert_int_eq(mt_store_put_result(s, &r, NULL, d), 0);
     ck_assert_int_eq(count_rows(dir, "runs"), 6);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_diag_destroy(&d);
     free(walpath);
     free(cfg.canonical);
@@ -1291,7 +1291,7 @@ START_TEST(sigkill_while_writing_loses_nothing_committed)
     int fds[2], st = 0, reported = 0, rep;
     FILE *in;
     pid_t pid;
-    mt_store_close(&s);
+    mt_store_destroy(&s);
 
     ck_assert_int_eq(pipe(fds), 0);
     pid = fork();
@@ -1348,7 +1348,7 @@ START_TEST(sigkill_while_writing_loses_nothing_committed)
         printf("sigkill: %d runs reported committed, %zu stored, integrity ok\n", reported, n);
         mt_store_runs_free(rv, n);
     }
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_diag_destroy(&d);
     free(cfg.canonical);
     tk_close(&t);
@@ -1432,7 +1432,7 @@ START_TEST(garbage_file_refused_unchanged)
     {
         mt_store *s = open_ok(dir, c);
         sqlite3 *raw;
-        mt_store_close(&s);
+        mt_store_destroy(&s);
         raw = raw_open(dir);
         ck_assert_int_eq(
             sqlite3_exec(raw, "INSERT INTO schema_version VALUES (99, 0, 'x')", NULL, NULL, NULL),
@@ -1467,9 +1467,9 @@ START_TEST(garbage_file_refused_unchanged)
             ck_assert_int_eq(stat(empty, &sb), 0);
             ck_assert_int_eq(sb.st_size, 0);
             s = open_ok(none, c);
-            mt_store_close(&s);
+            mt_store_destroy(&s);
             s = open_ok(none, NULL);
-            mt_store_close(&s);
+            mt_store_destroy(&s);
             free(empty);
         }
         free(none);
@@ -1518,7 +1518,7 @@ static char *sim_log(tk *t, const char *const *extra, int *code)
     text = tk_slurp(outp);
     unlink(outp);
     free(argv);
-    mt_rendered_free(&out);
+    mt_rendered_clear(&out);
     return text;
 }
 
@@ -1643,7 +1643,7 @@ START_TEST(real_sim_run_stored)
     ck_assert_uint_eq(mt_diag_count(d), 0);
     for (code = 0; code < ng; code++)
         free((char *)g[code].host);
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_diag_destroy(&d);
     free(memfile);
     free(cfg.canonical);
@@ -1700,7 +1700,7 @@ START_TEST(thousands_of_runs)
         printf("store: JSON export of %zu bytes in %.2f s\n", len, t1 - t0);
         free(text);
     }
-    mt_store_close(&s);
+    mt_store_destroy(&s);
     mt_diag_destroy(&d);
     free(cfg.canonical);
     tk_close(&t);

@@ -680,9 +680,9 @@ static char *sim_trace_of(const char *contract, const char *const *sets, const c
     path = malloc(strlen(tb) + 32);
     sprintf(path, "%s/trace_rank0.json", tb);
     free(envp);
-    mt_strlist_free(&argv);
-    mt_strlist_free(&envs);
-    mt_rendered_free(&out);
+    mt_strlist_clear(&argv);
+    mt_strlist_clear(&envs);
+    mt_rendered_clear(&out);
     tk_close(&t);
     return path;
 }
@@ -770,10 +770,10 @@ START_TEST(sim_ep_overlap_hides_communication)
         ck_assert_int_eq(pa.wall.wall, MT_WALL_IDX_COMM);
         ck_assert_int_lt(pb.exposed_ns, pa.exposed_ns);
         o.device = 9999;
-        mt_profile_free(&pa);
+        mt_profile_clear(&pa);
         ck_assert_int_eq(mt_profile_build(on, "on", &o, &pa, d), -ENOENT);
         ck_assert(mt_diag_contains(d, "device 9999"));
-        mt_profile_free(&pb);
+        mt_profile_clear(&pb);
         free(buf);
     }
     mt_kv_destroy(&e1), mt_kv_destroy(&e2);
@@ -811,7 +811,7 @@ static mt_wall_verdict sim_wall(mt_trace *t)
     v = p.wall;
     fprintf(stderr, "  wall %s (runner-up %s, confidence %.2f): %s\n", mt_wall_name(v.wall),
             mt_wall_name(v.runner_up), v.confidence, v.reason);
-    mt_profile_free(&p);
+    mt_profile_clear(&p);
     mt_diag_destroy(&d);
     return v;
 }
@@ -888,7 +888,7 @@ static uint32_t trace_verdict(const char *contract, const char *const *sets,
     ck_assert_msg(kv != NULL, "no verdict for %s", knob);
     fprintf(stderr, "  %s: %s\n", knob, kv->evidence);
     v = kv->verdict;
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     mt_trace_destroy(&tr);
     tk_close(&t);
     return v;
@@ -1035,7 +1035,7 @@ START_TEST(hand_steps_nvtx_and_ranks)
     ck_assert_int_eq(p.dev[0].combine_ns, 10000);
     /* exposed 90 of 200 us: communication */
     ck_assert_int_eq(p.wall.wall, MT_WALL_IDX_COMM);
-    mt_profile_free(&p);
+    mt_profile_clear(&p);
     /* a window the trace does not mark */
     o.first = 3, o.last = 4;
     ck_assert_int_ne(mt_profile_build(t, "hand", &o, &p, d), 0);

@@ -186,7 +186,7 @@ static long store_runs_maybe(const char *dir)
     }
     ck_assert_int_eq(mt_store_list_runs(st, NULL, NULL, &v, &n, d), 0);
     mt_store_runs_free(v, n);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     mt_diag_destroy(&d);
     return (long)n;
 }
@@ -1052,7 +1052,7 @@ START_TEST(accepted_decisions_pass_the_gate)
         ck_assert_ptr_null(row);
     }
     mt_store_decisions_free(v, n);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     tk_close(&t);
     mt_diag_destroy(&d);
 }
@@ -1161,7 +1161,7 @@ START_TEST(report_details_of_a_real_bundle)
             ck_assert_msg(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode), "no folder %s", path);
         }
     }
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     mt_diag_destroy(&d);
 }
 END_TEST
@@ -1336,7 +1336,7 @@ static int check_first_looks(const char *dir, const cJSON *b, mt_diag *d)
             extended += first_more >= 0;
         }
         mt_store_runs_free(v, n);
-        mt_store_close(&st);
+        mt_store_destroy(&st);
         return extended;
 }
 
@@ -1636,7 +1636,7 @@ static cJSON *model_tune(tk *t, const char *base, const char *tag, int runs)
     ck_assert_msg(mt_tune(t->reg, t->contract, &o, &res, d) == 0, "%s",
                   mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
     b = tk_bundle(dir);
-    mt_tune_result_free(&res);
+    mt_tune_result_clear(&res);
     mt_diag_destroy(&d);
     return b;
 }
@@ -1793,7 +1793,7 @@ static tk *base_where_estimate_errs(int over, double *est, double *peak)
                             *est = m.hottest->total, *peak = p;
                         }
                     }
-                    mt_violations_free(&vs);
+                    mt_violations_clear(&vs);
                     mt_kv_destroy(&cfg);
                 }
         tk_close(&u);
@@ -1973,9 +1973,9 @@ START_TEST(deadline_stops_search_but_validates)
      * engine's estimate, not a guarantee this test could hold to */
     ck_assert_msg(isfinite(validate_at), "no validation event");
     mt_store_events_free(ev, nev);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     cJSON_Delete(b);
-    mt_tune_result_free(&res);
+    mt_tune_result_clear(&res);
     tk_close(&t);
     mt_diag_destroy(&d);
     rm_rf(base);
@@ -2070,7 +2070,7 @@ static char *sample_order(const char *strategy, const char *seed, cJSON **bout)
         if (v[i].replicate == 0)
             len += (size_t)snprintf(order + len, 8192 - len, "%s ", v[i].config_id);
     mt_store_runs_free(v, n);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     mt_diag_destroy(&d);
     out_free(&r);
     rm_rf(base);

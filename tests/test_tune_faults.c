@@ -262,10 +262,10 @@ START_TEST(benchmark_candidate_is_kept_out_by_its_label_alone)
         mt_rendered_init(&r);
         ck_assert_int_eq(mt_render(reg, c, k->config, (uint32_t)c->dialect, &r, d), 0);
         ck_assert_str_eq(mt_kv_get(r.env, "MOETUNE_SIM_STEP_SCALE"), "0.850");
-        mt_rendered_free(&r);
+        mt_rendered_clear(&r);
     }
     ck_assert_int_eq(found, 1);
-    mt_candidates_free(&cs);
+    mt_candidates_clear(&cs);
     mt_kv_destroy(&base);
     mt_contract_destroy(&c);
     mt_registry_destroy(&reg);

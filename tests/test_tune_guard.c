@@ -246,7 +246,7 @@ static size_t store_runs(const char *dir)
     ck_assert_msg(st != NULL, "%s", mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
     ck_assert_int_eq(mt_store_list_runs(st, NULL, NULL, &v, &n, d), 0);
     mt_store_runs_free(v, n);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     mt_diag_destroy(&d);
     return n;
 }

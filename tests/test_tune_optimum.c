@@ -73,7 +73,7 @@ START_TEST(space_holds_point_i_layouts)
         }
         mt_legality(t->reg, t->contract, t->cfg, &vs, t->diag);
         ck_assert_msg(vs.n == 0, "layout %zu: %s", i, vs.n ? vs.v[0].message : "");
-        mt_violations_free(&vs);
+        mt_violations_clear(&vs);
         /* 94 layers + embedding + loss on 32 stages: VPP 4 at PP 8 */
         mt_config_mesh(t->cfg, t->contract->hardware, &m);
         ck_assert_int_eq(m.pp, 8);

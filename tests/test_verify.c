@@ -40,7 +40,7 @@ START_TEST(flex_backend_fallback_is_not_applied)
     v = verdict_for(&vs, "moe_flex_dispatcher_backend");
     ck_assert_ptr_nonnull(v);
     ck_assert_uint_eq(v->verdict, MT_VERDICT_UNKNOWN);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     /* the framework said it fell back */
     mt_kv_set(ev, "log.dispatcher_fallback",
               "WARNING: HybridEP is not supported on this platform. Falling back to alltoall.");
@@ -48,7 +48,7 @@ START_TEST(flex_backend_fallback_is_not_applied)
     v = verdict_for(&vs, "moe_flex_dispatcher_backend");
     ck_assert_uint_eq(v->verdict, MT_VERDICT_NOT_APPLIED);
     ck_assert_ptr_nonnull(strstr(v->evidence, "Falling back to alltoall"));
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     /* a profiled run showed HybridEP kernels */
     mt_kv_unset(ev, "log.dispatcher_fallback");
     mt_kv_set(ev, "trace.available", "true");
@@ -56,7 +56,7 @@ START_TEST(flex_backend_fallback_is_not_applied)
     vs = run_verify(t, ev);
     v = verdict_for(&vs, "moe_flex_dispatcher_backend");
     ck_assert_uint_eq(v->verdict, MT_VERDICT_APPLIED);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     mt_kv_destroy(&ev);
     tk_close(&t);
 }
@@ -77,11 +77,11 @@ START_TEST(fp8_needs_the_trace)
     v = verdict_for(&vs, "fp8_recipe");
     ck_assert_ptr_nonnull(v);
     ck_assert_uint_eq(v->verdict, MT_VERDICT_NOT_APPLIED);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     mt_kv_set(ev, "trace.fp8_gemm", "4096");
     vs = run_verify(t, ev);
     ck_assert_uint_eq(verdict_for(&vs, "fp8_recipe")->verdict, MT_VERDICT_APPLIED);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     mt_kv_destroy(&ev);
     tk_close(&t);
 }
@@ -100,11 +100,11 @@ START_TEST(graphs_captured_but_not_replayed)
     mt_kv_set(ev, "trace.graph_launches", "0");
     vs = run_verify(t, ev);
     ck_assert_uint_eq(verdict_for(&vs, "cuda_graph_impl")->verdict, MT_VERDICT_NOT_APPLIED);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     mt_kv_set(ev, "trace.graph_launches", "960");
     vs = run_verify(t, ev);
     ck_assert_uint_eq(verdict_for(&vs, "cuda_graph_impl")->verdict, MT_VERDICT_APPLIED);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     mt_kv_destroy(&ev);
     tk_close(&t);
 }
@@ -127,17 +127,17 @@ START_TEST(graph_modules_from_an_enum_list_dump)
     mt_kv_set(ev, "trace.graph_launches", "960");
     vs = run_verify(t, ev);
     ck_assert_uint_eq(verdict_for(&vs, "cuda_graph_modules")->verdict, MT_VERDICT_APPLIED);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     /* the dump names another list: not applied */
     mt_kv_set(ev, "args.cuda_graph_modules", "[<CudaGraphModule.attn: 1>]");
     vs = run_verify(t, ev);
     ck_assert_uint_eq(verdict_for(&vs, "cuda_graph_modules")->verdict, MT_VERDICT_NOT_APPLIED);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     /* the plain-string form of older dumps still reads */
     mt_kv_set(ev, "args.cuda_graph_modules", "['moe_preprocess', 'moe_router']");
     vs = run_verify(t, ev);
     ck_assert_uint_eq(verdict_for(&vs, "cuda_graph_modules")->verdict, MT_VERDICT_APPLIED);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     mt_kv_destroy(&ev);
     tk_close(&t);
 }
@@ -152,12 +152,12 @@ START_TEST(parallel_sizes_from_the_arguments_dump)
     mt_kv_set(ev, "args.expert_model_parallel_size", "8");
     vs = run_verify(t, ev);
     ck_assert_uint_eq(verdict_for(&vs, "expert_model_parallel_size")->verdict, MT_VERDICT_APPLIED);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     mt_kv_set(ev, "args.expert_model_parallel_size", "16");
     vs = run_verify(t, ev);
     ck_assert_uint_eq(verdict_for(&vs, "expert_model_parallel_size")->verdict,
                       MT_VERDICT_NOT_APPLIED);
-    mt_verdicts_free(&vs);
+    mt_verdicts_clear(&vs);
     mt_kv_destroy(&ev);
     tk_close(&t);
 }

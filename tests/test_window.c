@@ -227,7 +227,7 @@ static void tune_and_check(tk *t, mt_tune_opts *o)
     o->sim_path = MT_SIM_BIN;
     ck_assert_msg(mt_tune(t->reg, t->contract, o, &res, d) == 0, "%s",
                   mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
-    mt_tune_result_free(&res);
+    mt_tune_result_clear(&res);
     mt_diag_destroy(&d);
     check_store(t->contract, o->dir, &s);
     check_bundle(t->contract, o->dir, &s);

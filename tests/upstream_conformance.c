@@ -184,7 +184,7 @@ static void judge(mt_registry *reg, const char *version, const char *gpu, int wo
                     len += (size_t)snprintf(out->rules + len, sizeof out->rules - len, "%s%s",
                                             len ? " " : "", vs.v[i].rule);
             }
-            mt_violations_free(&vs);
+            mt_violations_clear(&vs);
         }
         mt_kv_destroy(&cfg);
         mt_contract_destroy(&c);

@@ -97,7 +97,7 @@ int mt_cmd_measure(int argc, char **argv)
             printf("already measured: config %s %s replicate %d: %s (run %lld); not run again\n",
                    id, kind, replicate, prev.outcome, (long long)prev.id);
             mt_store_run_clear(&prev);
-            mt_store_close(&st);
+            mt_store_destroy(&st);
             mt_diag_destroy(&d);
             mt_session_clear(&s);
             return 0;
@@ -141,7 +141,7 @@ int mt_cmd_measure(int argc, char **argv)
         rc = 1;
     }
     mt_measure_clear(&m); /* a failed store keeps the parsed log and verdicts too */
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     mt_diag_destroy(&d);
     mt_session_clear(&s);
     return rc;
@@ -239,8 +239,8 @@ int mt_cmd_profile(int argc, char **argv)
         mt_profile_compare(&pa, &pb, stdout, json);
     else
         mt_profile_print(&pa, stdout, json);
-    mt_profile_free(&pa);
-    mt_profile_free(&pb);
+    mt_profile_clear(&pa);
+    mt_profile_clear(&pb);
     mt_contract_destroy(&c);
     mt_diag_destroy(&d);
     mt_cli_list_clear(&classes);

@@ -689,12 +689,12 @@ int mt_launch_stop(void *ctx, mt_diag *d)
         memset(c.err, 0, sizeof c.err);
         rc = slurm_cmd(l, &cancel, &c, d);
     }
-    mt_strlist_free(&q);
-    mt_strlist_free(&cancel);
+    mt_strlist_clear(&q);
+    mt_strlist_clear(&cancel);
     return rc;
 oom:
-    mt_strlist_free(&q);
-    mt_strlist_free(&cancel);
+    mt_strlist_clear(&q);
+    mt_strlist_clear(&cancel);
     mt_diag_add(d, NULL, 0, NULL, "launcher: out of memory");
     return -1;
 }
@@ -734,8 +734,8 @@ int mt_launch_hosts(const mt_launch *l, mt_strlist *out, mt_diag *d)
         goto done;
     rc = slurm_cmd(l, &expand, &c, d);
 done:
-    mt_strlist_free(&q);
-    mt_strlist_free(&expand);
-    mt_strlist_free(&nodes);
+    mt_strlist_clear(&q);
+    mt_strlist_clear(&expand);
+    mt_strlist_clear(&nodes);
     return rc;
 }

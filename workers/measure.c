@@ -100,7 +100,7 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
         g->hosts_asked++;
         g->hosts_at = now_s();
         if (mt_launch_hosts(g->launch, &g->hosts, hd) != 0)
-            mt_strlist_free(&g->hosts);
+            mt_strlist_clear(&g->hosts);
         mt_diag_destroy(&hd);
     }
     /* srun -l labels each line with its task: "0: " (the number padded) */
@@ -446,7 +446,7 @@ static void collect_memory(mt_measure *m, mt_gpu_mems *nv, const char *sim_file,
         }
         *nrows = *rows ? k : 0;
     }
-    mt_gpu_mems_free(&sim);
+    mt_gpu_mems_clear(&sim);
 }
 
 /* The first trace file under dir (depth-first, names sorted), or "". */
@@ -535,7 +535,7 @@ static void analyse_trace(const mt_measure_spec *spec, mt_measure *m, mt_kv *ev,
         for (i = 0; mt_kv_entry(p.evidence, i, &k, &v) == 0; i++)
             mt_kv_set(ev, k, v);
         mt_kv_setf(ev, "trace.wall", "%s", mt_wall_name(p.wall.wall));
-        mt_profile_free(&p);
+        mt_profile_clear(&p);
     }
     mt_trace_destroy(&t);
 }
@@ -851,7 +851,7 @@ out:
         *lp = l;
     else
         mt_launch_destroy(&l);
-    mt_strlist_free(&argv);
+    mt_strlist_clear(&argv);
     mt_kv_destroy(&ph);
     mt_kv_destroy(&settings);
     return rc;
@@ -1084,15 +1084,15 @@ out:
     free(fp);
     free(cargv);
     free(job);
-    mt_gpu_mems_free(&nvmems);
-    mt_nvml_close(&nvml);
+    mt_gpu_mems_clear(&nvmems);
+    mt_nvml_destroy(&nvml);
     mt_launch_destroy(&launch);
-    mt_strlist_free(&wrapped);
-    mt_rendered_free(&r);
+    mt_strlist_clear(&wrapped);
+    mt_rendered_clear(&r);
     mt_kv_destroy(&cfg);
     mt_kv_destroy(&env);
     mt_logparse_destroy(&g.log);
-    mt_strlist_free(&g.hosts);
+    mt_strlist_clear(&g.hosts);
     /* the run's facts borrow strings from the run (and from d): copy them
      * before it goes */
     snprintf(m->run_evidence, sizeof m->run_evidence, "%s", m->run.evidence ? m->run.evidence : "");
@@ -1105,7 +1105,7 @@ out:
 void mt_measure_clear(mt_measure *m)
 {
     mt_kv_destroy(&m->verify_evidence);
-    mt_verdicts_free(&m->verdicts);
+    mt_verdicts_clear(&m->verdicts);
     mt_logparse_destroy(&m->log);
 }
 

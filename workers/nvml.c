@@ -42,7 +42,7 @@ struct mt_nvml {
     nv_return (*memory_info)(nv_device, nv_memory *);
 };
 
-void mt_gpu_mems_free(mt_gpu_mems *m)
+void mt_gpu_mems_clear(mt_gpu_mems *m)
 {
     size_t i;
     for (i = 0; i < m->n; i++) {
@@ -188,7 +188,7 @@ mt_nvml *mt_nvml_open(const char *library)
     return n;
 }
 
-void mt_nvml_close(mt_nvml **np)
+void mt_nvml_destroy(mt_nvml **np)
 {
     mt_nvml *n;
     int i;

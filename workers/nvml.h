@@ -37,7 +37,7 @@ typedef struct mt_gpu_mems {
     long samples; /* NVML polls made (0 for the sim) */
 } mt_gpu_mems;
 
-void mt_gpu_mems_free(mt_gpu_mems *m);
+void mt_gpu_mems_clear(mt_gpu_mems *m);
 /* Index of the GPU with the highest peak, or -1 when there is none. */
 long mt_gpu_mems_hottest(const mt_gpu_mems *m);
 
@@ -47,9 +47,9 @@ typedef struct mt_nvml mt_nvml;
  * when set), initialises it and reads the device list, UUIDs and driver
  * version.  Never NULL except out of memory: where NVML is absent or fails
  * the handle says so (mt_nvml_available 0, mt_nvml_status why).  Caller
- * owns the return value; free with mt_nvml_close. */
+ * owns the return value; free with mt_nvml_destroy. */
 mt_nvml *mt_nvml_open(const char *library);
-void mt_nvml_close(mt_nvml **n);
+void mt_nvml_destroy(mt_nvml **n);
 
 int mt_nvml_available(const mt_nvml *n);
 /* "NVML: 8 GPUs, driver 550.54.15" or "no NVML: libnvidia-ml.so.1: cannot

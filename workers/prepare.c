@@ -175,11 +175,11 @@ int mt_prepare_expand(const char *const *tmpl, size_t n, const char *rev, const 
         rc = mt_prepare_split(tmpl[i], &words, d);
         for (j = 0; !rc && j < words.n; j++)
             rc = expand_word(words.v[j], rev, repo, work ? work : "{work}", &v[i], d);
-        mt_strlist_free(&words);
+        mt_strlist_clear(&words);
     }
     if (rc) {
         for (i = 0; i < n; i++)
-            mt_strlist_free(&v[i]);
+            mt_strlist_clear(&v[i]);
         free(v);
         return rc;
     }
@@ -351,7 +351,7 @@ int mt_prepare_run(const char *const *tmpl, size_t n, const char *rev, const cha
     if (st >= 0)
         write_record(rec, outcome, evidence);
     for (i = 0; i < n; i++)
-        mt_strlist_free(&steps[i]);
+        mt_strlist_clear(&steps[i]);
     free(steps);
     mt_kv_destroy(&env);
     close(fd);

@@ -36,7 +36,7 @@ int mt_prepare_split(const char *tmpl, mt_strlist *out, mt_diag *d);
 
 /* The words of every template, placeholders expanded ({work} kept when
  * work is NULL), as argv lists: out[i] for template i (caller frees each
- * with mt_strlist_free and the array with free).  0 or -EINVAL/-ENOMEM. */
+ * with mt_strlist_clear and the array with free).  0 or -EINVAL/-ENOMEM. */
 int mt_prepare_expand(const char *const *tmpl, size_t n, const char *rev, const char *repo,
                       const char *work, mt_strlist **out, mt_diag *d);
 

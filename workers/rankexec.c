@@ -165,17 +165,17 @@ int mt_hostlist_first(const char *list, char *host, size_t hn, char *err, size_t
     }
     if (mt_hostlist_expand(first, &hosts, err, n)) {
         free(first);
-        mt_strlist_free(&hosts);
+        mt_strlist_clear(&hosts);
         return -1;
     }
     free(first);
     if (strlen(hosts.v[0]) >= hn) {
         snprintf(err, n, "host name '%.64s...' too long", hosts.v[0]);
-        mt_strlist_free(&hosts);
+        mt_strlist_clear(&hosts);
         return -1;
     }
     snprintf(host, hn, "%s", hosts.v[0]);
-    mt_strlist_free(&hosts);
+    mt_strlist_clear(&hosts);
     return 0;
 }
 
@@ -370,16 +370,16 @@ int mt_rank_exec_main(int argc, char **argv)
     }
     if (mt_rank_env(env_get, NULL, &env, err, sizeof err)) {
         fprintf(stderr, "moetune rank-exec: %s\n", err);
-        mt_strlist_free(&env);
+        mt_strlist_clear(&env);
         return 2;
     }
     for (i = 0; i + 1 < env.n; i += 2)
         if (setenv(env.v[i], env.v[i + 1], 1)) {
             fprintf(stderr, "moetune rank-exec: cannot set %s: %s\n", env.v[i], strerror(errno));
-            mt_strlist_free(&env);
+            mt_strlist_clear(&env);
             return 2;
         }
-    mt_strlist_free(&env);
+    mt_strlist_clear(&env);
     fflush(NULL);
     execvp(argv[first], argv + first);
     fprintf(stderr, "moetune rank-exec: cannot run '%s': %s\n", argv[first], strerror(errno));

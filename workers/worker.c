@@ -631,7 +631,7 @@ static int job_argv(wk *w, mt_registry *reg, const mt_contract *c, const mt_kv *
         rc = mt_launch_expand((const char *const *)c->launch_template, c->n_template, ph, &r.argv,
                               out, d);
     mt_kv_destroy(&ph);
-    mt_rendered_free(&r);
+    mt_rendered_clear(&r);
     return rc;
 }
 
@@ -694,7 +694,7 @@ static cJSON *result_body(wk *w, const char *store_dir, const mt_contract *c, co
         free(text);
     }
     free(memo);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     mt_diag_destroy(&d);
     return body;
 }
@@ -833,7 +833,7 @@ static int bisect_prepare(wk *w, const mt_proto_job *j, const mt_contract *c, mt
     for (i = 0; i < *n_tv; i++) {
         if (ok && !argv_allowed(w, c, &steps[i], why, sizeof why))
             ok = 0;
-        mt_strlist_free(&steps[i]);
+        mt_strlist_clear(&steps[i]);
     }
     free(steps);
     if (!ok) {
@@ -861,7 +861,7 @@ static int job_finished_before(wk *w, const mt_proto_job *j, const mt_contract *
         wk_memo_key(key, sizeof key, j->job_id, j->retry);
         have = st && mt_store_memo_get(st, key, &memo, d) == 1;
         free(memo);
-        mt_store_close(&st);
+        mt_store_destroy(&st);
         if (have)
             b = result_body(w, w->store_dir, c, j->job_id, j->retry, NULL);
     }
@@ -936,7 +936,7 @@ static void run_job_child(wk *w, const mt_proto_job *j, const mt_contract *c, mt
         rc = mt_prepare_job(tv, n_tv, j->rev, j->repo, wr, j->prepare_timeout_s, st, j->job_id,
                             work, work_size, d);
         if (rc <= 0) {
-            mt_store_close(&st);
+            mt_store_destroy(&st);
             _exit(rc < 0 ? 1 : 0);
         }
         spec.rev = j->rev;
@@ -947,7 +947,7 @@ static void run_job_child(wk *w, const mt_proto_job *j, const mt_contract *c, mt
         mt_diag_print(d, stderr);
     if (st)
         mt_measure_clear(&m); /* also when the store failed */
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     _exit(rc < 0 ? 1 : 0);
 }
 
@@ -1037,7 +1037,7 @@ static void start_job(wk *w, const mt_proto_msg *msg)
     job_running(w, &j, pid, fds[0], &c);
 out:
     free(tv);
-    mt_strlist_free(&argv);
+    mt_strlist_clear(&argv);
     mt_kv_destroy(&cfg);
     mt_registry_destroy(&reg);
     mt_contract_destroy(&c);

@@ -207,7 +207,7 @@ int main(int argc, char **argv)
                         printf(" %zu:%d%c", j, b.revs[j].n, "?LHP"[b.revs[j].cls]);
                 printf("\n");
             }
-            mt_bisect_free(&b);
+            mt_bisect_clear(&b);
             {
                 int g = git_style(&t, 1, &r);
                 add(&gi, g == t.culprit[0], r);
@@ -220,7 +220,7 @@ int main(int argc, char **argv)
             t.culprit[0] = 0;
             mt_bisect_run(&b, (size_t)n, &p, runner, &t);
             add(&fa, b.outcome == MT_BISECT_NOT_REPRODUCED, b.runs);
-            mt_bisect_free(&b);
+            mt_bisect_clear(&b);
             /* two regressions of `step` each, at least 4 revisions apart */
             t.culprit[0] = 1 + (int)(((uint64_t)i * 40503u + 7u) % (uint64_t)(n / 2 - 2));
             t.culprit[1] = t.culprit[0] + 4 + (int)(((uint64_t)i * 9973u) % (uint64_t)(n / 2 - 3));
@@ -274,7 +274,7 @@ int main(int argc, char **argv)
                         printf(" %zu:%d%c", j, b.revs[j].n, "?LHP"[b.revs[j].cls]);
                 printf("\n");
             }
-            mt_bisect_free(&b);
+            mt_bisect_clear(&b);
         }
         printf("noise: per-run offset sd %.0f%% (%s), jitter cv 2%%, lag-1 0.5\n", 100 * noises[k],
                k ? "twice the default" : "the default");

@@ -261,7 +261,7 @@ static int run_tune(bench_contract *b, int strategy, int seed, double gpu_hours,
         if (strategy == S_OFAT && !ofat_contract_budget)
             o->budget_stop = res.gpu_hours > b->c->gpu_hours || res.runs > b->c->max_runs;
     }
-    mt_tune_result_free(&res);
+    mt_tune_result_clear(&res);
     mt_diag_destroy(&d);
     rm_tree(dir);
     return rc;

@@ -133,7 +133,7 @@ static void process_runs(const char *sim, const char *contract_path)
            times[RUNS / 2], times[RUNS / 10], times[RUNS * 9 / 10], RUNS);
     close(devnull);
     free(argv);
-    mt_rendered_free(&out);
+    mt_rendered_clear(&out);
     mt_kv_destroy(&cfg);
     mt_registry_destroy(&r);
     mt_contract_destroy(&c);

@@ -478,7 +478,7 @@ int main(int argc, char **argv)
     free(pids);
     free(P.sent), free(P.result), free(P.sends), free(P.results);
     mt_kv_destroy(&cfg);
-    mt_store_close(&st);
+    mt_store_destroy(&st);
     mt_contract_destroy(&c);
     mt_diag_destroy(&d);
     rm_rf(dir);

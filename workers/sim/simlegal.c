@@ -2010,7 +2010,7 @@ int sim_startup_argv(const sim_stack *st, char *const *argv, size_t argc, sim_ve
     if (rc && strcmp(res.where, "argparse")) {
         /* the converters of the flags before the failing one ran first */
         if (check_converters(&k, d, argv, &res)) {
-            mt_argparse_result_free(&res);
+            mt_argparse_result_clear(&res);
             if (!ns_out)
                 mt_kv_destroy(&ns);
             return 1;
@@ -2021,7 +2021,7 @@ int sim_startup_argv(const sim_stack *st, char *const *argv, size_t argc, sim_ve
             const char *q = strstr(res.error, "invalid choice: '") + 17;
             fail(&k, "KeyError", k.v >= 18 ? "megatron/training/argument_utils.py" : WA, "'%.*s'",
                  (int)strcspn(q, "'"), q);
-            mt_argparse_result_free(&res);
+            mt_argparse_result_clear(&res);
             if (!ns_out)
                 mt_kv_destroy(&ns);
             return 1;
@@ -2036,7 +2036,7 @@ int sim_startup_argv(const sim_stack *st, char *const *argv, size_t argc, sim_ve
                     snprintf(v->type, sizeof v->type, "%.*s", (int)tl, res.error);
                     v->exit_status = 1;
                 }
-                mt_argparse_result_free(&res);
+                mt_argparse_result_clear(&res);
                 if (!ns_out)
                     mt_kv_destroy(&ns);
                 return 1;
@@ -2048,7 +2048,7 @@ int sim_startup_argv(const sim_stack *st, char *const *argv, size_t argc, sim_ve
             snprintf(v->where, sizeof v->where, "%s", res.where);
             v->exit_status = 2;
         }
-        mt_argparse_result_free(&res);
+        mt_argparse_result_clear(&res);
         if (!ns_out)
             mt_kv_destroy(&ns);
         return 1;
@@ -2058,7 +2058,7 @@ int sim_startup_argv(const sim_stack *st, char *const *argv, size_t argc, sim_ve
         snprintf(umsg, sizeof umsg, "%s", res.error);
     }
     rc = check_converters(&k, d, argv, &res);
-    mt_argparse_result_free(&res);
+    mt_argparse_result_clear(&res);
     if (!rc && unknown) {
         /* argparse reports leftovers only after the whole pass */
         rc = fail(&k, "argparse", "argparse", "%s", umsg);
