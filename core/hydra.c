@@ -515,6 +515,29 @@ static int function(ctx *c)
     return plain && !any_sweep ? E_CALL : E_SWEEP;
 }
 
+/* After one element k of a list or a dict: refused when it is a sweep
+ * (Bridge), then ',' (0: another follows), the closing bracket (kind: the
+ * container is done) or an error (-1). */
+static int element_end(ctx *c, int k, const char *what, int close, int kind, const char *expect)
+{
+    if (k < 0)
+        return -1;
+    if (k == E_SWEEP && c->bridge) {
+        fail(c, c->t[c->i - 1].pos, "a sweep cannot be %s", what);
+        return -1;
+    }
+    if (ty(c, 0) == T_COMMA) {
+        c->i++;
+        return 0;
+    }
+    if (ty(c, 0) == close) {
+        c->i++;
+        return kind;
+    }
+    unexpected(c, expect);
+    return -1;
+}
+
 static int list(ctx *c)
 {
     int k;
@@ -523,25 +546,11 @@ static int list(ctx *c)
         c->i++;
         return E_LIST;
     }
-    for (;;) {
-        k = element(c);
-        if (k < 0)
-            return -1;
-        if (k == E_SWEEP && c->bridge) {
-            fail(c, c->t[c->i - 1].pos, "a sweep cannot be a list element");
-            return -1;
-        }
-        if (ty(c, 0) == T_COMMA) {
-            c->i++;
-            continue;
-        }
-        if (ty(c, 0) == T_BRACKET_CLOSE) {
-            c->i++;
-            return E_LIST;
-        }
-        unexpected(c, "',' or ']' in the list");
-        return -1;
-    }
+    do
+        k = element_end(c, element(c), "a list element", T_BRACKET_CLOSE, E_LIST,
+                        "',' or ']' in the list");
+    while (k == 0);
+    return k;
 }
 
 static int primitive_ws_only(ctx *c, size_t from, size_t to)
@@ -582,23 +591,10 @@ static int dict(ctx *c)
             return -1;
         }
         c->i++;
-        k = element(c);
-        if (k < 0)
-            return -1;
-        if (k == E_SWEEP && c->bridge) {
-            fail(c, c->t[c->i - 1].pos, "a sweep cannot be a dict value");
-            return -1;
-        }
-        if (ty(c, 0) == T_COMMA) {
-            c->i++;
-            continue;
-        }
-        if (ty(c, 0) == T_BRACE_CLOSE) {
-            c->i++;
-            return E_DICT;
-        }
-        unexpected(c, "',' or '}' in the dict");
-        return -1;
+        k = element_end(c, element(c), "a dict value", T_BRACE_CLOSE, E_DICT,
+                        "',' or '}' in the dict");
+        if (k)
+            return k;
     }
 }
 

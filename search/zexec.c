@@ -1085,15 +1085,7 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
                 mt_proto_msg m;
                 int rc;
                 mt_proto_msg_init(&m);
-                {
-                    int ev = 0;
-                    size_t evl = sizeof ev;
-                    if (zmq_getsockopt(z->sock, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) {
-                        mt_proto_msg_clear(&m);
-                        break; /* nothing more queued: recv would block */
-                    }
-                }
-                rc = mt_proto_recv(z->sock, 1, &m, err, sizeof err);
+                rc = mt_proto_recv_queued(z->sock, 1, &m, err, sizeof err);
                 if (rc == -EAGAIN) {
                     mt_proto_msg_clear(&m);
                     break;

@@ -753,6 +753,15 @@ int mt_proto_recv(void *socket, int router, mt_proto_msg *out, char *err, size_t
     return rc;
 }
 
+int mt_proto_recv_queued(void *socket, int router, mt_proto_msg *out, char *err, size_t errlen)
+{
+    int ev = 0;
+    size_t evl = sizeof ev;
+    if (zmq_getsockopt(socket, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN))
+        return -EAGAIN;
+    return mt_proto_recv(socket, router, out, err, errlen);
+}
+
 /* ---- views ------------------------------------------------------------------------- */
 
 static const cJSON *item(const mt_proto_msg *m, const char *k)

@@ -140,6 +140,11 @@ int mt_proto_send(void *socket, const void *identity, size_t idlen, int command,
  * -EAGAIN (nothing to receive), or another -errno from libzmq. */
 int mt_proto_recv(void *socket, int router, mt_proto_msg *out, char *err, size_t errlen);
 
+/* mt_proto_recv of a message already queued: -EAGAIN at once (nothing
+ * received) when the socket has none, so a loop draining what arrived
+ * never blocks. */
+int mt_proto_recv_queued(void *socket, int router, mt_proto_msg *out, char *err, size_t errlen);
+
 /* Formats one error line into err (when given) and returns rc: the one
  * error helper of proto.c, result_json.c and keys.c (here, so that none of
  * them calls another for it). */

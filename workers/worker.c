@@ -1267,15 +1267,7 @@ static void drain_messages(wk *w)
         mt_proto_msg m;
         int rr;
         mt_proto_msg_init(&m);
-        {
-            int ev = 0;
-            size_t evl = sizeof ev;
-            if (zmq_getsockopt(w->sock, ZMQ_EVENTS, &ev, &evl) || !(ev & ZMQ_POLLIN)) {
-                mt_proto_msg_clear(&m);
-                break; /* nothing more queued: recv would block */
-            }
-        }
-        rr = mt_proto_recv(w->sock, 0, &m, err, sizeof err);
+        rr = mt_proto_recv_queued(w->sock, 0, &m, err, sizeof err);
         if (rr == -EAGAIN) {
             mt_proto_msg_clear(&m);
             break;
