@@ -1459,14 +1459,11 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     e.c = c;
     mt_tune_opts_init(&e.o);
     e.o.dir = o->dir;
-    e.o.executor = o->executor;
-    e.o.slots = o->slots > 0 ? o->slots : 1;
-    e.o.workers = o->workers;
-    e.o.key_dir = o->key_dir;
-    e.o.job_grace_s = o->job_grace_s;
-    e.o.worker_wait_s = o->worker_wait_s;
+    e.o.exec = o->exec;
+    if (e.o.exec.slots < 1)
+        e.o.exec.slots = 1;
     e.d = d;
-    e.sim = o->sim_path ? o->sim_path : "moetune-sim";
+    e.sim = o->exec.sim_path ? o->exec.sim_path : "moetune-sim";
     e.timeline = cJSON_CreateArray();
     e.prepare = o->prepare;
     e.n_prepare = o->n_prepare;
@@ -1475,7 +1472,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     e.phase = "bisect";
     if (!(e.st = mt_store_open(o->dir, c, d)))
         goto out;
-    if (o->executor == MT_EXEC_ZMQ && (!o->workers || eng_zx_open(&e)))
+    if (o->exec.executor == MT_EXEC_ZMQ && (!o->exec.workers || eng_zx_open(&e)))
         goto out;
     if (!(e.baseline = mt_config_base(reg, c, d)))
         goto out;
@@ -1501,7 +1498,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     p.check.alpha = c->alpha / 5;
     p.check.min_effect = c->min_effect;
     p.check.same_band = p.ends.same_band;
-    p.slots = e.o.executor == MT_EXEC_ZMQ ? (o->slots > 1 ? o->slots : 1) : e.o.slots;
+    p.slots = e.o.exec.slots;
     if (o->progress)
         fprintf(o->progress,
                 "moetune bisect: %zu revisions from %.12s (good) to %.12s (bad), contract %s, "

@@ -33,7 +33,7 @@
 void mt_tune_opts_init(mt_tune_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->slots = 1;
+    mt_exec_opts_init(&o->exec);
 }
 
 void mt_tune_result_free(mt_tune_result *r)
@@ -3468,10 +3468,10 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     e.c = c;
     e.o = *o;
     e.res = out;
-    if (e.o.slots < 1)
-        e.o.slots = 1;
+    if (e.o.exec.slots < 1)
+        e.o.exec.slots = 1;
     e.d = d;
-    e.sim = o->sim_path ? o->sim_path : "moetune-sim";
+    e.sim = o->exec.sim_path ? o->exec.sim_path : "moetune-sim";
     e.started = now_s();
     e.budget_gh = o->gpu_hours > 0 ? o->gpu_hours : c->gpu_hours;
     e.budget_runs = o->runs > 0 ? o->runs : c->max_runs;
@@ -3483,9 +3483,9 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     e.ablation = cJSON_CreateArray();
     if (!(e.st = mt_store_open(o->dir, c, d)))
         goto out;
-    if (o->executor == MT_EXEC_ZMQ && (!o->workers || eng_zx_open(&e)))
+    if (o->exec.executor == MT_EXEC_ZMQ && (!o->exec.workers || eng_zx_open(&e)))
         goto out;
-    if (o->executor == MT_EXEC_MODEL && strcmp(c->backend, "sim")) {
+    if (o->exec.executor == MT_EXEC_MODEL && strcmp(c->backend, "sim")) {
         mt_diag_add(d, c->path, 0, "launch.backend",
                     "the model executor needs the sim backend, not \"%s\"", c->backend);
         goto out;

@@ -30,6 +30,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+void mt_exec_opts_init(mt_exec_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->executor = MT_EXEC_LOCAL;
+    o->slots = 1;
+}
+
 double eng_num(const cJSON *o, const char *k)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
@@ -240,7 +247,7 @@ int eng_exec(eng *e, jobreq *v, size_t n)
         v[i].out = memo_get(e, &v[i]);
         v[i].fresh = 0;
     }
-    if (e->o.executor == MT_EXEC_ZMQ) {
+    if (e->o.exec.executor == MT_EXEC_ZMQ) {
         for (i = 0; i < n; i++) {
             eng_job_key(v[i].kind, v[i].id, v[i].rep, v[i].key, sizeof v[i].key);
             if (!v[i].out)
@@ -248,18 +255,18 @@ int eng_exec(eng *e, jobreq *v, size_t n)
         }
         rc = eng_zx_run(e, v, n);
     }
-    for (i = 0; i < n && !rc && e->o.executor != MT_EXEC_ZMQ; i++) {
+    for (i = 0; i < n && !rc && e->o.exec.executor != MT_EXEC_ZMQ; i++) {
         if (v[i].out)
             continue;
         v[i].fresh = 1;
         e->executed++;
-        if (e->o.executor == MT_EXEC_MODEL) {
+        if (e->o.exec.executor == MT_EXEC_MODEL) {
             rc = run_model(e, &v[i]);
-        } else if (e->o.slots <= 1) {
+        } else if (e->o.exec.slots <= 1) {
             rc = run_local(e, e->st, &v[i]);
         } else {
             pid_t pid, parent;
-            while ((int)running >= e->o.slots) {
+            while ((int)running >= e->o.exec.slots) {
                 int st;
                 if (waitpid(-1, &st, 0) > 0)
                     running--;

@@ -152,7 +152,7 @@ static void expect_workers(eng *e)
     }
     mt_store_events_free(ev, n);
     mt_diag_destroy(&d);
-    z->expect_until = now_s() + (e->o.job_grace_s > 0 ? e->o.job_grace_s : MT_PROTO_JOB_GRACE_S);
+    z->expect_until = now_s() + (e->o.exec.job_grace_s > 0 ? e->o.exec.job_grace_s : MT_PROTO_JOB_GRACE_S);
 }
 
 int eng_zx_open(eng *e)
@@ -166,31 +166,31 @@ int eng_zx_open(eng *e)
     z->ctx = zmq_ctx_new();
     z->sock = zmq_socket(z->ctx, ZMQ_ROUTER);
     if (mt_proto_socket_setup(z->sock, 1, NULL, err, sizeof err)) {
-        mt_diag_add(e->d, e->o.workers, 0, NULL, "%s", err);
+        mt_diag_add(e->d, e->o.exec.workers, 0, NULL, "%s", err);
         return -1;
     }
-    if (e->o.key_dir) {
+    if (e->o.exec.key_dir) {
         mt_keypair kp;
         char known[4096];
-        snprintf(known, sizeof known, "%s/workers", e->o.key_dir);
-        if (mt_keys_load(e->o.key_dir, "coordinator", &kp, err, sizeof err) ||
+        snprintf(known, sizeof known, "%s/workers", e->o.exec.key_dir);
+        if (mt_keys_load(e->o.exec.key_dir, "coordinator", &kp, err, sizeof err) ||
             !(z->zap = mt_zap_start(z->ctx, known, NULL, NULL, err, sizeof err)) ||
             mt_curve_server(z->sock, &kp, z->zap, err, sizeof err)) {
-            mt_diag_add(e->d, e->o.key_dir, 0, NULL, "CURVE: %s", err);
+            mt_diag_add(e->d, e->o.exec.key_dir, 0, NULL, "CURVE: %s", err);
             mt_keypair_wipe(&kp);
             return -1;
         }
         mt_keypair_wipe(&kp);
     }
-    if (zmq_bind(z->sock, e->o.workers)) {
-        mt_diag_add(e->d, e->o.workers, 0, NULL, "cannot bind the coordinator's socket: %s",
+    if (zmq_bind(z->sock, e->o.exec.workers)) {
+        mt_diag_add(e->d, e->o.exec.workers, 0, NULL, "cannot bind the coordinator's socket: %s",
                     zmq_strerror(zmq_errno()));
         return -1;
     }
     rc = 0;
     expect_workers(e);
-    zlog(e, "coordinator listening on %s%s", e->o.workers,
-         e->o.key_dir ? " (CURVE: known worker keys only)" : " (no CURVE)");
+    zlog(e, "coordinator listening on %s%s", e->o.exec.workers,
+         e->o.exec.key_dir ? " (CURVE: known worker keys only)" : " (no CURVE)");
     return rc;
 }
 
@@ -979,7 +979,7 @@ static void tick(eng *e)
 {
     zx *z = e->zx;
     double t = now_s(), hb = MT_PROTO_HEARTBEAT_MS / 1000.0;
-    double grace = e->o.job_grace_s > 0 ? e->o.job_grace_s : MT_PROTO_JOB_GRACE_S;
+    double grace = e->o.exec.job_grace_s > 0 ? e->o.exec.job_grace_s : MT_PROTO_JOB_GRACE_S;
     size_t i, j;
     if (t - z->last_hb >= hb) {
         for (i = 0; i < z->nw; i++) {
@@ -1112,7 +1112,7 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
                 e->status_live(e);
             last_status = now_s();
         }
-        if (e->o.worker_wait_s > 0) {
+        if (e->o.exec.worker_wait_s > 0) {
             size_t able = 0;
             const zworker *unable = NULL;
             /* the first that connected, the first reachable one if any */
@@ -1125,22 +1125,22 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
              * jobs: a worker silent for a while mid-tune is not fatal */
             if (able)
                 last_able = now_s();
-            if (!able && now_s() - last_able > e->o.worker_wait_s) {
+            if (!able && now_s() - last_able > e->o.exec.worker_wait_s) {
                 /* connected workers that cannot run the jobs are no better
                  * than none: the jobs would wait forever */
                 char why[4096] = "";
                 if (unable)
                     unable_why(e, unable, why, sizeof why);
                 if (!unable)
-                    mt_diag_add(e->d, e->o.workers, 0, NULL,
+                    mt_diag_add(e->d, e->o.exec.workers, 0, NULL,
                                 "no worker connected within %.0f s (start `moetune worker "
                                 "--connect ...` on the GPU nodes)",
-                                e->o.worker_wait_s);
+                                e->o.exec.worker_wait_s);
                 else
-                    mt_diag_add(e->d, e->o.workers, 0, NULL,
+                    mt_diag_add(e->d, e->o.exec.workers, 0, NULL,
                                 "no connected worker can run this contract's jobs within %.0f s: "
                                 "%s (see the worker's --allow and --launchers)",
-                                e->o.worker_wait_s, why);
+                                e->o.exec.worker_wait_s, why);
                 free(z->jobs);
                 z->jobs = NULL;
                 return -1;

@@ -301,8 +301,8 @@ int main(int argc, char **argv)
     e.d = d;
     e.sim = "moetune-sim"; /* what the workers' default allowlist holds */
     e.o.dir = dir;
-    e.o.workers = endpoint;
-    e.o.worker_wait_s = 120;
+    e.o.exec.workers = endpoint;
+    e.o.exec.worker_wait_s = 120;
     e.started = (double)time(NULL);
     if (eng_zx_open(&e) != 0) {
         mt_diag_print(d, stderr);
