@@ -130,7 +130,7 @@ static void check_store(const mt_contract *c, const char *dir, seen *s)
         const cJSON *outcome = cJSON_GetObjectItemCaseSensitive(m, "outcome");
         char kind[32] = "";
         ck_assert_ptr_nonnull(m);
-        /* job/KIND/CONFIG/REPLICATE (search/exec.c eng_job_key) */
+        /* job/KIND/CONFIG/REPLICATE (search/exec.c mt_exec_job_key) */
         ck_assert_int_eq(sscanf(key, "job/%31[^/]/", kind), 1);
         s->jobs++;
         s->validate_jobs += !strcmp(kind, "validate");
