@@ -256,8 +256,19 @@ bad:
 
 /* ---- jobs ------------------------------------------------------------------------------------ */
 
+/* What every step of a bisection shares: the contract, the executor its
+ * jobs run on, the base config a revision's jobs measure. */
+typedef struct bsess {
+    mt_registry *reg;
+    mt_contract *c;
+    mt_diag *d;
+    mt_exec *x;      /* owned */
+    mt_kv *baseline; /* owned */
+    const char *dir; /* the bisection directory (status.json) */
+} bsess;
+
 typedef struct bctx {
-    eng *e;
+    bsess *e;
     const revlist *revs;
     char (*ids)[17];
     FILE *progress;
@@ -271,7 +282,7 @@ typedef struct bctx {
 static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
 {
     bctx *b = ctx;
-    jobreq *v = calloc(n, sizeof *v);
+    mt_exec_job *v = calloc(n, sizeof *v);
     size_t i;
     int rc;
     if (!v)
@@ -281,7 +292,7 @@ static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
         v[i].rep = jobs[i].rep;
         v[i].phase = "bisect";
         if (b->cfgs) {
-            /* a config: named by its own id (eng_exec), no prepare step */
+            /* a config: named by its own id (mt_exec_run), no prepare step */
             v[i].cfg = b->cfgs[jobs[i].rev];
             continue;
         }
@@ -291,7 +302,7 @@ static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
     }
     {
         /* untestable configs are skipped without a run; the rest run */
-        jobreq *w = calloc(n, sizeof *w);
+        mt_exec_job *w = calloc(n, sizeof *w);
         size_t m = 0;
         if (!w) {
             free(v);
@@ -300,7 +311,7 @@ static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
         for (i = 0; i < n; i++)
             if (v[i].cfg)
                 w[m++] = v[i];
-        rc = eng_exec(b->e, w, m);
+        rc = mt_exec_run(b->e->x, w, m);
         for (i = 0, m = 0; i < n; i++)
             if (v[i].cfg)
                 v[i] = w[m++];
@@ -325,7 +336,7 @@ static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
         snprintf(j->outcome, sizeof j->outcome, "%s", oc[0] ? oc : "?");
         snprintf(j->evidence, sizeof j->evidence, "%s", jm.evidence);
         j->ms = NAN;
-        if (eng_job_ok(v[i].out)) {
+        if (mt_exec_job_ok(v[i].out)) {
             j->status = MT_BJ_OK;
             j->ms = jm.ms;
         } else if (!strcmp(oc, "skip")) {
@@ -344,7 +355,7 @@ static int run_jobs(void *ctx, mt_bisect_job *jobs, size_t n)
                         j->rev, b->revs->v[j->rev], j->rep, j->outcome, j->evidence);
         }
     }
-    eng_jobs_free(v, n);
+    mt_exec_jobs_free(v, n);
     free(v);
     return rc;
 }
@@ -374,7 +385,7 @@ static const char *outcome_name(int o)
     return o >= 0 && o < 4 ? n[o] : "error";
 }
 
-static cJSON *bisect_json(const eng *e, const mt_bisect_opts *o, const revlist *revs,
+static cJSON *bisect_json(const bsess *e, const mt_bisect_opts *o, const revlist *revs,
                           const mt_bisect *b, const mt_bisect_params *p)
 {
     cJSON *root = cJSON_CreateObject(), *x, *arr;
@@ -461,8 +472,8 @@ static cJSON *bisect_json(const eng *e, const mt_bisect_opts *o, const revlist *
         cJSON_AddItemToArray(arr, y);
     }
     cJSON_AddNumberToObject(root, "runs", (double)b->runs);
-    cJSON_AddNumberToObject(root, "runs_executed", e->executed);
-    cJSON_AddNumberToObject(root, "gpu_hours", e->gpu_hours);
+    cJSON_AddNumberToObject(root, "runs_executed", mt_exec_executed(e->x));
+    cJSON_AddNumberToObject(root, "gpu_hours", mt_exec_gpu_hours(e->x));
     x = cJSON_AddObjectToObject(root, "method");
     cJSON_AddNumberToObject(x, "alpha", p->ends.alpha);
     cJSON_AddNumberToObject(x, "min_effect", p->ends.min_effect);
@@ -611,7 +622,7 @@ static void html_walls(FILE *f, const cJSON *root)
     fprintf(f, "</ul>\n");
 }
 
-static int write_html(const char *path, const eng *e, const revlist *revs, const mt_bisect *b,
+static int write_html(const char *path, const bsess *e, const revlist *revs, const mt_bisect *b,
                       const cJSON *root)
 {
     const cJSON *cfg = cJSON_GetObjectItem(root, "config");
@@ -751,8 +762,10 @@ static int write_html(const char *path, const eng *e, const revlist *revs, const
             fprintf(f, "%s%.1f", j ? ", " : "", r->ms[j]);
         fprintf(f, "</td></tr>\n");
     }
-    fprintf(f, "</table>\n<p>%ld runs (%d executed by the last invocation), %.2f GPU-hours.</p>\n"
-               "</body></html>\n", b->runs, e->executed, e->gpu_hours);
+    fprintf(f,
+            "</table>\n<p>%ld runs (%d executed by the last invocation), %.2f GPU-hours.</p>\n"
+            "</body></html>\n",
+            b->runs, mt_exec_executed(e->x), mt_exec_gpu_hours(e->x));
 #undef X
 #undef Y
     return fclose(f) ? -EIO : 0;
@@ -813,12 +826,12 @@ static double wall_share(const mt_job_memo_wall *wl, int w)
     return w == 0 ? wl->exposed_comm : w == 1 ? wl->idle - wl->bubble : wl->compute;
 }
 
-static cJSON *diagnose(eng *e, const mt_kv *cfg_before, const char *rev_before,
+static cJSON *diagnose(bsess *e, const mt_kv *cfg_before, const char *rev_before,
                        const mt_kv *cfg_after, const char *rev_after, const char *id_before,
                        const char *id_after, int *executed)
 {
     static const char *const walls[] = {"communication", "host", "compute"};
-    jobreq v[2];
+    mt_exec_job v[2];
     mt_job_memo m[2];
     cJSON *x = cJSON_CreateObject(), *o[2], *sh, *ev;
     double ms[2], grow[3], best = -INFINITY, pk[2];
@@ -835,12 +848,12 @@ static cJSON *diagnose(eng *e, const mt_kv *cfg_before, const char *rev_before,
         v[i].rep = DIAG_REP;
         v[i].phase = "bisect";
     }
-    i = e->executed;
-    rc = eng_exec(e, v, 2);
-    *executed += e->executed - i;
+    i = mt_exec_executed(e->x);
+    rc = mt_exec_run(e->x, v, 2);
+    *executed += mt_exec_executed(e->x) - i;
     if (rc || !v[0].out || !v[1].out) {
         cJSON_AddStringToObject(x, "error", "the profiled pair could not be run");
-        eng_jobs_free(v, 2);
+        mt_exec_jobs_free(v, 2);
         return x;
     }
     o[0] = v[0].out, o[1] = v[1].out;
@@ -856,16 +869,16 @@ static cJSON *diagnose(eng *e, const mt_kv *cfg_before, const char *rev_before,
         if (wl)
             cJSON_AddItemToObject(y, "wall", cJSON_Duplicate(wl, 1));
     }
-    if (!eng_job_ok(o[1]) && !strcmp(m[1].outcome, "oom")) {
+    if (!mt_exec_job_ok(o[1]) && !strcmp(m[1].outcome, "oom")) {
         wall = "memory";
         snprintf(line, sizeof line, "the run after it ran out of memory: %.300s",
                  m[1].evidence);
-    } else if (!eng_job_ok(o[0]) || !eng_job_ok(o[1]) || !cJSON_GetObjectItem(o[0], "wall") ||
-               !cJSON_GetObjectItem(o[1], "wall")) {
+    } else if (!mt_exec_job_ok(o[0]) || !mt_exec_job_ok(o[1]) ||
+               !cJSON_GetObjectItem(o[0], "wall") || !cJSON_GetObjectItem(o[1], "wall")) {
         snprintf(line, sizeof line, "the profiled pair did not both run and profile: %s / %s",
                  m[0].outcome, m[1].outcome);
         cJSON_AddStringToObject(x, "error", line);
-        eng_jobs_free(v, 2);
+        mt_exec_jobs_free(v, 2);
         return x;
     }
     sh = cJSON_AddObjectToObject(x, "change_points");
@@ -921,12 +934,12 @@ static cJSON *diagnose(eng *e, const mt_kv *cfg_before, const char *rev_before,
                 cJSON_GetObjectItem(cJSON_GetObjectItem(ta, it->string), "verdict"));
             if (bv && av && strcmp(av, bv)) {
                 snprintf(line, sizeof line, "verdict %s: %s -> %s (%.300s)", it->string, av, bv,
-                         eng_str(it, "evidence"));
+                         mt_exec_str(it, "evidence"));
                 cJSON_AddItemToArray(ev, cJSON_CreateString(line));
             }
         }
     }
-    eng_jobs_free(v, 2);
+    mt_exec_jobs_free(v, 2);
     return x;
 }
 
@@ -1100,7 +1113,7 @@ static int cfg_source_open(mt_registry *reg, const mt_contract *c, const mt_bise
 /* One search over configs cfgs[0..n-1] (names for progress lines), its
  * record appended to s->searches.  The bisection's outcome, or -1 when the
  * runner failed. */
-static int cfg_search(eng *e, cfgsrc *s, const mt_bisect_params *p, FILE *progress,
+static int cfg_search(bsess *e, cfgsrc *s, const mt_bisect_params *p, FILE *progress,
                       const char *purpose, mt_kv **cfgs, char **skip, revlist *names,
                       mt_bisect *out)
 {
@@ -1136,7 +1149,7 @@ static int cfg_search(eng *e, cfgsrc *s, const mt_bisect_params *p, FILE *progre
 
 /* good + units[0..k-1] against good: the ends test of a two-revision
  * search.  1 slower, 0 not, -1 failed; *fx the effect and its interval. */
-static int cfg_test(eng *e, cfgsrc *s, const mt_bisect_params *p, FILE *progress,
+static int cfg_test(bsess *e, cfgsrc *s, const mt_bisect_params *p, FILE *progress,
                     const char *purpose, const int *units, size_t k, double fx[3], char *why,
                     size_t why_len)
 {
@@ -1185,7 +1198,7 @@ static void add_test(cJSON *o, const char *k, int v, const double fx[3], const c
 }
 
 /* The wall of a config culprit: the good config against it with units[0..k-1]. */
-static void cfg_diagnose(eng *e, cfgsrc *s, cJSON *x, const int *units, size_t k)
+static void cfg_diagnose(bsess *e, cfgsrc *s, cJSON *x, const int *units, size_t k)
 {
     char why[512];
     mt_kv *after = mt_cfg_diff_apply(e->reg, e->c, s->good, &s->df, units, k, NULL, why,
@@ -1198,7 +1211,7 @@ static void cfg_diagnose(eng *e, cfgsrc *s, cJSON *x, const int *units, size_t k
 }
 
 /* The follow-up of the prefix search (above).  0, or -1 when a search failed. */
-static int cfg_explain(eng *e, cfgsrc *s, const revlist *revs, const mt_bisect *b,
+static int cfg_explain(bsess *e, cfgsrc *s, const revlist *revs, const mt_bisect *b,
                        const mt_bisect_params *p, FILE *progress, cJSON *root)
 {
     int singles[64], ns = 0, k;
@@ -1340,9 +1353,9 @@ static int cfg_explain(eng *e, cfgsrc *s, const revlist *revs, const mt_bisect *
         if (r)
             cJSON_SetNumberValue(r, (double)b->runs + (double)s->runs);
         if ((r = cJSON_GetObjectItem(root, "runs_executed")))
-            cJSON_SetNumberValue(r, e->executed - s->diag_executed);
+            cJSON_SetNumberValue(r, mt_exec_executed(e->x) - s->diag_executed);
         if ((r = cJSON_GetObjectItem(root, "gpu_hours")))
-            cJSON_SetNumberValue(r, e->gpu_hours);
+            cJSON_SetNumberValue(r, mt_exec_gpu_hours(e->x));
     }
     return 0;
 }
@@ -1423,10 +1436,18 @@ static void cfg_print(const cJSON *root)
     }
 }
 
+/* status.json while the ZeroMQ executor waits (mt_exec_env.on_live) */
+static void on_live(void *ctx)
+{
+    const bsess *e = ctx;
+    eng_status_exec(e->dir, "bisect", e->x);
+}
+
 int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int *outcome,
                   mt_diag *d)
 {
-    eng e;
+    bsess e;
+    mt_exec_env env = {0};
     cfgsrc cs;
     revlist revs = {0};
     mt_bisect b;
@@ -1439,7 +1460,6 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     FILE *f;
     memset(&b, 0, sizeof b);
     memset(&e, 0, sizeof e);
-    e.status_live = eng_progress_quiet;
     memset(&cs, 0, sizeof cs);
     *outcome = MT_BISECT_ERROR;
     rc = -EINVAL; /* bad input until the revisions are known */
@@ -1457,26 +1477,16 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     rc = -1;
     e.reg = reg;
     e.c = c;
-    mt_tune_opts_init(&e.o);
-    e.o.dir = o->dir;
-    e.o.executor = o->executor;
-    e.o.slots = o->slots > 0 ? o->slots : 1;
-    e.o.workers = o->workers;
-    e.o.key_dir = o->key_dir;
-    e.o.job_grace_s = o->job_grace_s;
-    e.o.worker_wait_s = o->worker_wait_s;
     e.d = d;
-    e.sim = o->sim_path ? o->sim_path : "moetune-sim";
-    e.timeline = cJSON_CreateArray();
-    e.prepare = o->prepare;
-    e.n_prepare = o->n_prepare;
-    e.repo = o->repo;
-    e.prepare_timeout_s = o->prepare_timeout_s;
-    e.phase = "bisect";
-    if (!(e.st = mt_store_open(o->dir, c, d)))
+    e.dir = o->dir;
+    env.reg = reg;
+    env.c = c;
+    env.dir = o->dir;
+    env.ctx = &e;
+    env.on_live = on_live;
+    if (!(e.x = mt_exec_new(&o->exec, &env, d)))
         goto out;
-    if (o->executor == MT_EXEC_ZMQ && (!o->workers || eng_zx_open(&e)))
-        goto out;
+    mt_exec_set_prepare(e.x, o->prepare, o->n_prepare, o->repo, o->prepare_timeout_s);
     if (!(e.baseline = mt_config_base(reg, c, d)))
         goto out;
     memset(&ctx, 0, sizeof ctx);
@@ -1501,7 +1511,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     p.check.alpha = c->alpha / 5;
     p.check.min_effect = c->min_effect;
     p.check.same_band = p.ends.same_band;
-    p.slots = e.o.executor == MT_EXEC_ZMQ ? (o->slots > 1 ? o->slots : 1) : e.o.slots;
+    p.slots = o->exec.slots > 1 ? o->exec.slots : 1;
     if (o->progress)
         fprintf(o->progress,
                 "moetune bisect: %zu revisions from %.12s (good) to %.12s (bad), contract %s, "
@@ -1542,12 +1552,12 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
                                   diagnose(&e, e.baseline, revs.v[cu->parent], e.baseline,
                                            revs.v[cu->hi], ia, ib, &cs.diag_executed));
         }
-        cJSON_SetNumberValue(cJSON_GetObjectItem(json, "gpu_hours"), e.gpu_hours);
+        cJSON_SetNumberValue(cJSON_GetObjectItem(json, "gpu_hours"), mt_exec_gpu_hours(e.x));
     }
     if (json) {
         /* the searches' runs and the profiled pairs', apart */
         cJSON_SetNumberValue(cJSON_GetObjectItem(json, "runs_executed"),
-                             e.executed - cs.diag_executed);
+                             mt_exec_executed(e.x) - cs.diag_executed);
         cJSON_AddNumberToObject(json, "diagnosis_runs_executed", cs.diag_executed);
     }
     text = json ? cJSON_Print(json) : NULL;
@@ -1600,8 +1610,8 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
         cfg_print(json);
     printf("spent: %ld runs (%d executed now), %.2f GPU-hours\nbisect.json: %s/bisect.json\n"
            "bisect.html: %s/bisect.html\n",
-           (long)cJSON_GetNumberValue(cJSON_GetObjectItem(json, "runs")), e.executed, e.gpu_hours,
-           o->dir, o->dir);
+           (long)cJSON_GetNumberValue(cJSON_GetObjectItem(json, "runs")), mt_exec_executed(e.x),
+           mt_exec_gpu_hours(e.x), o->dir, o->dir);
     rc = 0;
 out:
     free(text);
@@ -1610,8 +1620,6 @@ out:
     rl_free(&revs);
     cfg_source_free(&cs);
     mt_kv_destroy(&e.baseline);
-    cJSON_Delete(e.timeline);
-    eng_zx_close(&e);
-    mt_store_destroy(&e.st);
+    mt_exec_destroy(&e.x);
     return rc;
 }

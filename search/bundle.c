@@ -42,7 +42,7 @@ static void num_or_null(cJSON *o, const char *k, double v)
 
 static double share_of(const cJSON *w, const char *k)
 {
-    double v = eng_num(w, k);
+    double v = mt_exec_num(w, k);
     return isfinite(v) && v > 0 ? v : 0;
 }
 
@@ -74,9 +74,9 @@ static cJSON *wall_json(const cJSON *w)
     }
     o = cJSON_CreateObject();
     s = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "wall", eng_str(w, "wall"));
-    cJSON_AddStringToObject(o, "runner_up", eng_str(w, "runner_up"));
-    num_or_null(o, "confidence", eng_num(w, "confidence"));
+    cJSON_AddStringToObject(o, "wall", mt_exec_str(w, "wall"));
+    cJSON_AddStringToObject(o, "runner_up", mt_exec_str(w, "runner_up"));
+    num_or_null(o, "confidence", mt_exec_num(w, "confidence"));
     cJSON_AddNumberToObject(s, "compute", compute - hidden);
     cJSON_AddNumberToObject(s, "exposed_comm", exposed);
     cJSON_AddNumberToObject(s, "hidden_comm", hidden);
@@ -84,16 +84,16 @@ static cJSON *wall_json(const cJSON *w)
     cJSON_AddNumberToObject(s, "bubble", bubble);
     cJSON_AddNumberToObject(s, "other", other);
     cJSON_AddItemToObject(o, "shares", s);
-    if (isfinite(eng_num(w, "first")) && isfinite(eng_num(w, "last"))) {
+    if (isfinite(mt_exec_num(w, "first")) && isfinite(mt_exec_num(w, "last"))) {
         cJSON *st = cJSON_CreateArray();
-        cJSON_AddItemToArray(st, cJSON_CreateNumber(eng_num(w, "first")));
-        cJSON_AddItemToArray(st, cJSON_CreateNumber(eng_num(w, "last")));
+        cJSON_AddItemToArray(st, cJSON_CreateNumber(mt_exec_num(w, "first")));
+        cJSON_AddItemToArray(st, cJSON_CreateNumber(mt_exec_num(w, "last")));
         cJSON_AddItemToObject(o, "steps", st);
     } else {
         cJSON_AddNullToObject(o, "steps");
     }
-    num_or_null(o, "window_s", eng_num(w, "window_s"));
-    cJSON_AddStringToObject(o, "reason", eng_str(w, "reason"));
+    num_or_null(o, "window_s", mt_exec_num(w, "window_s"));
+    cJSON_AddStringToObject(o, "reason", mt_exec_str(w, "reason"));
     return o;
 }
 
@@ -195,17 +195,17 @@ static void label_json(eng *e, cJSON *o, const mt_kv *cfg, int with_changes)
         int in = 1;
         cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
         {
-            const char *v = mt_kv_get(cfg, eng_str(x, "knob"));
-            if (!v || strcmp(v, eng_str(x, "to")))
+            const char *v = mt_kv_get(cfg, mt_exec_str(x, "knob"));
+            if (!v || strcmp(v, mt_exec_str(x, "to")))
                 in = 0;
         }
-        if (in && ((uint32_t)eng_num(a, "label") & MT_LABEL_BENCHMARK_ONLY)) {
+        if (in && ((uint32_t)mt_exec_num(a, "label") & MT_LABEL_BENCHMARK_ONLY)) {
             char line[700];
             label = MT_LABEL_BENCHMARK_ONLY;
             snprintf(line, sizeof line,
                      "the accepted change %.100s (%.500s): its plugin labels it "
                      "benchmark-only",
-                     eng_str(a, "variable"), eng_str(a, "summary"));
+                     mt_exec_str(a, "variable"), mt_exec_str(a, "summary"));
             mt_strlist_push(&why, line);
         }
     }
@@ -297,7 +297,7 @@ static int recipe_files(eng *e, const mt_kv *recipe, int status, const char *lab
             n += (size_t)snprintf(title + n, sizeof title - n, "\n%s", notes.v[i]);
     }
     mt_strlist_clear(&notes);
-    if (mt_recipe_build(e->reg, e->c, prod, e->sim, title, &rc, d)) {
+    if (mt_recipe_build(e->reg, e->c, prod, mt_exec_sim(e->x), title, &rc, d)) {
         mt_kv_destroy(&prod);
         return -1;
     }
@@ -354,9 +354,9 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
     cJSON_AddStringToObject(b, "status", statuses[status >= 0 && status <= 3 ? status : 3]);
     o = cJSON_AddObjectToObject(b, "budget");
     cJSON_AddNumberToObject(o, "gpu_hours_limit", e->budget_gh);
-    cJSON_AddNumberToObject(o, "gpu_hours_used", e->gpu_hours);
+    cJSON_AddNumberToObject(o, "gpu_hours_used", mt_exec_gpu_hours(e->x));
     cJSON_AddNumberToObject(o, "runs_limit", e->budget_runs);
-    cJSON_AddNumberToObject(o, "runs_used", e->runs);
+    cJSON_AddNumberToObject(o, "runs_used", mt_exec_runs(e->x));
     if (e->until > 0) {
         char dl[64];
         time_t u = (time_t)e->until;

@@ -337,35 +337,35 @@ int mt_cmd_bisect(int argc, char **argv)
          "a step that prepares each revision"},
         {"--prepare-timeout", NULL, "S", MT_OPT_DOUBLE, &o.prepare_timeout_s, 0, 1, NULL,
          "each prepare step's time limit"},
-        {"--jobs", NULL, "N", MT_OPT_INT, &o.slots, 1, 0, NULL, "runs at once (local executor)"},
+        {"--jobs", NULL, "N", MT_OPT_INT, &o.exec.slots, 1, 0, NULL, "runs at once (local executor)"},
         {"--workers", NULL, "tcp://HOST:PORT", MT_OPT_STR, &workers, 0, 0, NULL,
          "run the jobs on ZeroMQ workers"},
-        {"--keys", NULL, "DIR", MT_OPT_STR, &o.key_dir, 0, 0, NULL, "CURVE keys for the workers"},
-        {"--job-grace", NULL, "S", MT_OPT_DOUBLE, &o.job_grace_s, 0, 0, NULL,
+        {"--keys", NULL, "DIR", MT_OPT_STR, &o.exec.key_dir, 0, 0, NULL, "CURVE keys for the workers"},
+        {"--job-grace", NULL, "S", MT_OPT_DOUBLE, &o.exec.job_grace_s, 0, 0, NULL,
          "how long a worker's job may run past its limit"},
-        {"--worker-wait", NULL, "S", MT_OPT_DOUBLE, &o.worker_wait_s, 0, 0, NULL,
+        {"--worker-wait", NULL, "S", MT_OPT_DOUBLE, &o.exec.worker_wait_s, 0, 0, NULL,
          "how long to wait for a worker that can run the jobs"},
         {"--quiet", NULL, NULL, MT_OPT_FLAG, &quiet, 0, 0, NULL, "no progress on stderr"},
         {NULL}};
     mt_cmd c = {"bisect", BISECT_USAGE, opts, &contract, 0, 1, "CONTRACT", NULL};
     memset(&o, 0, sizeof o);
-    o.executor = MT_EXEC_LOCAL;
-    o.slots = 1;
+    o.exec.executor = MT_EXEC_LOCAL;
+    o.exec.slots = 1;
     if ((rc = mt_cli_parse(&c, argc, argv, 2)))
         return rc == MT_CLI_HELP ? 0 : rc;
     if (workers)
-        o.workers = workers, o.executor = MT_EXEC_ZMQ;
+        o.exec.workers = workers, o.exec.executor = MT_EXEC_ZMQ;
     o.n_prepare = prep.n;
     if (o.good_config || o.bad_config) {
         /* the config source: two contracts, nothing to check out */
         if (!contract || !o.good_config || !o.bad_config || !o.dir || o.good || o.bad || o.repo ||
-            o.revs_file || o.n_prepare || o.slots < 1) {
+            o.revs_file || o.n_prepare || o.exec.slots < 1) {
             fputs("moetune bisect: --good-config and --bad-config go together, with --dir, and "
                   "without --good, --bad, --repo, --revs or --prepare\n", stderr);
             goto usage;
         }
     } else if (!contract || !o.good || !o.bad || !o.dir || !o.repo == !o.revs_file ||
-               o.slots < 1 || o.prepare_timeout_s < 0)
+               o.exec.slots < 1 || o.prepare_timeout_s < 0)
         goto usage;
     o.prepare = prep.v;
     /* every prepare template must split and expand before anything runs */
@@ -397,7 +397,7 @@ int mt_cmd_bisect(int argc, char **argv)
         return lock < 0 && rc ? rc : MT_EXIT_BAD_INPUT;
     }
     mt_cli_sim_path(simbin, sizeof simbin);
-    o.sim_path = simbin;
+    o.exec.sim_path = simbin;
     o.progress = quiet ? NULL : stderr;
     d = mt_diag_new();
     rc = mt_bisect_cmd(s.reg, s.contract, &o, &outcome, d);

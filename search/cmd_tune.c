@@ -199,9 +199,9 @@ static int resume_conflicts(const char *dir, const mt_contract *c, const mt_tune
     if (g->seed && o->seed != seed)
         CONFLICT("--seed %llu contradicts the stored tune (seed %llu)\n",
                  (unsigned long long)o->seed, seed);
-    if (g->executor && (o->executor == MT_EXEC_MODEL) != (executor == MT_EXEC_MODEL))
+    if (g->executor && (o->exec.executor == MT_EXEC_MODEL) != (executor == MT_EXEC_MODEL))
         CONFLICT("--executor %s contradicts the stored tune (executor %s)\n",
-                 o->executor == MT_EXEC_MODEL ? "model" : "local",
+                 o->exec.executor == MT_EXEC_MODEL ? "model" : "local",
                  executor == MT_EXEC_MODEL ? "model" : "local");
     /* a budget the tune took from the contract is the contract's figure */
     if (g->gpu_hours && (o->gpu_hours > 0 ? o->gpu_hours : c->gpu_hours) !=
@@ -285,7 +285,7 @@ static int tune_parse(int argc, char **argv, tune_args *a)
         {"--strategy", NULL, "ofat|grid|random", MT_OPT_STR, &strategy, 0, 0, NULL,
          "the search (default ofat)"},
         {"--until", NULL, "HH:MM", MT_OPT_STR, &a->given.until, 0, 0, NULL, "the local deadline"},
-        {"--jobs", NULL, "N", MT_OPT_INT, &o->slots, 1, 0, NULL, "runs at once"},
+        {"--jobs", NULL, "N", MT_OPT_INT, &o->exec.slots, 1, 0, NULL, "runs at once"},
         {"--executor", NULL, "local|model", MT_OPT_STR, &executor, 0, 0, NULL,
          "run the program, or predict with the sim's model"},
         {"--gpu-hours", NULL, "X", MT_OPT_DOUBLE, &o->gpu_hours, 0, 1, &a->given.gpu_hours,
@@ -297,10 +297,10 @@ static int tune_parse(int argc, char **argv, tune_args *a)
          "run CMD BUNDLE at the end (no shell; MOETUNE_STATUS says how it ended)"},
         {"--workers", NULL, "tcp://HOST:PORT", MT_OPT_STR, &workers, 0, 0, NULL,
          "run the jobs on ZeroMQ workers"},
-        {"--keys", NULL, "DIR", MT_OPT_STR, &o->key_dir, 0, 0, NULL, "CURVE keys for the workers"},
-        {"--job-grace", NULL, "S", MT_OPT_DOUBLE, &o->job_grace_s, 0, 0, NULL,
+        {"--keys", NULL, "DIR", MT_OPT_STR, &o->exec.key_dir, 0, 0, NULL, "CURVE keys for the workers"},
+        {"--job-grace", NULL, "S", MT_OPT_DOUBLE, &o->exec.job_grace_s, 0, 0, NULL,
          "how long a worker's job may run past its limit"},
-        {"--worker-wait", NULL, "S", MT_OPT_DOUBLE, &o->worker_wait_s, 0, 0, NULL,
+        {"--worker-wait", NULL, "S", MT_OPT_DOUBLE, &o->exec.worker_wait_s, 0, 0, NULL,
          "how long to wait for a worker that can run the jobs"},
         {"--quiet", NULL, NULL, MT_OPT_FLAG, &a->quiet, 0, 0, NULL, "no progress on stderr"},
         {NULL}};
@@ -323,13 +323,13 @@ static int tune_parse(int argc, char **argv, tune_args *a)
         return MT_EXIT_USAGE;
     }
     if (executor)
-        o->executor = !strcmp(executor, "model") ? MT_EXEC_MODEL : MT_EXEC_LOCAL;
+        o->exec.executor = !strcmp(executor, "model") ? MT_EXEC_MODEL : MT_EXEC_LOCAL;
     a->given.executor = executor != NULL;
     if (a->given.seed)
         o->seed = seed;
     if (workers)
-        o->workers = workers, o->executor = MT_EXEC_ZMQ;
-    if (!a->dir || (!a->contract && !o->resume) || (a->contract && o->resume) || o->slots < 1)
+        o->exec.workers = workers, o->exec.executor = MT_EXEC_ZMQ;
+    if (!a->dir || (!a->contract && !o->resume) || (a->contract && o->resume) || o->exec.slots < 1)
         return mt_cli_usage(&c);
     return 0;
 }
@@ -391,7 +391,7 @@ static int tune_save_start(const char *dir, const char *contract, const mt_tune_
     fclose(f);
     snprintf(copy, sizeof copy, "%s/tune.opts", dir);
     if ((f = fopen(copy, "w"))) {
-        fprintf(f, "%d %d %.17g %d %llu %.17g\n", o->strategy, o->executor, o->gpu_hours, o->runs,
+        fprintf(f, "%d %d %.17g %d %llu %.17g\n", o->strategy, o->exec.executor, o->gpu_hours, o->runs,
                 (unsigned long long)o->seed, o->until);
         fclose(f);
     }
@@ -419,8 +419,8 @@ static int tune_load_stored(const char *dir, const mt_contract *c, tune_args *a)
     if (resume_conflicts(dir, c, o, &a->given, strategy, executor, gh, runs, seed, until))
         return MT_EXIT_BAD_INPUT;
     o->strategy = strategy, o->seed = seed;
-    if (o->executor != MT_EXEC_ZMQ) /* the same jobs on other executors */
-        o->executor = executor == MT_EXEC_ZMQ ? MT_EXEC_LOCAL : executor;
+    if (o->exec.executor != MT_EXEC_ZMQ) /* the same jobs on other executors */
+        o->exec.executor = executor == MT_EXEC_ZMQ ? MT_EXEC_LOCAL : executor;
     if (o->gpu_hours <= 0)
         o->gpu_hours = gh;
     if (o->runs <= 0)
@@ -435,19 +435,19 @@ static void tune_resume_command(const mt_tune_opts *o, const char *dir, char *bu
 {
     snprintf(buf, n, "moetune tune --resume");
     append_word(buf, n, dir);
-    if (o->slots > 1) {
+    if (o->exec.slots > 1) {
         char jobs[32];
-        snprintf(jobs, sizeof jobs, "%d", o->slots);
+        snprintf(jobs, sizeof jobs, "%d", o->exec.slots);
         append_word(buf, n, "--jobs");
         append_word(buf, n, jobs);
     }
-    if (o->workers) {
+    if (o->exec.workers) {
         append_word(buf, n, "--workers");
-        append_word(buf, n, o->workers);
+        append_word(buf, n, o->exec.workers);
     }
-    if (o->workers && o->key_dir) {
+    if (o->exec.workers && o->exec.key_dir) {
         append_word(buf, n, "--keys");
-        append_word(buf, n, o->key_dir);
+        append_word(buf, n, o->exec.key_dir);
     }
 }
 
@@ -540,7 +540,7 @@ int mt_cmd_tune(int argc, char **argv)
         return rc;
     }
     mt_cli_sim_path(simbin, sizeof simbin);
-    a.o.sim_path = simbin;
+    a.o.exec.sim_path = simbin;
     a.o.dir = a.dir;
     a.o.progress = a.quiet ? NULL : stderr;
     a.o.tty = !a.quiet && isatty(2);

@@ -33,7 +33,7 @@
 void mt_tune_opts_init(mt_tune_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->slots = 1;
+    mt_exec_opts_init(&o->exec);
 }
 
 void mt_tune_result_clear(mt_tune_result *r)
@@ -157,20 +157,41 @@ int mt_tune_mark_stopped(const char *dir, const char *signal, const char *resume
     return 0;
 }
 
-static void write_status(eng *e, const char *line)
+/* status.json's first fields: where the work is and what its jobs spent. */
+static cJSON *status_spent(const char *phase, const char *line, const mt_exec *x, double budget_gh,
+                           int budget_runs)
 {
     cJSON *o = cJSON_CreateObject();
-    double used = e->gpu_hours, el = now_s() - e->started;
-    cJSON_AddStringToObject(o, "phase", e->phase ? e->phase : "start");
+    cJSON_AddStringToObject(o, "phase", phase ? phase : "start");
     cJSON_AddStringToObject(o, "last", line);
-    if (e->live[0])
-        cJSON_AddStringToObject(o, "live", e->live);
+    if (mt_exec_live(x)[0])
+        cJSON_AddStringToObject(o, "live", mt_exec_live(x));
     cJSON_AddNumberToObject(o, "pid", (double)getpid());
     cJSON_AddNumberToObject(o, "updated", now_s());
-    cJSON_AddNumberToObject(o, "gpu_hours", used);
-    cJSON_AddNumberToObject(o, "gpu_hours_budget", e->budget_gh);
-    cJSON_AddNumberToObject(o, "runs", e->runs);
-    cJSON_AddNumberToObject(o, "runs_budget", e->budget_runs);
+    cJSON_AddNumberToObject(o, "gpu_hours", mt_exec_gpu_hours(x));
+    cJSON_AddNumberToObject(o, "gpu_hours_budget", budget_gh);
+    cJSON_AddNumberToObject(o, "runs", mt_exec_runs(x));
+    cJSON_AddNumberToObject(o, "runs_budget", budget_runs);
+    return o;
+}
+
+static void status_write(const char *dir, cJSON *o)
+{
+    pthread_mutex_lock(&status_mu);
+    status_put(dir, "status.json.tmp", o);
+    pthread_mutex_unlock(&status_mu);
+    cJSON_Delete(o);
+}
+
+void eng_status_exec(const char *dir, const char *phase, const mt_exec *x)
+{
+    status_write(dir, status_spent(phase, mt_exec_live(x), x, 0, 0));
+}
+
+static void write_status(eng *e, const char *line)
+{
+    double used = mt_exec_gpu_hours(e->x), el = now_s() - e->started;
+    cJSON *o = status_spent(e->phase, line, e->x, e->budget_gh, e->budget_runs);
     if (isfinite(e->best_ms) && isfinite(e->baseline_ms) && e->baseline_ms > 0) {
         cJSON_AddNumberToObject(o, "best_ms", e->best_ms);
         cJSON_AddNumberToObject(o, "baseline_ms", e->baseline_ms);
@@ -181,15 +202,12 @@ static void write_status(eng *e, const char *line)
         cJSON_AddNumberToObject(o, "eta_s", el / used * (e->budget_gh - used));
     status_arm(o, "baseline", e->baseline_arm);
     status_arm(o, "best", e->best_arm);
-    pthread_mutex_lock(&status_mu);
-    status_put(e->o.dir, "status.json.tmp", o);
-    pthread_mutex_unlock(&status_mu);
-    cJSON_Delete(o);
+    status_write(e->o.dir, o);
 }
 
 void eng_progress_quiet(eng *e)
 {
-    write_status(e, e->live);
+    write_status(e, mt_exec_live(e->x));
 }
 
 /* Plugin failures mt_candidates_for added to e->d since item `from` (a
@@ -227,7 +245,8 @@ void eng_progress(eng *e, const char *fmt, ...)
                 snprintf(best, sizeof best, " | best %+.1f%%",
                          100 * (1 - e->best_ms / e->baseline_ms));
             fprintf(e->o.progress, "\r\033[K[%s] %-8s %.70s%s | %.1f/%.0f GPU-h, %d runs\n", stamp,
-                    e->phase ? e->phase : "", line, best, e->gpu_hours, e->budget_gh, e->runs);
+                    e->phase ? e->phase : "", line, best, mt_exec_gpu_hours(e->x), e->budget_gh,
+                    mt_exec_runs(e->x));
         } else {
             fprintf(e->o.progress, "[%s] %s: %s\n", stamp, e->phase ? e->phase : "start", line);
         }
@@ -470,8 +489,8 @@ static void design(eng *e, mt_stats_design *ds, int validate, int seq)
 static double screen_cost(eng *e)
 {
     double last = NAN;
-    if (e->runs > 0)
-        last = e->gpu_hours / e->runs;
+    if (mt_exec_runs(e->x) > 0)
+        last = mt_exec_gpu_hours(e->x) / mt_exec_runs(e->x);
     return isfinite(last) && last > 0 ? last : 0;
 }
 
@@ -515,19 +534,19 @@ static int afford(eng *e, int n)
     double rgh, per = screen_cost(e), wall_per;
     int rruns;
     reserve(e, &rgh, &rruns);
-    if (e->gpu_hours + n * per + rgh > e->budget_gh) {
+    if (mt_exec_gpu_hours(e->x) + n * per + rgh > e->budget_gh) {
         snprintf(e->stopped, sizeof e->stopped,
                  "GPU-hour budget (%.1f used of %.1f, %.1f kept for ablation and validation)",
-                 e->gpu_hours, e->budget_gh, rgh);
+                 mt_exec_gpu_hours(e->x), e->budget_gh, rgh);
         return 0;
     }
-    if (e->runs + n + rruns > e->budget_runs) {
+    if (mt_exec_runs(e->x) + n + rruns > e->budget_runs) {
         snprintf(e->stopped, sizeof e->stopped,
-                 "run budget (%d used of %d, %d kept for ablation and validation)", e->runs,
-                 e->budget_runs, rruns);
+                 "run budget (%d used of %d, %d kept for ablation and validation)",
+                 mt_exec_runs(e->x), e->budget_runs, rruns);
         return 0;
     }
-    wall_per = e->executed > 0 ? (now_s() - e->started) / e->executed : 0;
+    wall_per = mt_exec_executed(e->x) > 0 ? (now_s() - e->started) / mt_exec_executed(e->x) : 0;
     if (e->until > 0 && now_s() + (n + 2.5 * rruns) * wall_per > e->until) {
         snprintf(e->stopped, sizeof e->stopped, "deadline (validation needs about %.0f s)",
                  2.5 * rruns * wall_per);
@@ -729,14 +748,14 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
                       cJSON *evidence)
 {
     cJSON *x, *lists[2] = {in->changes, in->repairs}, *prof = NULL;
-    jobreq q;
+    mt_exec_job q;
     mt_job_memo jm, pm;
     int l, ok = 1, need_profile = 0;
     mt_job_memo_from_json(job, &jm);
     for (l = 0; l < 2; l++)
         cJSON_ArrayForEach(x, lists[l])
         {
-            const char *knob = eng_str(x, "knob"), *ve;
+            const char *knob = mt_exec_str(x, "knob"), *ve;
             const char *v = mt_job_memo_verdict(&jm, knob, &ve);
             if (v && !strcmp(v, "applied"))
                 continue;
@@ -754,12 +773,12 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
     q.kind = "profile";
     q.rep = seq * REP_BLOCK + REP_BLOCK - 1;
     q.phase = in->phase;
-    if (eng_exec(e, &q, 1) || !eng_job_ok(q.out)) {
+    if (mt_exec_run(e->x, &q, 1) || !mt_exec_job_ok(q.out)) {
         mt_job_memo m;
         mt_job_memo_from_json(q.out, &m);
         snprintf(why, n, "activation: the profiled run of the candidate failed (%s)",
                  q.out ? m.evidence : "no result");
-        eng_jobs_free(&q, 1);
+        mt_exec_jobs_free(&q, 1);
         return 0;
     }
     prof = q.out;
@@ -768,7 +787,7 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
     for (l = 0; l < 2 && ok; l++)
         cJSON_ArrayForEach(x, lists[l])
         {
-            const char *knob = eng_str(x, "knob"), *ve;
+            const char *knob = mt_exec_str(x, "knob"), *ve;
             const char *v = mt_job_memo_verdict(&pm, knob, &ve);
             if (!v || strcmp(v, "applied")) {
                 snprintf(why, n, "activation not verified: %s is %s after a profiled run%s%s",
@@ -777,7 +796,7 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
                 break;
             }
         }
-    eng_jobs_free(&q, 1);
+    mt_exec_jobs_free(&q, 1);
     return ok;
 }
 
@@ -787,8 +806,9 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
 static void ab_commit(eng *e, const ab_in *in, ab_out *out)
 {
     cJSON *rec = out->decision;
-    store_decision(e, out->seq, in, eng_str(rec, "verdict"), out->stats, eng_str(rec, "reason"),
-                   out->cruns, (size_t)out->nruns, out->xruns, (size_t)out->nruns);
+    store_decision(e, out->seq, in, mt_exec_str(rec, "verdict"), out->stats,
+                   mt_exec_str(rec, "reason"), out->cruns, (size_t)out->nruns, out->xruns,
+                   (size_t)out->nruns);
     cJSON_AddItemToArray(e->decisions, rec);
     cJSON_Delete(out->stats);
     out->stats = NULL;
@@ -880,7 +900,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
     mt_config_id(in->cand, xid);
     for (;;) {
         int k = target - n, j = 0, base = (in->rep_base > 0 ? in->rep_base : seq) * REP_BLOCK;
-        jobreq *q = calloc((size_t)(2 * k), sizeof *q);
+        mt_exec_job *q = calloc((size_t)(2 * k), sizeof *q);
         const cJSON **got = calloc((size_t)(2 * k), sizeof *got);
         int *slot = calloc((size_t)(2 * k), sizeof *slot);
         for (i = n; i < target; i++) {
@@ -897,12 +917,12 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                  * host: its first control run's, once that is known */
                 q[j].group = in->rep_base > 0 ? in->rep_base : seq;
                 q[j].host = fp_host(fp_ref);
-                q[j].nodes = eng_fp_nodes(fp_ref, nodes, sizeof nodes)[0] ? nodes : NULL;
+                q[j].nodes = mt_zexec_fp_nodes(fp_ref, nodes, sizeof nodes)[0] ? nodes : NULL;
                 q[j].rep = base + i, q[j++].phase = in->phase;
             }
         }
-        if (eng_exec(e, q, (size_t)j)) {
-            eng_jobs_free(q, (size_t)j);
+        if (mt_exec_run(e->x, q, (size_t)j)) {
+            mt_exec_jobs_free(q, (size_t)j);
             free(q), free(got), free(slot);
             cJSON_Delete(cjobs), cJSON_Delete(xjobs), cJSON_Delete(rec), cJSON_Delete(stats);
             cJSON_Delete(ev), cJSON_Delete(fp_ref);
@@ -918,7 +938,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             mt_job_memo cm, xm;
             mt_job_memo_from_json(c, &cm);
             mt_job_memo_from_json(x, &xm);
-            if (!failed && !eng_job_ok(x) && !strcmp(xm.outcome, "infra")) {
+            if (!failed && !mt_exec_job_ok(x) && !strcmp(xm.outcome, "infra")) {
                 /* the coordinator retried it (PROTOCOL.md 5): still lost */
                 snprintf(out->reason, sizeof out->reason,
                          "not judged: the candidate's run was lost to infrastructure on every "
@@ -926,13 +946,13 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                          xm.evidence);
                 out->refusal = AB_RUN_LOST;
                 failed = 1;
-            } else if (!failed && !eng_job_ok(x)) {
+            } else if (!failed && !mt_exec_job_ok(x)) {
                 snprintf(out->reason, sizeof out->reason, "the candidate's run failed: %s (%s)",
                          xm.outcome, xm.evidence);
                 out->refusal = AB_CANDIDATE_FAILED;
                 out->failed_oom = !strncmp(xm.outcome, "oom", 3);
                 failed = 1;
-            } else if (!failed && !eng_job_ok(c)) {
+            } else if (!failed && !mt_exec_job_ok(c)) {
                 snprintf(out->reason, sizeof out->reason, "the control's run failed: %s (%s)",
                          cm.outcome, cm.evidence);
                 out->refusal = AB_CONTROL_FAILED;
@@ -972,7 +992,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             cJSON_AddItemToArray(cjobs, cJSON_Duplicate(c, 1));
             cJSON_AddItemToArray(xjobs, cJSON_Duplicate(x, 1));
         }
-        eng_jobs_free(q, (size_t)j);
+        mt_exec_jobs_free(q, (size_t)j);
         free(q), free(got), free(slot);
         if (failed)
             break;
@@ -1079,8 +1099,8 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
         cJSON_ArrayForEach(x, in->repairs)
         {
             char t[512];
-            snprintf(t, sizeof t, "%s=%s (was %s)", eng_str(x, "knob"), eng_str(x, "to"),
-                     eng_str(x, "from"));
+            snprintf(t, sizeof t, "%s=%s (was %s)", mt_exec_str(x, "knob"), mt_exec_str(x, "to"),
+                     mt_exec_str(x, "from"));
             cJSON_AddItemToArray(rp, cJSON_CreateString(t));
         }
         cJSON_AddItemToObject(rec, "repairs", rp);
@@ -1127,7 +1147,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             {
                 char key[300];
                 snprintf(key, sizeof key, "verdict.%s", x->string);
-                cJSON_AddStringToObject(ev, key, eng_str(x, "verdict"));
+                cJSON_AddStringToObject(ev, key, mt_exec_str(x, "verdict"));
             }
         cJSON_AddItemToObject(rec, "evidence", ev);
         ev = NULL;
@@ -1149,7 +1169,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
         if (!strcmp(bid, cid) && n > 0) {
             const cJSON *arm = cJSON_GetObjectItemCaseSensitive(rec, "control");
             e->baseline_arm = cJSON_Duplicate(arm, 1);
-            e->baseline_ms = eng_num(arm, "median") * 1000;
+            e->baseline_ms = mt_exec_num(arm, "median") * 1000;
             if (!e->best_arm) {
                 e->best_arm = cJSON_Duplicate(arm, 1);
                 e->best_ms = e->baseline_ms;
@@ -1166,7 +1186,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
 /* A profiled run of the best config: its wall and its trace evidence. */
 static cJSON *profile_best(eng *e)
 {
-    jobreq q;
+    mt_exec_job q;
     cJSON *w = NULL;
     memset(&q, 0, sizeof q);
     q.cfg = e->best;
@@ -1174,19 +1194,19 @@ static cJSON *profile_best(eng *e)
     q.kind = "profile";
     q.rep = ++e->seq * REP_BLOCK;
     q.phase = "profile";
-    if (eng_exec(e, &q, 1) == 0 && eng_job_ok(q.out) &&
+    if (mt_exec_run(e->x, &q, 1) == 0 && mt_exec_job_ok(q.out) &&
         (w = cJSON_GetObjectItemCaseSensitive(q.out, "wall")) != NULL) {
         w = cJSON_Duplicate(w, 1);
         cJSON_AddItemToObject(w, "trace",
                               cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(q.out, "trace"), 1));
     }
-    eng_jobs_free(&q, 1);
+    mt_exec_jobs_free(&q, 1);
     return w;
 }
 
 static int probe_fits(eng *e, const mt_kv *cfg, cJSON **job)
 {
-    jobreq q;
+    mt_exec_job q;
     double cap = hbm_gb(e), peak;
     int ok;
     memset(&q, 0, sizeof q);
@@ -1195,10 +1215,10 @@ static int probe_fits(eng *e, const mt_kv *cfg, cJSON **job)
     q.kind = "fit";
     q.rep = 0;
     q.phase = "fit";
-    if (eng_exec(e, &q, 1))
+    if (mt_exec_run(e->x, &q, 1))
         return -1;
     peak = memo_peak_gb(q.out);
-    ok = eng_job_ok(q.out) &&
+    ok = mt_exec_job_ok(q.out) &&
          (!isfinite(peak) || !isfinite(cap) || peak <= cap * (1 - e->c->memory_headroom));
     *job = q.out;
     return ok;
@@ -1475,7 +1495,7 @@ static int phase_fit(eng *e)
         if (r) {
             char note[2600];
             /* the base's own figures stay; the record gains the change */
-            snprintf(note, sizeof note, "%s; made to fit by %s", eng_str(e->base_fit, "reason"),
+            snprintf(note, sizeof note, "%s; made to fit by %s", mt_exec_str(e->base_fit, "reason"),
                      why);
             cJSON_ReplaceItemInObjectCaseSensitive(e->base_fit, "fitted",
                                                    diff_json(e->baseline, k->config));
@@ -1575,8 +1595,8 @@ static cJSON *changes_json(const mt_kv *kv, const mt_kv *from)
 /* Rank of a candidate against the wall: dominant 0, runner-up 1, other 2. */
 static int wall_rank(uint32_t walls, const cJSON *w)
 {
-    uint32_t dom = w ? mt_wall_parse(eng_str(w, "wall")) : 0;
-    uint32_t run = w ? mt_wall_parse(eng_str(w, "runner_up")) : 0;
+    uint32_t dom = w ? mt_wall_parse(mt_exec_str(w, "wall")) : 0;
+    uint32_t run = w ? mt_wall_parse(mt_exec_str(w, "runner_up")) : 0;
     if (dom && (walls & dom))
         return 0;
     if (run && (walls & run))
@@ -1631,11 +1651,11 @@ static void take_change(eng *e, const mt_candidate *k, const ab_in *in, const cJ
     }
     mt_kv_destroy(&e->best);
     e->best = mt_kv_dup(k->config);
-    e->best_ms = eng_num(cand, "median") * 1000;
+    e->best_ms = mt_exec_num(cand, "median") * 1000;
     cJSON_Delete(e->best_arm);
     e->best_arm = cJSON_Duplicate(cand, 1);
     /* the gate read its replicates' hottest GPU */
-    e->best_peak_gb = eng_num(cJSON_GetObjectItemCaseSensitive(rec, "evidence"), "peak_gb");
+    e->best_peak_gb = mt_exec_num(cJSON_GetObjectItemCaseSensitive(rec, "evidence"), "peak_gb");
 }
 
 /* Screens candidate k against the best; accepts through the gate. */
@@ -1726,7 +1746,7 @@ static const char *gate_words(const ab_out *o)
 
 static double rec_median(const cJSON *rec, const char *arm)
 {
-    return eng_num(cJSON_GetObjectItemCaseSensitive(rec, arm), "median");
+    return mt_exec_num(cJSON_GetObjectItemCaseSensitive(rec, arm), "median");
 }
 
 /* Replicates per arm at a multi-arm screen's first look: the design's, or
@@ -2274,8 +2294,8 @@ static int phase_search(eng *e)
             wall = profile_best(e);
             if (wall) {
                 eng_progress(e, "wall: %s (runner-up %s, confidence %.2f): %s",
-                             eng_str(wall, "wall"), eng_str(wall, "runner_up"),
-                             eng_num(wall, "confidence"), eng_str(wall, "reason"));
+                             mt_exec_str(wall, "wall"), mt_exec_str(wall, "runner_up"),
+                             mt_exec_num(wall, "confidence"), mt_exec_str(wall, "reason"));
                 if (!e->walls_before)
                     e->walls_before = cJSON_Duplicate(wall, 1);
             } else {
@@ -2289,8 +2309,8 @@ static int phase_search(eng *e)
                 mt_kv_set(ev, x->string, cJSON_IsString(x) ? x->valuestring : "");
             /* the ABI's "wall": the profile's dominant wall, which the
              * plugins read to order and pick their candidates */
-            if (eng_str(wall, "wall"))
-                mt_kv_set(ev, "wall", eng_str(wall, "wall"));
+            if (mt_exec_str(wall, "wall"))
+                mt_kv_set(ev, "wall", mt_exec_str(wall, "wall"));
         }
         if (ab_count >= MAX_AB) {
             snprintf(e->stopped, sizeof e->stopped, "the decision cap (%d A/B tests)", MAX_AB);
@@ -2492,9 +2512,9 @@ static void change_text(const cJSON *a, char *to, size_t n)
     cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
     {
         /* a value with a space ("attn moe_router") or none is quoted */
-        const char *v = eng_str(x, "to"), *q = !*v || strchr(v, ' ') ? "\"" : "";
+        const char *v = mt_exec_str(x, "to"), *q = !*v || strchr(v, ' ') ? "\"" : "";
         off += (size_t)snprintf(to + off, off < n ? n - off : 0, "%s%s=%s%s%s", off ? " " : "",
-                                eng_str(x, "knob"), q, v, q);
+                                mt_exec_str(x, "knob"), q, v, q);
     }
 }
 
@@ -2515,24 +2535,24 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
     *superseded = 0;
     memset(&k, 0, sizeof k);
     k.plugin = "ablation";
-    k.variable = (char *)eng_str(a, "variable");
+    k.variable = (char *)mt_exec_str(a, "variable");
     k.sets = mt_kv_new();
     k.repairs = mt_kv_new();
     /* only the knobs the winner holds at this change's value: a later
      * change to the same knob superseded the rest */
     cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
     {
-        const char *now = mt_kv_get(e->best, eng_str(x, "knob"));
+        const char *now = mt_kv_get(e->best, mt_exec_str(x, "knob"));
         all++;
-        if (now && !strcmp(now, eng_str(x, "to"))) {
-            mt_kv_set(k.sets, eng_str(x, "knob"), eng_str(x, "from"));
-            snprintf(part + strlen(part), sizeof part - strlen(part), "%s%s=%s",
-                     live ? " " : "", eng_str(x, "knob"), eng_str(x, "to"));
+        if (now && !strcmp(now, mt_exec_str(x, "to"))) {
+            mt_kv_set(k.sets, mt_exec_str(x, "knob"), mt_exec_str(x, "from"));
+            snprintf(part + strlen(part), sizeof part - strlen(part), "%s%s=%s", live ? " " : "",
+                     mt_exec_str(x, "knob"), mt_exec_str(x, "to"));
             live++;
         }
     }
     change_text(a, to, sizeof to);
-    cJSON_AddStringToObject(row, "knob", eng_str(a, "variable"));
+    cJSON_AddStringToObject(row, "knob", mt_exec_str(a, "variable"));
     cJSON_AddStringToObject(row, "to", to);
     if (!live) {
         /* nothing of it is in the winner: said, not measured */
@@ -2568,7 +2588,7 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
     }
     memset(&in, 0, sizeof in);
     in.phase = "ablate";
-    in.variable = eng_str(a, "variable");
+    in.variable = mt_exec_str(a, "variable");
     in.ctl = e->best;
     in.cand = k.config;
     in.changes = diff_json(e->best, k.config);
@@ -2615,7 +2635,7 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
             const cJSON *arm = cJSON_GetObjectItemCaseSensitive(out.decision, "candidate");
             cJSON_Delete(e->best_arm);
             e->best_arm = cJSON_Duplicate(arm, 1);
-            e->best_ms = eng_num(arm, "median") * 1000;
+            e->best_ms = mt_exec_num(arm, "median") * 1000;
             mt_kv_destroy(&e->best);
             e->best = mt_kv_dup(k.config);
             e->best_peak_gb = NAN; /* the ablation's statistics read no peak */
@@ -2661,8 +2681,8 @@ static int phase_ablate(eng *e)
             a = cJSON_GetArrayItem(e->accepted, i);
             cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(a, "change"))
             {
-                const char *now = mt_kv_get(e->best, eng_str(x, "knob"));
-                back |= now && !strcmp(now, eng_str(x, "to"));
+                const char *now = mt_kv_get(e->best, mt_exec_str(x, "knob"));
+                back |= now && !strcmp(now, mt_exec_str(x, "to"));
             }
             if (back) {
                 cJSON *row;
@@ -3081,7 +3101,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
     *gain = NAN;
     if (!strcmp(bid, wid)) {
         /* nothing to compare: the baseline alone, for its figures */
-        jobreq q[6];
+        mt_exec_job q[6];
         double xs[6], xt[6];
         int i, n = 0;
         memset(q, 0, sizeof q);
@@ -3090,13 +3110,13 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
             q[i].rep = (e->seq + 1) * REP_BLOCK + i, q[i].phase = "validate";
         }
         e->seq++;
-        if (eng_exec(e, q, 6)) {
-            eng_jobs_free(q, 6);
+        if (mt_exec_run(e->x, q, 6)) {
+            mt_exec_jobs_free(q, 6);
             cJSON_Delete(v);
             return -1;
         }
         for (i = 0; i < 6; i++)
-            if (eng_job_ok(q[i].out)) {
+            if (mt_exec_job_ok(q[i].out)) {
                 mt_job_memo m;
                 mt_job_memo_from_json(q[i].out, &m);
                 xt[n] = m.tflops;
@@ -3114,7 +3134,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
                                 "no change passed the gate: keep the baseline (validated here)");
         e->mem_baseline = memory_json(e, "baseline", q[0].out, base);
         e->mem_winner = memory_json(e, "winner", q[0].out, base);
-        eng_jobs_free(q, 6);
+        mt_exec_jobs_free(q, 6);
         add_label(e, v, base, -1);
         {
             int rc;
@@ -3179,31 +3199,24 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         *recipe = mt_kv_dup(base);
         *status = 1;
     }
-    eng_progress(e, "%s", eng_str(v, "recommendation"));
+    eng_progress(e, "%s", mt_exec_str(v, "recommendation"));
     {
         /* memory of both from the first validation replicate of each */
-        jobreq q[2];
+        mt_exec_job q[2];
         memset(q, 0, sizeof q);
         q[0].cfg = base, memcpy(q[0].id, bid, 17);
         q[1].cfg = e->best, memcpy(q[1].id, wid, 17);
         q[0].kind = q[1].kind = "validate";
         q[0].rep = q[1].rep = e->seq * REP_BLOCK;
         q[0].phase = q[1].phase = "validate";
-        if (eng_exec(e, q, 2) == 0) {
+        if (mt_exec_run(e->x, q, 2) == 0) {
             e->mem_baseline = memory_json(e, "baseline", q[0].out, base);
             e->mem_winner = memory_json(e, "winner", q[1].out, e->best);
         }
-        e->runs -= 2; /* memoized reads, not runs */
-        {
-            mt_job_memo m0, m1;
-            mt_job_memo_from_json(q[0].out, &m0);
-            mt_job_memo_from_json(q[1].out, &m1);
-            e->gpu_hours -= (isfinite(m0.gpu_hours) ? m0.gpu_hours : 0) +
-                            (isfinite(m1.gpu_hours) ? m1.gpu_hours : 0);
-        }
+        mt_exec_uncharge(e->x, q, 2); /* memoized reads, not runs */
         cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
         cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
-        eng_jobs_free(q, 2);
+        mt_exec_jobs_free(q, 2);
     }
     cJSON_Delete(in.changes), cJSON_Delete(in.repairs);
     add_label(e, v, e->best, -1);
@@ -3214,13 +3227,13 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
             cJSON_Delete(v);
             return -1;
         }
-        if (nat && *status == 0 && !strcmp(eng_str(nat, "status"), "measured") &&
-            strcmp(eng_str(nat, "verdict"), "better")) {
+        if (nat && *status == 0 && !strcmp(mt_exec_str(nat, "status"), "measured") &&
+            strcmp(mt_exec_str(nat, "verdict"), "better")) {
             /* the training-equivalent figure does not back the gain: the
              * winner is a benchmark recipe only */
             char r[1024];
-            double g = eng_num(nat, "gain");
-            int worse = !strcmp(eng_str(nat, "verdict"), "worse");
+            double g = mt_exec_num(nat, "gain");
+            int worse = !strcmp(mt_exec_str(nat, "verdict"), "worse");
             if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(nat, "gain")))
                 /* no figure: a run failed (the winner out of memory once
                  * routing is no longer balanced, say) */
@@ -3229,17 +3242,17 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
                          "%d-%d with the contract's forced routing, but %.600s: keep the "
                          "baseline for training",
                          100 * *gain, e->c->validate.first, e->c->validate.last,
-                         eng_str(nat, "reason"));
+                         mt_exec_str(nat, "reason"));
             else
-            snprintf(r, sizeof r,
-                     "benchmark only: the winner's steps are %.1f%% shorter over steps %d-%d "
-                     "with the contract's forced routing, but %s with natural routing (%.1f%% "
-                     "%s, p %.3g): %s",
-                     100 * *gain, e->c->validate.first, e->c->validate.last,
-                     worse ? "longer" : "not shorter", 100 * fabs(g), g < 0 ? "longer" : "shorter",
-                     eng_num(nat, "p_value"),
-                     worse ? "keep the baseline for training"
-                           : "for training, the gain is not shown");
+                snprintf(r, sizeof r,
+                         "benchmark only: the winner's steps are %.1f%% shorter over steps %d-%d "
+                         "with the contract's forced routing, but %s with natural routing (%.1f%% "
+                         "%s, p %.3g): %s",
+                         100 * *gain, e->c->validate.first, e->c->validate.last,
+                         worse ? "longer" : "not shorter", 100 * fabs(g),
+                         g < 0 ? "longer" : "shorter", mt_exec_num(nat, "p_value"),
+                         worse ? "keep the baseline for training"
+                               : "for training, the gain is not shown");
             cJSON_ReplaceItemInObjectCaseSensitive(v, "recommendation", cJSON_CreateString(r));
             eng_progress(e, "%s", r);
         }
@@ -3327,7 +3340,7 @@ static int phase_sample(eng *e)
             t = all[i - 1], all[i - 1] = all[j], all[j] = t;
         }
     for (i = 0; i < n; i++) {
-        jobreq q[64];
+        mt_exec_job q[64];
         double ms[64], med, cap = hbm_gb(e);
         int k, ok = 0, over = 0;
         char id[17];
@@ -3339,13 +3352,13 @@ static int phase_sample(eng *e)
             q[k].cfg = all[i], memcpy(q[k].id, id, 17), q[k].kind = "screen", q[k].rep = k;
             q[k].phase = e->phase;
         }
-        if (eng_exec(e, q, (size_t)k)) {
-            eng_jobs_free(q, (size_t)k);
+        if (mt_exec_run(e->x, q, (size_t)k)) {
+            mt_exec_jobs_free(q, (size_t)k);
             rc = -1;
             break;
         }
         for (j = 0; j < (size_t)k; j++)
-            if (eng_job_ok(q[j].out)) {
+            if (mt_exec_job_ok(q[j].out)) {
                 mt_job_memo m;
                 double peak;
                 mt_job_memo_from_json(q[j].out, &m);
@@ -3361,7 +3374,7 @@ static int phase_sample(eng *e)
             e->best = mt_kv_dup(all[i]);
             e->best_ms = med;
         }
-        eng_jobs_free(q, (size_t)k);
+        mt_exec_jobs_free(q, (size_t)k);
     }
     if (i == n && !e->stopped[0])
         snprintf(e->stopped, sizeof e->stopped, "the whole space was screened");
@@ -3450,28 +3463,102 @@ out:
     return rc;
 }
 
+/* ---- the timeline ------------------------------------------------------------------------ */
+
+/* The incumbent's throughput: the median TFLOP/s per GPU of every run of
+ * the config the engine holds as its best now (the accepted best, not the
+ * best single sample of any config).  Each config's figures are kept by
+ * its id, so a candidate accepted after its runs has them at once. */
+static double incumbent_tflops(eng *e, const mt_exec_job *q, double tf)
+{
+    char id[17];
+    cJSON *a;
+    double v[MAX_REPS * 4], med = NAN;
+    size_t n = 0;
+    if (!e->best || !q->cfg)
+        return NAN; /* a bisection: no incumbent */
+    if (!e->tflops_of && !(e->tflops_of = cJSON_CreateObject()))
+        return NAN;
+    if (isfinite(tf) && mt_exec_job_ok(q->out)) {
+        mt_config_id(q->cfg, id);
+        if (!(a = cJSON_GetObjectItemCaseSensitive(e->tflops_of, id)))
+            a = cJSON_AddArrayToObject(e->tflops_of, id);
+        if (a)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(tf));
+    }
+    mt_config_id(e->best, id);
+    cJSON_ArrayForEach(
+        a, cJSON_GetObjectItemCaseSensitive(e->tflops_of, id)) if (n < sizeof v / sizeof v[0])
+        v[n++] = a->valuedouble;
+    if (n && mt_stats_median(v, n, &med))
+        med = NAN;
+    return med;
+}
+
+/* The job's row of the tune's timeline (bundle.json timeline), as the
+ * executor counts it (mt_exec_env.on_job). */
+static void timeline(eng *e, const mt_exec_job *q, int runs, double gpu_hours)
+{
+    cJSON *o = cJSON_CreateObject();
+    mt_job_memo m;
+    double tf;
+    const char *src = "logged";
+    double best;
+    mt_job_memo_from_json(q->out, &m);
+    tf = m.tflops;
+    if (!isfinite(tf) && mt_exec_job_ok(q->out)) {
+        /* a log without throughput lines: Megatron's formula (core/flops.h) */
+        mt_flops_throughput(e->c, q->cfg, m.ms / 1000.0, &tf, NULL);
+        src = "computed";
+    }
+    /* the accepted best's throughput so far (the incumbent's runs) */
+    best = incumbent_tflops(e, q, tf);
+    cJSON_AddNumberToObject(o, "run", runs);
+    cJSON_AddNumberToObject(o, "gpu_hours", gpu_hours);
+    if (isfinite(tf)) {
+        cJSON_AddNumberToObject(o, "tflops", tf);
+        cJSON_AddStringToObject(o, "tflops_source", src);
+    } else {
+        cJSON_AddNullToObject(o, "tflops");
+        cJSON_AddNullToObject(o, "tflops_source");
+    }
+    if (isfinite(best))
+        cJSON_AddNumberToObject(o, "best_tflops", best);
+    else
+        cJSON_AddNullToObject(o, "best_tflops");
+    cJSON_AddStringToObject(o, "phase", q->phase ? q->phase : (e->phase ? e->phase : ""));
+    cJSON_AddItemToArray(e->timeline, o);
+}
+
+static void on_job(void *ctx, const mt_exec_job *q, int runs, double gpu_hours)
+{
+    timeline(ctx, q, runs, gpu_hours);
+}
+
+static void on_live(void *ctx)
+{
+    eng_progress_quiet(ctx);
+}
+
 /* ---- the tune ------------------------------------------------------------------------------ */
 
 int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_result *out,
             mt_diag *d)
 {
     eng e;
+    mt_exec_env env = {0};
     int rc = -1, status = 3;
     mt_kv *recipe = NULL;
     double gain = NAN;
     memset(out, 0, sizeof *out);
     out->gain = NAN;
     memset(&e, 0, sizeof e);
-    e.status_live = eng_progress_quiet;
     e.strategy = mt_strategy_name(o->strategy);
     e.reg = reg;
     e.c = c;
     e.o = *o;
     e.res = out;
-    if (e.o.slots < 1)
-        e.o.slots = 1;
     e.d = d;
-    e.sim = o->sim_path ? o->sim_path : "moetune-sim";
     e.started = now_s();
     e.budget_gh = o->gpu_hours > 0 ? o->gpu_hours : c->gpu_hours;
     e.budget_runs = o->runs > 0 ? o->runs : c->max_runs;
@@ -3481,11 +3568,18 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     e.timeline = cJSON_CreateArray();
     e.accepted = cJSON_CreateArray();
     e.ablation = cJSON_CreateArray();
-    if (!(e.st = mt_store_open(o->dir, c, d)))
+    env.reg = reg;
+    env.c = c;
+    env.dir = o->dir;
+    env.seed = o->seed;
+    env.log = o->progress;
+    env.ctx = &e;
+    env.on_live = on_live;
+    env.on_job = on_job;
+    if (!(e.x = mt_exec_new(&o->exec, &env, d)))
         goto out;
-    if (o->executor == MT_EXEC_ZMQ && (!o->workers || eng_zx_open(&e)))
-        goto out;
-    if (o->executor == MT_EXEC_MODEL && strcmp(c->backend, "sim")) {
+    e.st = mt_exec_store(e.x);
+    if (o->exec.executor == MT_EXEC_MODEL && strcmp(c->backend, "sim")) {
         mt_diag_add(d, c->path, 0, "launch.backend",
                     "the model executor needs the sim backend, not \"%s\"", c->backend);
         goto out;
@@ -3531,9 +3625,9 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
 done:
     out->status = status;
     out->gain = gain;
-    out->gpu_hours = e.gpu_hours;
-    out->runs = e.runs;
-    out->runs_executed = e.executed;
+    out->gpu_hours = mt_exec_gpu_hours(e.x);
+    out->runs = mt_exec_runs(e.x);
+    out->runs_executed = mt_exec_executed(e.x);
     out->accepted = cJSON_GetArraySize(e.accepted);
     out->not_ablated = e.not_ablated;
     snprintf(out->stopped, sizeof out->stopped, "%s", e.stopped);
@@ -3571,7 +3665,6 @@ out:
     cJSON_Delete(e.mem_winner);
     cJSON_Delete(e.baseline_arm);
     cJSON_Delete(e.best_arm);
-    eng_zx_close(&e);
-    mt_store_destroy(&e.st);
+    mt_exec_destroy(&e.x);
     return rc;
 }

@@ -18,6 +18,7 @@
 
 #include "contract.h"
 #include "diag.h"
+#include "exec.h"
 #include "model.h"
 #include "registry.h"
 
@@ -26,30 +27,16 @@
 
 enum mt_strategy { MT_STRATEGY_OFAT = 0, MT_STRATEGY_GRID = 1, MT_STRATEGY_RANDOM = 2 };
 
-/* How jobs run. */
-enum mt_executor_kind {
-    MT_EXEC_LOCAL = 0, /* the contract's launcher, `slots` jobs at once (processes) */
-    MT_EXEC_MODEL = 1, /* sim backend only: the sim's model in process, with the sim's
-                          noise; for the search benchmark (same engine, same budget) */
-    MT_EXEC_ZMQ = 2    /* ZeroMQ workers (workers/PROTOCOL.md) connected to `workers` */
-};
-
 typedef struct mt_tune_opts {
     const char *dir;           /* the tune directory (store, logs, bundle) */
-    const char *sim_path;      /* the {sim} placeholder; NULL: moetune-sim */
+    mt_exec_opts exec;         /* how jobs run (search/exec.h) */
     int strategy;              /* enum mt_strategy */
-    int executor;              /* enum mt_executor_kind */
-    int slots;                 /* concurrent jobs (local executor), >= 1 */
     int resume;                /* continue an existing tune directory */
     double until;              /* Unix time deadline; 0: the contract's deadline_hours */
     double gpu_hours;          /* budget override; 0: the contract's */
     int runs;                  /* budget override; 0: the contract's */
     uint64_t seed;             /* random strategy's sampler; sim noise seed offset */
     FILE *progress;            /* progress lines (NULL: none) */
-    const char *workers;       /* ZMQ executor: the endpoint to bind, tcp://HOST:PORT */
-    const char *key_dir;       /* ZMQ executor: CURVE keys (coordinator.key, workers/ *.pub) */
-    double job_grace_s;        /* ZMQ executor: 0: 60 s */
-    double worker_wait_s;      /* ZMQ executor: fail when no worker came within this (0: wait) */
     int tty;                   /* progress as a live status line */
 } mt_tune_opts;
 
@@ -99,7 +86,8 @@ int mt_tune_mark_stopped(const char *dir, const char *signal, const char *resume
 
 typedef struct mt_bisect_opts {
     const char *dir;          /* the bisection directory (store, logs, work trees, output) */
-    const char *sim_path;     /* the {sim} placeholder; NULL: moetune-sim */
+    mt_exec_opts exec;        /* how jobs run: LOCAL or ZMQ (slots > 1: speculative
+                                 midpoints) */
     const char *good, *bad;   /* the ends */
     const char *repo;         /* a git repository (first-parent order), or NULL ... */
     const char *revs_file;    /* ... a file of revisions, one per line, oldest first, or NULL ... */
@@ -108,10 +96,6 @@ typedef struct mt_bisect_opts {
     const char *const *prepare; /* argv templates (workers/prepare.h) */
     size_t n_prepare;
     double prepare_timeout_s; /* each prepare step; 0: 3600 */
-    int executor;             /* MT_EXEC_LOCAL or MT_EXEC_ZMQ */
-    int slots;                /* jobs at once (> 1: speculative midpoints) */
-    const char *workers, *key_dir; /* the ZeroMQ executor (as mt_tune_opts) */
-    double job_grace_s, worker_wait_s;
     FILE *progress;           /* one line per measured revision (NULL: none) */
 } mt_bisect_opts;
 

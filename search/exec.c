@@ -11,12 +11,12 @@
  * counts adds its row to the tune's timeline (its throughput and the
  * incumbent's).
  */
-#include "engine_int.h"
+#include "exec_int.h"
 
 #include "config.h"
-#include "flops.h"
 #include "job_memo.h"
 #include "measure.h"
+#include "model.h"
 #include "prepare.h"
 
 #include <errno.h>
@@ -30,19 +30,110 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-double eng_num(const cJSON *o, const char *k)
+void mt_exec_opts_init(mt_exec_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->executor = MT_EXEC_LOCAL;
+    o->slots = 1;
+}
+
+mt_exec *mt_exec_new(const mt_exec_opts *o, const mt_exec_env *env, mt_diag *d)
+{
+    mt_exec *x = calloc(1, sizeof *x);
+    if (!x) {
+        mt_diag_add(d, env->dir, 0, NULL, "out of memory");
+        return NULL;
+    }
+    x->o = *o;
+    if (x->o.slots < 1)
+        x->o.slots = 1;
+    x->env = *env;
+    x->reg = env->reg;
+    x->c = env->c;
+    x->d = d;
+    x->sim = o->sim_path ? o->sim_path : "moetune-sim";
+    if (!(x->st = mt_store_open(env->dir, env->c, d)) ||
+        (o->executor == MT_EXEC_ZMQ && (!o->workers || mt_zexec_open(x))))
+        mt_exec_destroy(&x);
+    return x;
+}
+
+void mt_exec_destroy(mt_exec **px)
+{
+    mt_exec *x = *px;
+    if (!x)
+        return;
+    mt_zexec_close(x);
+    mt_store_destroy(&x->st);
+    free(x);
+    *px = NULL;
+}
+
+void mt_exec_set_prepare(mt_exec *x, const char *const *prepare, size_t n, const char *repo,
+                         double timeout_s)
+{
+    x->prepare = prepare;
+    x->n_prepare = n;
+    x->repo = repo;
+    x->prepare_timeout_s = timeout_s;
+}
+
+void mt_exec_uncharge(mt_exec *x, const mt_exec_job *v, size_t n)
+{
+    size_t i;
+    double gh = 0;
+    for (i = 0; i < n; i++) {
+        mt_job_memo m;
+        mt_job_memo_from_json(v[i].out, &m);
+        gh += isfinite(m.gpu_hours) ? m.gpu_hours : 0;
+    }
+    x->runs -= (int)n;
+    x->gpu_hours -= gh;
+}
+
+mt_store *mt_exec_store(mt_exec *x)
+{
+    return x->st;
+}
+
+const char *mt_exec_sim(const mt_exec *x)
+{
+    return x->sim;
+}
+
+double mt_exec_gpu_hours(const mt_exec *x)
+{
+    return x ? x->gpu_hours : 0;
+}
+
+int mt_exec_runs(const mt_exec *x)
+{
+    return x ? x->runs : 0;
+}
+
+int mt_exec_executed(const mt_exec *x)
+{
+    return x ? x->executed : 0;
+}
+
+const char *mt_exec_live(const mt_exec *x)
+{
+    return x ? x->live : "";
+}
+
+double mt_exec_num(const cJSON *o, const char *k)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(x) ? x->valuedouble : NAN;
 }
 
-const char *eng_str(const cJSON *o, const char *k)
+const char *mt_exec_str(const cJSON *o, const char *k)
 {
     const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsString(x) ? x->valuestring : "";
 }
 
-int eng_job_ok(const cJSON *j)
+int mt_exec_job_ok(const cJSON *j)
 {
     mt_job_memo m;
     mt_job_memo_from_json(j, &m);
@@ -57,14 +148,14 @@ static char *job_memo(const mt_measure *m, void *ctx)
     return mt_measure_memo_json(m);
 }
 
-void eng_job_key(const char *kind, const char *id, int rep, char *key, size_t n)
+void mt_exec_job_key(const char *kind, const char *id, int rep, char *key, size_t n)
 {
     snprintf(key, n, "job/%s/%s/%d", kind, id, rep);
 }
 
 /* A job that could not even be set up (render failed, ...): a typed
  * outcome, memoized like any other. */
-static int memo_failed(eng *e, mt_store *st, const char *key, const char *why)
+static int memo_failed(mt_exec *e, mt_store *st, const char *key, const char *why)
 {
     char *text = mt_job_memo_failed("launch_error", why);
     int rc = text ? mt_store_memo_put(st, key, text, e->d) : -1;
@@ -73,24 +164,24 @@ static int memo_failed(eng *e, mt_store *st, const char *key, const char *why)
 }
 
 /* Runs one job through measure.c into st. */
-static int run_local(eng *e, mt_store *st, const jobreq *q)
+static int run_local(mt_exec *e, mt_store *st, const mt_exec_job *q)
 {
     mt_measure_spec spec;
     mt_measure m;
     char key[128], dir[4096];
     mt_diag *d = mt_diag_new();
     int rc;
-    eng_job_key(q->kind, q->id, q->rep, key, sizeof key);
-    snprintf(dir, sizeof dir, "%s/runs", e->o.dir);
+    mt_exec_job_key(q->kind, q->id, q->rep, key, sizeof key);
+    snprintf(dir, sizeof dir, "%s/runs", e->env.dir);
     mkdir(dir, 0755);
-    snprintf(dir, sizeof dir, "%s/runs/%s-%s-r%d", e->o.dir, q->id, q->kind, q->rep);
+    snprintf(dir, sizeof dir, "%s/runs/%s-%s-r%d", e->env.dir, q->id, q->kind, q->rep);
     if (q->rev) {
         /* a bisection job: the revision's prepare step first (once per
          * revision); a skip or a failure is the job's typed outcome */
         char work[4096], root[4096], abs[PATH_MAX];
         /* absolute: the job runs in its own directory */
-        if (!realpath(e->o.dir, abs))
-            snprintf(abs, sizeof abs, "%s", e->o.dir);
+        if (!realpath(e->env.dir, abs))
+            snprintf(abs, sizeof abs, "%s", e->env.dir);
         snprintf(root, sizeof root, "%.3000s/work", abs);
         rc = mt_prepare_job(e->prepare, e->n_prepare, q->rev, e->repo, root,
                             e->prepare_timeout_s, st, key, work, sizeof work, d);
@@ -112,7 +203,7 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
     spec.run_dir = dir;
     spec.sim_path = e->sim;
     spec.profile = !strcmp(q->kind, "profile");
-    spec.sim_seed = e->o.seed;
+    spec.sim_seed = e->env.seed;
     spec.routing = q->routing;
     spec.memo_key = key;
     spec.memo = job_memo;
@@ -131,99 +222,33 @@ static int run_local(eng *e, mt_store *st, const jobreq *q)
 
 /* ---- the model executor (its jobs in search/model.c) -------------------------------------- */
 
-static int run_model(eng *e, const jobreq *q)
+static int run_model(mt_exec *e, const mt_exec_job *q)
 {
-    char key[128], *text = mt_model_job_routed(e->c, q->cfg, q->kind, q->rep, e->o.seed,
+    char key[128], *text = mt_model_job_routed(e->c, q->cfg, q->kind, q->rep, e->env.seed,
                                                q->routing && !strcmp(q->routing, "natural"));
     int rc;
     if (!text)
         return -ENOMEM;
-    eng_job_key(q->kind, q->id, q->rep, key, sizeof key);
+    mt_exec_job_key(q->kind, q->id, q->rep, key, sizeof key);
     rc = mt_store_memo_put(e->st, key, text, e->d);
     free(text);
     return rc < 0 ? rc : 0;
 }
 
-/* ---- the timeline ------------------------------------------------------------------------ */
-
-/* The incumbent's throughput: the median TFLOP/s per GPU of every run of
- * the config the engine holds as its best now (the accepted best, not the
- * best single sample of any config).  Each config's figures are kept by
- * its id, so a candidate accepted after its runs has them at once. */
-static double incumbent_tflops(eng *e, const jobreq *q, double tf)
-{
-    char id[17];
-    cJSON *a;
-    double v[MAX_REPS * 4], med = NAN;
-    size_t n = 0;
-    if (!e->best || !q->cfg)
-        return NAN; /* a bisection: no incumbent */
-    if (!e->tflops_of && !(e->tflops_of = cJSON_CreateObject()))
-        return NAN;
-    if (isfinite(tf) && eng_job_ok(q->out)) {
-        mt_config_id(q->cfg, id);
-        if (!(a = cJSON_GetObjectItemCaseSensitive(e->tflops_of, id)))
-            a = cJSON_AddArrayToObject(e->tflops_of, id);
-        if (a)
-            cJSON_AddItemToArray(a, cJSON_CreateNumber(tf));
-    }
-    mt_config_id(e->best, id);
-    cJSON_ArrayForEach(a, cJSON_GetObjectItemCaseSensitive(e->tflops_of, id))
-        if (n < sizeof v / sizeof v[0])
-            v[n++] = a->valuedouble;
-    if (n && mt_stats_median(v, n, &med))
-        med = NAN;
-    return med;
-}
-
-/* The job's row of the tune's timeline (bundle.json timeline). */
-static void timeline(eng *e, const jobreq *q)
-{
-    cJSON *o = cJSON_CreateObject();
-    mt_job_memo m;
-    double tf;
-    const char *src = "logged";
-    double best;
-    mt_job_memo_from_json(q->out, &m);
-    tf = m.tflops;
-    if (!isfinite(tf) && eng_job_ok(q->out)) {
-        /* a log without throughput lines: Megatron's formula (core/flops.h) */
-        mt_flops_throughput(e->c, q->cfg, m.ms / 1000.0, &tf, NULL);
-        src = "computed";
-    }
-    /* the accepted best's throughput so far (the incumbent's runs) */
-    best = incumbent_tflops(e, q, tf);
-    cJSON_AddNumberToObject(o, "run", e->runs);
-    cJSON_AddNumberToObject(o, "gpu_hours", e->gpu_hours);
-    if (isfinite(tf)) {
-        cJSON_AddNumberToObject(o, "tflops", tf);
-        cJSON_AddStringToObject(o, "tflops_source", src);
-    } else {
-        cJSON_AddNullToObject(o, "tflops");
-        cJSON_AddNullToObject(o, "tflops_source");
-    }
-    if (isfinite(best))
-        cJSON_AddNumberToObject(o, "best_tflops", best);
-    else
-        cJSON_AddNullToObject(o, "best_tflops");
-    cJSON_AddStringToObject(o, "phase", q->phase ? q->phase : (e->phase ? e->phase : ""));
-    cJSON_AddItemToArray(e->timeline, o);
-}
-
 /* ---- batches ------------------------------------------------------------------------------ */
 
-static cJSON *memo_get(eng *e, const jobreq *q)
+static cJSON *memo_get(mt_exec *e, const mt_exec_job *q)
 {
     char key[128], *text = NULL;
     cJSON *j = NULL;
-    eng_job_key(q->kind, q->id, q->rep, key, sizeof key);
+    mt_exec_job_key(q->kind, q->id, q->rep, key, sizeof key);
     if (mt_store_memo_get(e->st, key, &text, e->d) == 1)
         j = cJSON_Parse(text);
     free(text);
     return j;
 }
 
-int eng_exec(eng *e, jobreq *v, size_t n)
+int mt_exec_run(mt_exec *e, mt_exec_job *v, size_t n)
 {
     size_t i, running = 0;
     pid_t *pids = calloc(n ? n : 1, sizeof *pids);
@@ -242,11 +267,11 @@ int eng_exec(eng *e, jobreq *v, size_t n)
     }
     if (e->o.executor == MT_EXEC_ZMQ) {
         for (i = 0; i < n; i++) {
-            eng_job_key(v[i].kind, v[i].id, v[i].rep, v[i].key, sizeof v[i].key);
+            mt_exec_job_key(v[i].kind, v[i].id, v[i].rep, v[i].key, sizeof v[i].key);
             if (!v[i].out)
                 v[i].fresh = 1, e->executed++;
         }
-        rc = eng_zx_run(e, v, n);
+        rc = mt_zexec_run(e, v, n);
     }
     for (i = 0; i < n && !rc && e->o.executor != MT_EXEC_ZMQ; i++) {
         if (v[i].out)
@@ -285,7 +310,7 @@ int eng_exec(eng *e, jobreq *v, size_t n)
                 sigaddset(&stop, SIGINT);
                 sigprocmask(SIG_UNBLOCK, &stop, NULL);
                 d = mt_diag_new();
-                st = mt_store_open(e->o.dir, e->c, d);
+                st = mt_store_open(e->env.dir, e->c, d);
                 r = st ? run_local(e, st, &v[i]) : -1;
                 if (r)
                     mt_diag_print(d, stderr);
@@ -293,7 +318,7 @@ int eng_exec(eng *e, jobreq *v, size_t n)
                 _exit(r ? 1 : 0);
             }
             if (pid < 0) {
-                mt_diag_add(e->d, e->o.dir, 0, NULL, "cannot fork a job: %s", strerror(errno));
+                mt_diag_add(e->d, e->env.dir, 0, NULL, "cannot fork a job: %s", strerror(errno));
                 rc = -1;
                 break;
             }
@@ -313,9 +338,9 @@ int eng_exec(eng *e, jobreq *v, size_t n)
         if (!v[i].out)
             v[i].out = memo_get(e, &v[i]);
         if (!v[i].out && !rc) {
-            mt_diag_add(e->d, e->o.dir, 0, NULL,
-                        "job %s of config %s (replicate %d) left no result in the store",
-                        v[i].kind, v[i].id, v[i].rep);
+            mt_diag_add(e->d, e->env.dir, 0, NULL,
+                        "job %s of config %s (replicate %d) left no result in the store", v[i].kind,
+                        v[i].id, v[i].rep);
             rc = -1;
         }
         if (v[i].out) {
@@ -325,13 +350,14 @@ int eng_exec(eng *e, jobreq *v, size_t n)
             gh = m.gpu_hours;
             e->gpu_hours += isfinite(gh) ? gh : 0;
             e->runs++;
-            timeline(e, &v[i]);
+            if (e->env.on_job)
+                e->env.on_job(e->env.ctx, &v[i], e->runs, e->gpu_hours);
         }
     }
     return rc;
 }
 
-void eng_jobs_free(jobreq *v, size_t n)
+void mt_exec_jobs_free(mt_exec_job *v, size_t n)
 {
     size_t i;
     for (i = 0; i < n; i++) {

@@ -10,7 +10,7 @@
  * job's memo key: the first one is stored, a late or repeated one is
  * acknowledged as a duplicate and never counted twice.
  */
-#include "engine_int.h"
+#include "exec_int.h"
 
 #include "config.h"
 #include "job_memo.h"
@@ -46,7 +46,7 @@ typedef struct zworker {
 } zworker;
 
 typedef struct zjob {
-    jobreq *q;
+    mt_exec_job *q;
     char key[128];
     int retry, state, worker;
     double sent_at;
@@ -72,7 +72,7 @@ typedef struct zx {
     size_t nlate;
     double expect_until;
     int expect_logged;
-    /* a comparison's jobs (an A/B's replicates, jobreq.group) stay together:
+    /* a comparison's jobs (an A/B's replicates, mt_exec_job.group) stay together:
      * under the local launcher on workers of one host, under srun on one
      * worker (its steps then get the first control run's --nodelist) */
     struct zpin {
@@ -90,17 +90,17 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static void zlog(eng *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void zlog(eng *e, const char *fmt, ...)
+static void zlog(mt_exec *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void zlog(mt_exec *e, const char *fmt, ...)
 {
     va_list ap;
     char line[600];
     va_start(ap, fmt);
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    if (e->o.progress) {
-        fprintf(e->o.progress, "  [workers] %s\n", line);
-        fflush(e->o.progress);
+    if (e->env.log) {
+        fprintf(e->env.log, "  [workers] %s\n", line);
+        fflush(e->env.log);
     }
     mt_store_add_event(e->st, NAN, "workers", line, NULL);
 }
@@ -119,7 +119,7 @@ static void expect_drop(zx *z, const char *name)
 /* The workers the previous coordinator of this tune had when it stopped,
  * from its events: those ready since it started listening, less those that
  * disconnected; none when it ended the tune itself (it released them). */
-static void expect_workers(eng *e)
+static void expect_workers(mt_exec *e)
 {
     zx *z = e->zx;
     mt_diag *d = mt_diag_new();
@@ -155,7 +155,7 @@ static void expect_workers(eng *e)
     z->expect_until = now_s() + (e->o.job_grace_s > 0 ? e->o.job_grace_s : MT_PROTO_JOB_GRACE_S);
 }
 
-int eng_zx_open(eng *e)
+int mt_zexec_open(mt_exec *e)
 {
     zx *z = calloc(1, sizeof *z);
     char err[512];
@@ -194,7 +194,7 @@ int eng_zx_open(eng *e)
     return rc;
 }
 
-void eng_zx_close(eng *e)
+void mt_zexec_close(mt_exec *e)
 {
     zx *z = e->zx;
     size_t i;
@@ -233,7 +233,7 @@ static zworker *find_worker(zx *z, const unsigned char *id, size_t idlen)
     return NULL;
 }
 
-static void send_to(eng *e, zworker *w, int cmd, cJSON *body)
+static void send_to(mt_exec *e, zworker *w, int cmd, cJSON *body)
 {
     zx *z = e->zx;
     char err[256];
@@ -251,7 +251,7 @@ static void send_to(eng *e, zworker *w, int cmd, cJSON *body)
 }
 
 /* A fingerprint's node list as "a,b" into buf ("" when none is known). */
-const char *eng_fp_nodes(const cJSON *fp, char *buf, size_t n)
+const char *mt_zexec_fp_nodes(const cJSON *fp, char *buf, size_t n)
 {
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(fp, "hosts"), *x;
     size_t len = 0;
@@ -290,7 +290,7 @@ static struct zpin *pin_of(zx *z, int group);
 /* Under srun, the first run stored of a comparison names its nodes (its
  * fingerprint's hosts): the comparison's later jobs are sent with them as
  * their step's --nodelist. */
-static void learn_nodes(eng *e, const char *key, const cJSON *memo)
+static void learn_nodes(mt_exec *e, const char *key, const cJSON *memo)
 {
     zx *z = e->zx;
     int j = job_index(z, key, -1);
@@ -300,13 +300,13 @@ static void learn_nodes(eng *e, const char *key, const cJSON *memo)
     mt_job_memo_from_json(memo, &m);
     if (!strcmp(e->c->launcher, "local") || j < 0 || z->jobs[j].q->group <= 0 ||
         !(pin = pin_of(z, z->jobs[j].q->group)) || pin->nodes ||
-        !eng_fp_nodes(m.fingerprint, buf, sizeof buf)[0])
+        !mt_zexec_fp_nodes(m.fingerprint, buf, sizeof buf)[0])
         return;
     pin->nodes = strdup(buf);
 }
 
 /* A result (or a refusal) becomes the job's memo. */
-static int store_memo(eng *e, const char *key, const char *memo, mt_diag *d)
+static int store_memo(mt_exec *e, const char *key, const char *memo, mt_diag *d)
 {
     return mt_store_memo_put(e->st, key, memo, d);
 }
@@ -322,7 +322,7 @@ static void job_finished(zx *z, const char *key)
     }
 }
 
-static void failed_memo(eng *e, const char *key, const char *outcome, const char *why)
+static void failed_memo(mt_exec *e, const char *key, const char *outcome, const char *why)
 {
     char *text = mt_job_memo_failed(outcome, why);
     if (text)
@@ -331,7 +331,7 @@ static void failed_memo(eng *e, const char *key, const char *outcome, const char
     job_finished(e->zx, key);
 }
 
-void (*eng_zx_probe)(const char *key, int retry, int event);
+void (*mt_zexec_probe)(const char *key, int retry, int event);
 
 /* A result whose outcome is infra (a node lost, an NCCL or InfiniBand
  * error, an Xid: PROTOCOL.md 5) says nothing about the config: its run is
@@ -342,7 +342,7 @@ void (*eng_zx_probe)(const char *key, int retry, int event);
 #define ZX_INFRA_RETRIES 3
 
 /* 1 when r was an infra result that re-queued its job (stored, acked). */
-static int infra_retry(eng *e, zworker *w, const mt_proto_result *r)
+static int infra_retry(mt_exec *e, zworker *w, const mt_proto_result *r)
 {
     zx *z = e->zx;
     const cJSON *oc = r->memo ? cJSON_GetObjectItemCaseSensitive(r->memo, "outcome") : NULL;
@@ -389,7 +389,7 @@ static int infra_retry(eng *e, zworker *w, const mt_proto_result *r)
     return 1;
 }
 
-static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
+static void on_result(mt_exec *e, zworker *w, const mt_proto_msg *m)
 {
     zx *z = e->zx;
     mt_proto_result r;
@@ -400,8 +400,8 @@ static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
     const char *status = "stored";
     if (mt_proto_get_result(m, &r))
         return;
-    if (eng_zx_probe)
-        eng_zx_probe(r.job_id, r.retry, 1);
+    if (mt_zexec_probe)
+        mt_zexec_probe(r.job_id, r.retry, 1);
     memset(&a, 0, sizeof a);
     a.job_id = r.job_id;
     a.retry = r.retry;
@@ -501,10 +501,10 @@ static void on_result(eng *e, zworker *w, const mt_proto_msg *m)
         send_to(e, w, MT_PROTO_RESULT_ACK, mt_proto_result_ack_body(&a));
 }
 
-static int can_run(eng *e, const zworker *w);
-static void unable_why(eng *e, const zworker *w, char *buf, size_t n);
+static int can_run(mt_exec *e, const zworker *w);
+static void unable_why(mt_exec *e, const zworker *w, char *buf, size_t n);
 
-static void on_ready(eng *e, const mt_proto_msg *m)
+static void on_ready(mt_exec *e, const mt_proto_msg *m)
 {
     zx *z = e->zx;
     mt_proto_ready r;
@@ -666,7 +666,7 @@ static char *prepare_program(const char *tmpl)
 
 /* Can worker w run this contract's jobs?  (PROTOCOL.md 5, "Dispatch".)
  * why, when given, gets the first thing that does not match. */
-static int can_run_why(eng *e, const zworker *w, char *why, size_t nwhy)
+static int can_run_why(mt_exec *e, const zworker *w, char *why, size_t nwhy)
 {
     const char *prog = e->c->n_template ? e->c->launch_template[0] : "";
     const char *gpu = mt_kv_get(e->c->hardware, "gpu");
@@ -718,13 +718,13 @@ static int can_run_why(eng *e, const zworker *w, char *why, size_t nwhy)
     return 1;
 }
 
-static int can_run(eng *e, const zworker *w)
+static int can_run(mt_exec *e, const zworker *w)
 {
     return can_run_why(e, w, NULL, 0);
 }
 
 /* Why worker w cannot run this contract's jobs, for the log. */
-static void unable_why(eng *e, const zworker *w, char *buf, size_t n)
+static void unable_why(mt_exec *e, const zworker *w, char *buf, size_t n)
 {
     const char *prog = e->c->n_template ? e->c->launch_template[0] : "";
     char progs[1024], why[512];
@@ -770,14 +770,14 @@ static struct zpin *pin_set(zx *z, int group, const char *host)
 /* What a comparison is pinned to on worker w: its host under the local
  * launcher, the worker itself under srun (its steps, placed by Slurm, are
  * pinned by --nodelist). */
-static const char *pin_key(const eng *e, const zworker *w)
+static const char *pin_key(const mt_exec *e, const zworker *w)
 {
     return strcmp(e->c->launcher, "local") ? w->name : w->host;
 }
 
 /* Whether a live worker of that pin key (busy or not) can run the contract's
  * jobs. */
-static int host_able(eng *e, const char *key)
+static int host_able(mt_exec *e, const char *key)
 {
     zx *z = e->zx;
     size_t i;
@@ -787,7 +787,7 @@ static int host_able(eng *e, const char *key)
     return 0;
 }
 
-static void dispatch(eng *e)
+static void dispatch(mt_exec *e)
 {
     zx *z = e->zx;
     size_t j, i;
@@ -858,8 +858,8 @@ static void dispatch(eng *e)
             pj.nodelist = zj->q->nodes && zj->q->nodes[0] ? zj->q->nodes
                           : pin && pin->nodes         ? pin->nodes
                                                       : NULL;
-        if (e->o.seed) {
-            snprintf(seed, sizeof seed, "%llu", (unsigned long long)e->o.seed);
+        if (e->env.seed) {
+            snprintf(seed, sizeof seed, "%llu", (unsigned long long)e->env.seed);
             pj.sim_seed = seed;
         }
         if (zj->q->rev) {
@@ -870,8 +870,8 @@ static void dispatch(eng *e)
             pj.prepare_timeout_s = e->prepare_timeout_s;
         }
         send_to(e, w, MT_PROTO_JOB, mt_proto_job_body(&pj));
-        if (eng_zx_probe)
-            eng_zx_probe(zj->key, zj->retry, 0);
+        if (mt_zexec_probe)
+            mt_zexec_probe(zj->key, zj->retry, 0);
         free(canon);
         zj->state = ZJ_SENT;
         zj->worker = (int)(w - z->w);
@@ -881,7 +881,7 @@ static void dispatch(eng *e)
     free(contract_text);
 }
 
-static void handle(eng *e, mt_proto_msg *m)
+static void handle(mt_exec *e, mt_proto_msg *m)
 {
     zx *z = e->zx;
     zworker *w = find_worker(z, m->identity, m->idlen);
@@ -975,7 +975,7 @@ unknown: {
 }
 
 /* Liveness: heartbeats out, unreachable workers, lost jobs re-queued. */
-static void tick(eng *e)
+static void tick(mt_exec *e)
 {
     zx *z = e->zx;
     double t = now_s(), hb = MT_PROTO_HEARTBEAT_MS / 1000.0;
@@ -1033,7 +1033,7 @@ static void tick(eng *e)
     }
 }
 
-int eng_zx_run(eng *e, jobreq *v, size_t n)
+int mt_zexec_run(mt_exec *e, mt_exec_job *v, size_t n)
 {
     zx *z = e->zx;
     size_t i, left;
@@ -1100,8 +1100,8 @@ int eng_zx_run(eng *e, jobreq *v, size_t n)
         }
         tick(e);
         if (now_s() - last_status > 1.0) {
-            if (e->status_live)
-                e->status_live(e);
+            if (e->env.on_live)
+                e->env.on_live(e->env.ctx);
             last_status = now_s();
         }
         if (e->o.worker_wait_s > 0) {

@@ -1631,7 +1631,7 @@ static cJSON *model_tune(tk *t, const char *base, const char *tag, int runs)
     snprintf(dir, sizeof dir, "%s/%s", base, tag);
     mt_tune_opts_init(&o);
     o.dir = dir;
-    o.executor = MT_EXEC_MODEL;
+    o.exec.executor = MT_EXEC_MODEL;
     o.runs = runs;
     ck_assert_msg(mt_tune(t->reg, t->contract, &o, &res, d) == 0, "%s",
                   mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
@@ -1937,8 +1937,8 @@ START_TEST(deadline_stops_search_but_validates)
     snprintf(dir, sizeof dir, "%s/U", base);
     mt_tune_opts_init(&o);
     o.dir = dir;
-    o.sim_path = MT_SIM_BIN;
-    o.executor = MT_EXEC_LOCAL;
+    o.exec.sim_path = MT_SIM_BIN;
+    o.exec.executor = MT_EXEC_LOCAL;
     o.until = now_s() + 1.0 * SLOW;
     ck_assert_msg(mt_tune(t->reg, t->contract, &o, &res, d) == 0, "%s",
                   mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");

@@ -130,7 +130,7 @@ static void check_store(const mt_contract *c, const char *dir, seen *s)
         const cJSON *outcome = cJSON_GetObjectItemCaseSensitive(m, "outcome");
         char kind[32] = "";
         ck_assert_ptr_nonnull(m);
-        /* job/KIND/CONFIG/REPLICATE (search/exec.c eng_job_key) */
+        /* job/KIND/CONFIG/REPLICATE (search/exec.c mt_exec_job_key) */
         ck_assert_int_eq(sscanf(key, "job/%31[^/]/", kind), 1);
         s->jobs++;
         s->validate_jobs += !strcmp(kind, "validate");
@@ -224,7 +224,7 @@ static void tune_and_check(tk *t, mt_tune_opts *o)
     mt_diag *d = mt_diag_new();
     seen s;
     o->runs = RUNS;
-    o->sim_path = MT_SIM_BIN;
+    o->exec.sim_path = MT_SIM_BIN;
     ck_assert_msg(mt_tune(t->reg, t->contract, o, &res, d) == 0, "%s",
                   mt_diag_count(d) ? mt_diag_at(d, 0)->message : "");
     mt_tune_result_clear(&res);
@@ -263,7 +263,7 @@ START_TEST(model_tune_covers_the_declared_window)
     snprintf(dir, sizeof dir, "%s/T", base);
     mt_tune_opts_init(&o);
     o.dir = dir;
-    o.executor = MT_EXEC_MODEL;
+    o.exec.executor = MT_EXEC_MODEL;
     tune_and_check(t, &o);
     tk_close(&t);
     rm_rf(base);
@@ -321,8 +321,8 @@ START_TEST(local_tune_covers_the_declared_window)
     snprintf(dir, sizeof dir, "%s/T", base);
     mt_tune_opts_init(&o);
     o.dir = dir;
-    o.executor = MT_EXEC_LOCAL;
-    o.slots = 2;
+    o.exec.executor = MT_EXEC_LOCAL;
+    o.exec.slots = 2;
     tune_and_check(t, &o);
     tk_close(&t);
     rm_rf(base);
@@ -390,9 +390,9 @@ START_TEST(zmq_tune_covers_the_declared_window)
     w = worker_start(ep, wdir, log);
     mt_tune_opts_init(&o);
     o.dir = dir;
-    o.executor = MT_EXEC_ZMQ;
-    o.workers = ep;
-    o.worker_wait_s = 60; /* fail, not hang, should the worker never come */
+    o.exec.executor = MT_EXEC_ZMQ;
+    o.exec.workers = ep;
+    o.exec.worker_wait_s = 60; /* fail, not hang, should the worker never come */
     tune_and_check(t, &o);
     /* the coordinator's goodbye ends the worker */
     for (t0 = now_s(); waitpid(w, &st, WNOHANG) == 0; usleep(20000))

@@ -231,7 +231,7 @@ static int run_tune(bench_contract *b, int strategy, int seed, double gpu_hours,
     mkdir(dir, 0755);
     mt_tune_opts_init(&opts);
     opts.dir = dir;
-    opts.executor = MT_EXEC_MODEL;
+    opts.exec.executor = MT_EXEC_MODEL;
     opts.strategy = strategy == S_GRID     ? MT_STRATEGY_GRID
                     : strategy == S_RANDOM ? MT_STRATEGY_RANDOM
                                            : MT_STRATEGY_OFAT;

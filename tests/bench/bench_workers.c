@@ -2,7 +2,7 @@
  * bench_workers.c - the ZeroMQ coordinator under load.
  *
  * One coordinator (search/zexec.c, the executor `moetune tune --workers`
- * runs, driven here directly through eng_zx_run), W worker processes
+ * runs, driven here directly through mt_zexec_run), W worker processes
  * (`moetune worker --bench-echo`) on 127.0.0.1, J short jobs in one batch.
  * A --bench-echo worker (benchmark only, workers/worker.h) answers each job
  * at once with a synthetic result (20 samples, 8 GPU rows) and runs no
@@ -21,7 +21,7 @@
  *   - the coordinator's CPU time per job (getrusage of this process, all
  *     its threads, ZeroMQ's I/O thread included) and jobs/s;
  *   - dispatch latency, job sent -> its result received by the coordinator,
- *     p50/p90/p99/max (eng_zx_probe), under the load (W jobs in flight: it
+ *     p50/p90/p99/max (mt_zexec_probe), under the load (W jobs in flight: it
  *     is mostly queueing behind the coordinator's per-job work) and with
  *     one job at a time (max(W, 200) jobs, nothing queued);
  *   - in the same run, a raw ZeroMQ REQ/REP round trip on 127.0.0.1 (a child
@@ -32,7 +32,7 @@
  *
  *   bench_workers [--workers 200] [--jobs 20000] [--rtt 20000] [--moetune PATH]
  */
-#include "engine_int.h"
+#include "exec_int.h"
 
 #include "config.h"
 #include "contract.h"
@@ -214,9 +214,9 @@ static void rtt(int n, double *p50, double *p90, double *p99)
 
 /* ---- the benchmark ---------------------------------------------------------------------- */
 
-static jobreq *make_jobs(const mt_kv *cfg, const char *id, int rep0, size_t n)
+static mt_exec_job *make_jobs(const mt_kv *cfg, const char *id, int rep0, size_t n)
 {
-    jobreq *v = calloc(n ? n : 1, sizeof *v);
+    mt_exec_job *v = calloc(n ? n : 1, sizeof *v);
     size_t i;
     for (i = 0; v && i < n; i++) {
         v[i].cfg = cfg;
@@ -224,7 +224,7 @@ static jobreq *make_jobs(const mt_kv *cfg, const char *id, int rep0, size_t n)
         v[i].kind = "screen";
         v[i].rep = rep0 + (int)i;
         v[i].phase = "bench";
-        eng_job_key("screen", id, v[i].rep, v[i].key, sizeof v[i].key);
+        mt_exec_job_key("screen", id, v[i].rep, v[i].key, sizeof v[i].key);
     }
     return v;
 }
@@ -248,9 +248,11 @@ int main(int argc, char **argv)
     mt_store *st;
     mt_kv *cfg;
     char id[17];
-    eng e;
+    mt_exec_opts xo;
+    mt_exec_env env = {0};
+    mt_exec *x;
     pid_t *pids;
-    jobreq *warm, *v;
+    mt_exec_job *warm, *v;
     size_t clean_exits = 0, none = 0, nwarm, k, lost = 0, twice_stored = 0, twice_received = 0,
            resent = 0, nlat = 0;
     double *lat, *one = NULL, t0, t1, c0, c1, u0, u1, s0, s1, r50, r90, r99, warm_s;
@@ -285,29 +287,26 @@ int main(int argc, char **argv)
     snprintf(wdir, sizeof wdir, "%s/workers", dir);
 
     /* the coordinator: a contract, its store, the executor bound on loopback */
-    if (!(c = mt_contract_load(contract_path, d)) || !(st = mt_store_open(dir, c, d))) {
+    if (!(c = mt_contract_load(contract_path, d))) {
         mt_diag_print(d, stderr);
         return 1;
     }
     cfg = mt_kv_dup(c->base);
     mt_config_id(cfg, id);
-    memset(&e, 0, sizeof e);
-    e.status_live = eng_progress_quiet;
-    mt_tune_opts_init(&e.o);
     port = free_port();
     snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", port);
-    e.c = c;
-    e.st = st;
-    e.d = d;
-    e.sim = "moetune-sim"; /* what the workers' default allowlist holds */
-    e.o.dir = dir;
-    e.o.workers = endpoint;
-    e.o.worker_wait_s = 120;
-    e.started = (double)time(NULL);
-    if (eng_zx_open(&e) != 0) {
+    mt_exec_opts_init(&xo);
+    xo.executor = MT_EXEC_ZMQ;
+    xo.sim_path = "moetune-sim"; /* what the workers' default allowlist holds */
+    xo.workers = endpoint;
+    xo.worker_wait_s = 120;
+    env.c = c;
+    env.dir = dir;
+    if (!(x = mt_exec_new(&xo, &env, d))) {
         mt_diag_print(d, stderr);
         return 1;
     }
+    st = mt_exec_store(x);
 
     /* the workers */
     pids = calloc((size_t)nworkers, sizeof *pids);
@@ -334,7 +333,7 @@ int main(int argc, char **argv)
         mt_store_run *runs = NULL;
         size_t nr = 0, nw = 0, a, b;
         warm = make_jobs(cfg, id, (int)nwarm, (size_t)nworkers * 2);
-        if (eng_zx_run(&e, warm, (size_t)nworkers * 2) != 0) {
+        if (mt_zexec_run(x, warm, (size_t)nworkers * 2) != 0) {
             mt_diag_print(d, stderr);
             rc = 1;
         }
@@ -363,16 +362,16 @@ int main(int argc, char **argv)
     P.sends = calloc(P.n, sizeof *P.sends);
     P.results = calloc(P.n, sizeof *P.results);
     v = make_jobs(cfg, id, REP0, P.n);
-    eng_zx_probe = on_probe;
+    mt_zexec_probe = on_probe;
     c0 = cpu_s(&ru, &u0, &s0);
     t0 = now_s();
-    if (rc == 0 && eng_zx_run(&e, v, P.n) != 0) {
+    if (rc == 0 && mt_zexec_run(x, v, P.n) != 0) {
         mt_diag_print(d, stderr);
         rc = 1;
     }
     t1 = now_s();
     c1 = cpu_s(&ru, &u1, &s1);
-    eng_zx_probe = NULL;
+    mt_zexec_probe = NULL;
 
     /* unloaded: one job at a time, the same path with nothing queued */
     {
@@ -386,21 +385,21 @@ int main(int argc, char **argv)
         P.sends = calloc(P.n, sizeof *P.sends);
         P.results = calloc(P.n, sizeof *P.results);
         one = calloc(P.n, sizeof *one);
-        eng_zx_probe = on_probe;
+        mt_zexec_probe = on_probe;
         for (m = 0; rc == 0 && m < P.n; m++) {
-            jobreq *q = make_jobs(cfg, id, REP1 + (int)m, 1);
-            if (eng_zx_run(&e, q, 1) != 0)
+            mt_exec_job *q = make_jobs(cfg, id, REP1 + (int)m, 1);
+            if (mt_zexec_run(x, q, 1) != 0)
                 rc = 1;
             free(q);
             if (P.sends[m] && P.results[m])
                 one[none++] = P.result[m] - P.sent[m];
         }
-        eng_zx_probe = NULL;
+        mt_zexec_probe = NULL;
         qsort(one, none, sizeof *one, cmp_double);
         free(P.sent), free(P.result), free(P.sends), free(P.results);
         P = keep;
     }
-    eng_zx_close(&e); /* disconnect: the workers exit */
+    mt_zexec_close(x); /* disconnect: the workers exit */
 
     /* what was stored: every job once */
     lat = calloc(P.n, sizeof *lat);
@@ -478,7 +477,7 @@ int main(int argc, char **argv)
     free(pids);
     free(P.sent), free(P.result), free(P.sends), free(P.results);
     mt_kv_destroy(&cfg);
-    mt_store_destroy(&st);
+    mt_exec_destroy(&x);
     mt_contract_destroy(&c);
     mt_diag_destroy(&d);
     rm_rf(dir);
