@@ -320,20 +320,16 @@ static int recipe_files(eng *e, const mt_kv *recipe, int status, const char *lab
     return 0;
 }
 
-int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d)
+/* The bundle's head: schema, contract, hardware, strategy, status, budget,
+ * and the baseline with its label and fit. */
+static void bundle_head(eng *e, int status, cJSON *b)
 {
     static const char *const statuses[] = {"validated", "not_confirmed", "baseline_only", "failed"};
-    cJSON *b = cJSON_CreateObject(), *o, *x, *argv_base = NULL, *argv_rec = NULL, *env = NULL,
-          *bridge = NULL;
-    char stamp[64], path[4096], tmp[4200], att[128], moe[128];
+    const mt_gpu_spec *g = mt_gpu_find(mt_kv_get(e->c->hardware, "gpu"));
+    char stamp[64];
     time_t t = time(NULL);
     struct tm tm;
-    FILE *f;
-    char *text;
-    mt_mesh mesh;
-    const mt_gpu_spec *g = mt_gpu_find(mt_kv_get(e->c->hardware, "gpu"));
-    int rc = 0;
-
+    cJSON *o;
     gmtime_r(&t, &tm);
     strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", &tm);
     cJSON_AddNumberToObject(b, "schema", 1);
@@ -374,7 +370,15 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
     /* whether the base fits, as the fit phase found it (null: no fit phase ran) */
     cJSON_AddItemToObject(o, "fit",
                           e->base_fit ? cJSON_Duplicate(e->base_fit, 1) : cJSON_CreateNull());
+}
 
+/* The recipe: its config, label, changes, command lines, meshes and files.
+ * 0, or -1 with d filled. */
+static int bundle_recipe(eng *e, const mt_kv *recipe, int status, cJSON *b, mt_diag *d)
+{
+    cJSON *o, *x, *argv_base = NULL, *argv_rec = NULL, *env = NULL, *bridge = NULL;
+    char att[128], moe[128];
+    mt_mesh mesh;
     o = cJSON_AddObjectToObject(b, "recipe");
     cJSON_AddItemToObject(o, "config", kv_json(recipe));
     label_json(e, o, recipe, 1);
@@ -408,11 +412,16 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
     cJSON_AddStringToObject(x, "attention", att);
     cJSON_AddStringToObject(x, "moe", moe);
     if (recipe_files(e, recipe, status,
-                     cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "label")), o, d)) {
-        cJSON_Delete(b);
+                     cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "label")), o, d))
         return -1;
-    }
+    return 0;
+}
 
+/* The evidence: decisions, timeline, memory, walls, ablation, validation
+ * and the total gain validation measured. */
+static void bundle_evidence(const eng *e, cJSON *b)
+{
+    cJSON *x;
     cJSON_AddItemToObject(b, "decisions", cJSON_Duplicate(e->decisions, 1));
     cJSON_AddItemToObject(b, "timeline", cJSON_Duplicate(e->timeline, 1));
     x = cJSON_AddArrayToObject(b, "memory");
@@ -443,8 +452,16 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
         cJSON_AddNullToObject(b, "validation");
         cJSON_AddNullToObject(b, "total_gain");
     }
-    (void)gain;
-    snprintf(path, sizeof path, "%s/bundle.json", e->o.dir);
+}
+
+/* b as DIR/bundle.json, through a temporary file renamed into place (b is
+ * freed).  0, or -1 with d filled. */
+static int bundle_save(const char *dir, cJSON *b, mt_diag *d)
+{
+    char path[4096], tmp[4200], *text;
+    FILE *f;
+    int rc;
+    snprintf(path, sizeof path, "%s/bundle.json", dir);
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     text = cJSON_Print(b);
     cJSON_Delete(b);
@@ -462,6 +479,22 @@ int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_di
         mt_diag_add(d, path, 0, NULL, "cannot write the bundle");
         return -1;
     }
+    return 0;
+}
+
+int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d)
+{
+    cJSON *b = cJSON_CreateObject();
+    int rc;
+    (void)gain;
+    bundle_head(e, status, b);
+    if (bundle_recipe(e, recipe, status, b, d)) {
+        cJSON_Delete(b);
+        return -1;
+    }
+    bundle_evidence(e, b);
+    if (bundle_save(e->o.dir, b, d))
+        return -1;
     rc = mt_report_write(e->o.dir, d);
     return rc < 0 ? rc : 0;
 }
