@@ -1443,6 +1443,100 @@ static void on_live(void *ctx)
     eng_status_exec(e->dir, "bisect", e->x);
 }
 
+/* The bisection's test parameters from the contract (alpha, minimum effect) and the slots. */
+static void bisect_params(mt_bisect_params *p, const mt_contract *c, const mt_bisect_opts *o)
+{
+    mt_bisect_params_default(p);
+    p->ends.alpha = c->alpha;
+    p->ends.min_effect = c->min_effect;
+    p->ends.same_band = c->min_effect > 0.015 ? 1.5 * c->min_effect : 0.03;
+    p->ends.initial = c->replicates > 8 ? c->replicates : 8;
+    p->ends.max_replicates = 4 * p->ends.initial;
+    p->check.alpha = c->alpha / 5;
+    p->check.min_effect = c->min_effect;
+    p->check.same_band = p->ends.same_band;
+    p->slots = o->exec.slots > 1 ? o->exec.slots : 1;
+}
+
+/* Each exact culprit's wall: its parent and it, profiled back to back, into json's culprits. */
+static void diagnose_culprits(bsess *e, cfgsrc *cs, const revlist *revs, const mt_bisect *b,
+                              FILE *progress, cJSON *json)
+{
+    size_t i;
+    cJSON *arr = cJSON_GetObjectItem(json, "culprits");
+    for (i = 0; i < (size_t)b->n_culprits; i++) {
+        const mt_bisect_culprit *cu = &b->culprits[i];
+        char ia[17], ib[17];
+        if (cu->lo != cu->hi)
+            continue;
+        mt_prepare_rev_id(revs->v[cu->parent], ia);
+        mt_prepare_rev_id(revs->v[cu->hi], ib);
+        if (progress)
+            fprintf(progress, "moetune bisect: the wall of #%d: a profiled pair\n", cu->hi);
+        cJSON_AddItemToObject(cJSON_GetArrayItem(arr, (int)i), "diagnosis",
+                              diagnose(e, e->baseline, revs->v[cu->parent], e->baseline,
+                                       revs->v[cu->hi], ia, ib, &cs->diag_executed));
+    }
+}
+
+/* The summary on stdout: the verdict, the ends, each culprit, the notes and the spend. */
+static void print_summary(const bsess *e, const mt_bisect_opts *o, const revlist *revs,
+                          const mt_bisect *b, const cJSON *json)
+{
+    size_t i;
+    printf("%s\n", b->why);
+    if (b->outcome == MT_BISECT_FOUND || b->outcome == MT_BISECT_NOT_REPRODUCED)
+        printf("ends: good %.1f ms, bad %.1f ms (%+.2f%%, 95%% CI %+.2f%% .. %+.2f%%, %d + %d "
+               "runs)\n",
+               b->ends.median_control, b->ends.median_candidate, 100 * b->ends.effect,
+               100 * b->ends_ci_lo, 100 * b->ends_ci_hi, b->revs[0].n, b->revs[b->n - 1].n);
+    for (i = 0; i < (size_t)b->n_culprits; i++) {
+        const mt_bisect_culprit *cu = &b->culprits[i];
+        if (cu->lo == cu->hi) {
+            printf("culprit: %s (#%d): %+.2f%% step time (95%% CI %+.2f%% .. %+.2f%%), %.1f -> "
+                   "%.1f ms%s\n",
+                   revs->v[cu->hi], cu->hi, 100 * cu->effect, 100 * cu->ci_lo, 100 * cu->ci_hi,
+                   cu->ms_before, cu->ms_after, cu->partial ? " (a partial step)" : "");
+            print_diagnosis(revs->v[cu->hi],
+                            cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(json, "culprits"),
+                                                                   (int)i),
+                                                "diagnosis"));
+        } else {
+            int j;
+            printf("culprit range: one of #%d..#%d (the others could not be tested): %+.2f%% "
+                   "(95%% CI %+.2f%% .. %+.2f%%)\n",
+                   cu->lo, cu->hi, 100 * cu->effect, 100 * cu->ci_lo, 100 * cu->ci_hi);
+            for (j = cu->lo; j <= cu->hi; j++)
+                printf("  %s (#%d, %s)\n", revs->v[j], j, rev_verdict(&b->revs[j]));
+        }
+    }
+    for (i = 0; i < (size_t)b->n_notes; i++)
+        printf("note: %s\n", b->notes[i]);
+    if (o->good_config)
+        cfg_print(json);
+    printf("spent: %ld runs (%d executed now), %.2f GPU-hours\nbisect.json: %s/bisect.json\n"
+           "bisect.html: %s/bisect.html\n",
+           (long)cJSON_GetNumberValue(cJSON_GetObjectItem(json, "runs")), mt_exec_executed(e->x),
+           mt_exec_gpu_hours(e->x), o->dir, o->dir);
+}
+
+/* text and a newline into path (bisect.json); a failure (or no text) is in d. */
+static int write_json_text(const char *path, const char *text, mt_diag *d)
+{
+    FILE *f;
+    if (!text || !(f = fopen(path, "w"))) {
+        mt_diag_add(d, path, 0, NULL, "cannot write: %s", strerror(errno));
+        return -1;
+    }
+    fputs(text, f);
+    fputc('\n', f);
+    if (fclose(f)) {
+        mt_diag_add(d, path, 0, NULL, "cannot write: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int *outcome,
                   mt_diag *d)
 {
@@ -1457,7 +1551,6 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     char path[4200], *text = NULL;
     size_t i;
     int rc = -1;
-    FILE *f;
     memset(&b, 0, sizeof b);
     memset(&e, 0, sizeof e);
     memset(&cs, 0, sizeof cs);
@@ -1502,16 +1595,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
         goto out;
     for (i = 0; i < revs.n; i++)
         mt_prepare_rev_id(revs.v[i], ctx.ids[i]);
-    mt_bisect_params_default(&p);
-    p.ends.alpha = c->alpha;
-    p.ends.min_effect = c->min_effect;
-    p.ends.same_band = c->min_effect > 0.015 ? 1.5 * c->min_effect : 0.03;
-    p.ends.initial = c->replicates > 8 ? c->replicates : 8;
-    p.ends.max_replicates = 4 * p.ends.initial;
-    p.check.alpha = c->alpha / 5;
-    p.check.min_effect = c->min_effect;
-    p.check.same_band = p.ends.same_band;
-    p.slots = o->exec.slots > 1 ? o->exec.slots : 1;
+    bisect_params(&p, c, o);
     if (o->progress)
         fprintf(o->progress,
                 "moetune bisect: %zu revisions from %.12s (good) to %.12s (bad), contract %s, "
@@ -1537,21 +1621,7 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     if (o->good_config && json)
         cfg_json(&cs, json);
     if (!o->good_config && b.outcome == MT_BISECT_FOUND && json) {
-        /* each exact culprit's wall: its parent and it, profiled back to back */
-        cJSON *arr = cJSON_GetObjectItem(json, "culprits");
-        for (i = 0; i < (size_t)b.n_culprits; i++) {
-            const mt_bisect_culprit *cu = &b.culprits[i];
-            char ia[17], ib[17];
-            if (cu->lo != cu->hi)
-                continue;
-            mt_prepare_rev_id(revs.v[cu->parent], ia);
-            mt_prepare_rev_id(revs.v[cu->hi], ib);
-            if (o->progress)
-                fprintf(o->progress, "moetune bisect: the wall of #%d: a profiled pair\n", cu->hi);
-            cJSON_AddItemToObject(cJSON_GetArrayItem(arr, (int)i), "diagnosis",
-                                  diagnose(&e, e.baseline, revs.v[cu->parent], e.baseline,
-                                           revs.v[cu->hi], ia, ib, &cs.diag_executed));
-        }
+        diagnose_culprits(&e, &cs, &revs, &b, o->progress, json);
         cJSON_SetNumberValue(cJSON_GetObjectItem(json, "gpu_hours"), mt_exec_gpu_hours(e.x));
     }
     if (json) {
@@ -1562,56 +1632,14 @@ int mt_bisect_cmd(mt_registry *reg, mt_contract *c, const mt_bisect_opts *o, int
     }
     text = json ? cJSON_Print(json) : NULL;
     snprintf(path, sizeof path, "%s/bisect.json", o->dir);
-    if (!text || !(f = fopen(path, "w"))) {
-        mt_diag_add(d, path, 0, NULL, "cannot write: %s", strerror(errno));
+    if (write_json_text(path, text, d))
         goto out;
-    }
-    fputs(text, f);
-    fputc('\n', f);
-    if (fclose(f)) {
-        mt_diag_add(d, path, 0, NULL, "cannot write: %s", strerror(errno));
-        goto out;
-    }
     snprintf(path, sizeof path, "%s/bisect.html", o->dir);
     if (write_html(path, &e, &revs, &b, json)) {
         mt_diag_add(d, path, 0, NULL, "cannot write: %s", strerror(errno));
         goto out;
     }
-    /* the summary on stdout */
-    printf("%s\n", b.why);
-    if (b.outcome == MT_BISECT_FOUND || b.outcome == MT_BISECT_NOT_REPRODUCED)
-        printf("ends: good %.1f ms, bad %.1f ms (%+.2f%%, 95%% CI %+.2f%% .. %+.2f%%, %d + %d "
-               "runs)\n",
-               b.ends.median_control, b.ends.median_candidate, 100 * b.ends.effect,
-               100 * b.ends_ci_lo, 100 * b.ends_ci_hi, b.revs[0].n, b.revs[b.n - 1].n);
-    for (i = 0; i < (size_t)b.n_culprits; i++) {
-        const mt_bisect_culprit *cu = &b.culprits[i];
-        if (cu->lo == cu->hi) {
-            printf("culprit: %s (#%d): %+.2f%% step time (95%% CI %+.2f%% .. %+.2f%%), %.1f -> "
-                   "%.1f ms%s\n",
-                   revs.v[cu->hi], cu->hi, 100 * cu->effect, 100 * cu->ci_lo, 100 * cu->ci_hi,
-                   cu->ms_before, cu->ms_after, cu->partial ? " (a partial step)" : "");
-            print_diagnosis(revs.v[cu->hi],
-                            cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(json, "culprits"),
-                                                                   (int)i),
-                                                "diagnosis"));
-        } else {
-            int j;
-            printf("culprit range: one of #%d..#%d (the others could not be tested): %+.2f%% "
-                   "(95%% CI %+.2f%% .. %+.2f%%)\n",
-                   cu->lo, cu->hi, 100 * cu->effect, 100 * cu->ci_lo, 100 * cu->ci_hi);
-            for (j = cu->lo; j <= cu->hi; j++)
-                printf("  %s (#%d, %s)\n", revs.v[j], j, rev_verdict(&b.revs[j]));
-        }
-    }
-    for (i = 0; i < (size_t)b.n_notes; i++)
-        printf("note: %s\n", b.notes[i]);
-    if (o->good_config)
-        cfg_print(json);
-    printf("spent: %ld runs (%d executed now), %.2f GPU-hours\nbisect.json: %s/bisect.json\n"
-           "bisect.html: %s/bisect.html\n",
-           (long)cJSON_GetNumberValue(cJSON_GetObjectItem(json, "runs")), mt_exec_executed(e.x),
-           mt_exec_gpu_hours(e.x), o->dir, o->dir);
+    print_summary(&e, o, &revs, &b, json);
     rc = 0;
 out:
     free(text);
