@@ -622,6 +622,71 @@ static void html_walls(FILE *f, const cJSON *root)
     fprintf(f, "</ul>\n");
 }
 
+/* The culprits table's rows (revision, parent, times, step, interval, partial) and its end. */
+static void html_culprit_rows(FILE *f, const revlist *revs, const mt_bisect *b)
+{
+    int k;
+    for (k = 0; k < b->n_culprits; k++) {
+        const mt_bisect_culprit *c = &b->culprits[k];
+        fprintf(f, "<tr><td class=\"mono\">");
+        if (c->lo < c->hi)
+            fprintf(f, "one of #%d..#%d ", c->lo, c->hi);
+        else
+            fprintf(f, "#%d ", c->hi);
+        html_escape(f, revs->v[c->hi]);
+        fprintf(f, "</td><td class=\"mono\">");
+        html_escape(f, revs->v[c->parent]);
+        fprintf(f, "</td><td>%.1f</td><td>%.1f</td><td>%+.2f%%</td><td>%+.2f%% .. %+.2f%%</td>"
+                   "<td>%s</td></tr>\n", c->ms_before, c->ms_after, 100 * c->effect,
+                100 * c->ci_lo, 100 * c->ci_hi, c->partial ? "yes" : "no");
+    }
+    fprintf(f, "</table>\n");
+}
+
+/* The bisection's notes as a list, when there are any. */
+static void html_notes(FILE *f, const mt_bisect *b)
+{
+    int k;
+    if (b->n_notes) {
+        fprintf(f, "<h2>Notes</h2><ul>\n");
+        for (k = 0; k < b->n_notes; k++) {
+            fprintf(f, "<li>");
+            html_escape(f, b->notes[k]);
+            fprintf(f, "</li>\n");
+        }
+        fprintf(f, "</ul>\n");
+    }
+}
+
+/* The measured (or skipped) revisions' table: verdict, runs, median and every sample. */
+static void html_revisions(FILE *f, const revlist *revs, const mt_bisect *b)
+{
+    double med;
+    size_t i;
+    int j;
+    fprintf(f, "<h2>Measured revisions</h2>\n<table><tr><th>#</th><th>revision</th><th>verdict"
+               "</th><th>runs</th><th>median (ms)</th><th>samples (ms)</th></tr>\n");
+    for (i = 0; b->revs && i < b->n; i++) {
+        const mt_bisect_rev *r = &b->revs[i];
+        if (!r->n && !r->state)
+            continue;
+        fprintf(f, "<tr><td>%zu</td><td class=\"mono\">", i);
+        html_escape(f, revs->v[i]);
+        fprintf(f, "</td><td>%s", rev_verdict(r));
+        if (r->state) {
+            fprintf(f, ": ");
+            html_escape(f, r->evidence);
+        }
+        med = NAN;
+        if (r->n)
+            mt_stats_median(r->ms, (size_t)r->n, &med);
+        fprintf(f, "</td><td>%d</td><td>%.1f</td><td>", r->n, med);
+        for (j = 0; j < r->n; j++)
+            fprintf(f, "%s%.1f", j ? ", " : "", r->ms[j]);
+        fprintf(f, "</td></tr>\n");
+    }
+}
+
 static int write_html(const char *path, const bsess *e, const revlist *revs, const mt_bisect *b,
                       const cJSON *root)
 {
@@ -715,53 +780,11 @@ static int write_html(const char *path, const bsess *e, const revlist *revs, con
                "in between; &#215;: skipped or failed.</p>\n<h2>Culprits</h2>\n<table><tr><th>"
                "revision</th><th>parent</th><th>before (ms)</th><th>after (ms)</th><th>step"
                "</th><th>95%% interval</th><th>partial</th></tr>\n");
-    for (k = 0; k < b->n_culprits; k++) {
-        const mt_bisect_culprit *c = &b->culprits[k];
-        fprintf(f, "<tr><td class=\"mono\">");
-        if (c->lo < c->hi)
-            fprintf(f, "one of #%d..#%d ", c->lo, c->hi);
-        else
-            fprintf(f, "#%d ", c->hi);
-        html_escape(f, revs->v[c->hi]);
-        fprintf(f, "</td><td class=\"mono\">");
-        html_escape(f, revs->v[c->parent]);
-        fprintf(f, "</td><td>%.1f</td><td>%.1f</td><td>%+.2f%%</td><td>%+.2f%% .. %+.2f%%</td>"
-                   "<td>%s</td></tr>\n", c->ms_before, c->ms_after, 100 * c->effect,
-                100 * c->ci_lo, 100 * c->ci_hi, c->partial ? "yes" : "no");
-    }
-    fprintf(f, "</table>\n");
+    html_culprit_rows(f, revs, b);
     html_config(f, cfg);
     html_walls(f, root);
-    if (b->n_notes) {
-        fprintf(f, "<h2>Notes</h2><ul>\n");
-        for (k = 0; k < b->n_notes; k++) {
-            fprintf(f, "<li>");
-            html_escape(f, b->notes[k]);
-            fprintf(f, "</li>\n");
-        }
-        fprintf(f, "</ul>\n");
-    }
-    fprintf(f, "<h2>Measured revisions</h2>\n<table><tr><th>#</th><th>revision</th><th>verdict"
-               "</th><th>runs</th><th>median (ms)</th><th>samples (ms)</th></tr>\n");
-    for (i = 0; b->revs && i < b->n; i++) {
-        const mt_bisect_rev *r = &b->revs[i];
-        if (!r->n && !r->state)
-            continue;
-        fprintf(f, "<tr><td>%zu</td><td class=\"mono\">", i);
-        html_escape(f, revs->v[i]);
-        fprintf(f, "</td><td>%s", rev_verdict(r));
-        if (r->state) {
-            fprintf(f, ": ");
-            html_escape(f, r->evidence);
-        }
-        med = NAN;
-        if (r->n)
-            mt_stats_median(r->ms, (size_t)r->n, &med);
-        fprintf(f, "</td><td>%d</td><td>%.1f</td><td>", r->n, med);
-        for (j = 0; j < r->n; j++)
-            fprintf(f, "%s%.1f", j ? ", " : "", r->ms[j]);
-        fprintf(f, "</td></tr>\n");
-    }
+    html_notes(f, b);
+    html_revisions(f, revs, b);
     fprintf(f,
             "</table>\n<p>%ld runs (%d executed by the last invocation), %.2f GPU-hours.</p>\n"
             "</body></html>\n",
