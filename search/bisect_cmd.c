@@ -1234,6 +1234,66 @@ static void cfg_diagnose(bsess *e, cfgsrc *s, cJSON *x, const int *units, size_t
 }
 
 /* The follow-up of the prefix search (above).  0, or -1 when a search failed. */
+/* Searches the earlier non-single changes for the one that makes unit u slower; pv, *partner. */
+static int cfg_find_partner(bsess *e, cfgsrc *s, const mt_bisect_params *p, FILE *progress,
+                            const int *singles, int ns, int u, const int *list, int m,
+                            char *purpose, size_t npurpose, char *why, size_t nwhy, int *partner)
+{
+    int units[130], nu, i, j, pv;
+    mt_kv **cfgs;
+    char **skip;
+    revlist names = {0};
+    mt_bisect pb;
+    cfgs = calloc((size_t)m + 1, sizeof *cfgs);
+    skip = calloc((size_t)m + 1, sizeof *skip);
+    if (!cfgs || !skip) {
+        free(cfgs);
+        free(skip);
+        return -1;
+    }
+    for (i = 0; i <= m; i++) {
+        char name[300], id[17];
+        nu = 0;
+        for (j = 0; j < ns; j++)
+            units[nu++] = singles[j];
+        units[nu++] = u;
+        for (j = 0; j < i; j++)
+            units[nu++] = list[j];
+        cfgs[i] = mt_cfg_diff_apply(e->reg, e->c, s->good, &s->df, units, (size_t)nu,
+                                    NULL, why, nwhy, e->d);
+        if (!cfgs[i])
+            skip[i] = strdup(why);
+        if (cfgs[i])
+            mt_config_id(cfgs[i], id);
+        else
+            snprintf(id, sizeof id, "untestable");
+        snprintf(name, sizeof name, "%s%.200s:%s", i ? "+" : "with:",
+                 i ? s->df.u[list[i - 1]].name : s->df.u[u].name, id);
+        rl_push(&names, name, strlen(name));
+    }
+    memset(&pb, 0, sizeof pb);
+    snprintf(purpose, npurpose,
+             "%s is not slower alone: which earlier change does it need?",
+             s->df.u[u].name);
+    if (!cfgs[0] || !cfgs[m]) {
+        pv = MT_BISECT_END_FAILED;
+    } else {
+        pv = cfg_search(e, s, p, progress, purpose, cfgs, skip, &names, &pb);
+    }
+    if (pv == MT_BISECT_FOUND && pb.n_culprits >= 1 &&
+        pb.culprits[0].lo == pb.culprits[0].hi)
+        *partner = list[pb.culprits[0].hi - 1];
+    mt_bisect_clear(&pb);
+    for (i = 0; i <= m; i++) {
+        mt_kv_destroy(&cfgs[i]);
+        free(skip[i]);
+    }
+    free(cfgs);
+    free(skip);
+    rl_free(&names);
+    return pv;
+}
+
 static int cfg_explain(bsess *e, cfgsrc *s, const revlist *revs, const mt_bisect *b,
                        const mt_bisect_params *p, FILE *progress, cJSON *root)
 {
@@ -1272,11 +1332,7 @@ static int cfg_explain(bsess *e, cfgsrc *s, const revlist *revs, const mt_bisect
         }
         /* not slower alone (or untestable alone): which earlier unit completes it? */
         {
-            int list[64], m = 0, units[130], nu, i;
-            mt_kv **cfgs;
-            char **skip;
-            revlist names = {0};
-            mt_bisect pb;
+            int list[64], m = 0, units[130], i;
             double ffx[3], tfx[3];
             int pv, tv, partner = -1;
             add_test(x, "alone", v, fx, why);
@@ -1295,53 +1351,8 @@ static int cfg_explain(bsess *e, cfgsrc *s, const revlist *revs, const mt_bisect
                                                   "alone, and no other change precedes it");
                 continue;
             }
-            cfgs = calloc((size_t)m + 1, sizeof *cfgs);
-            skip = calloc((size_t)m + 1, sizeof *skip);
-            if (!cfgs || !skip) {
-                free(cfgs);
-                free(skip);
-                return -1;
-            }
-            for (i = 0; i <= m; i++) {
-                char name[300], id[17];
-                nu = 0;
-                for (j = 0; j < ns; j++)
-                    units[nu++] = singles[j];
-                units[nu++] = u;
-                for (j = 0; j < i; j++)
-                    units[nu++] = list[j];
-                cfgs[i] = mt_cfg_diff_apply(e->reg, e->c, s->good, &s->df, units, (size_t)nu,
-                                            NULL, why, sizeof why, e->d);
-                if (!cfgs[i])
-                    skip[i] = strdup(why);
-                if (cfgs[i])
-                    mt_config_id(cfgs[i], id);
-                else
-                    snprintf(id, sizeof id, "untestable");
-                snprintf(name, sizeof name, "%s%.200s:%s", i ? "+" : "with:",
-                         i ? s->df.u[list[i - 1]].name : s->df.u[u].name, id);
-                rl_push(&names, name, strlen(name));
-            }
-            memset(&pb, 0, sizeof pb);
-            snprintf(purpose, sizeof purpose,
-                     "%s is not slower alone: which earlier change does it need?",
-                     s->df.u[u].name);
-            if (!cfgs[0] || !cfgs[m]) {
-                pv = MT_BISECT_END_FAILED;
-            } else {
-                pv = cfg_search(e, s, p, progress, purpose, cfgs, skip, &names, &pb);
-            }
-            if (pv == MT_BISECT_FOUND && pb.n_culprits >= 1 &&
-                pb.culprits[0].lo == pb.culprits[0].hi)
-                partner = list[pb.culprits[0].hi - 1];
-            mt_bisect_clear(&pb);
-            for (i = 0; i <= m; i++) {
-                mt_kv_destroy(&cfgs[i]);
-                free(skip[i]);
-            }
-            free(cfgs);
-            free(skip);
-            rl_free(&names);
+            pv = cfg_find_partner(e, s, p, progress, singles, ns, u, list, m, purpose,
+                                  sizeof purpose, why, sizeof why, &partner);
             if (pv == -1)
                 return -1;
             us = cJSON_AddArrayToObject(x, "units");
