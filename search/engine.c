@@ -875,6 +875,262 @@ static const char *fp_host(const cJSON *fp)
                : NULL;
 }
 
+/* The refusal of one replicate pair (a lost or failed run, or another
+ * machine than the comparison's), set in out: 1, or 0 when it may be judged. */
+static int ab_pair_refused(const cJSON *c, const cJSON *x, const mt_job_memo *cm,
+                           const mt_job_memo *xm, cJSON **fp_ref, int n, ab_out *out)
+{
+    if (!mt_exec_job_ok(x) && !strcmp(xm->outcome, "infra")) {
+        /* the coordinator retried it (PROTOCOL.md 5): still lost */
+        snprintf(out->reason, sizeof out->reason,
+                 "not judged: the candidate's run was lost to infrastructure on every "
+                 "retry (%s); this says nothing against the candidate",
+                 xm->evidence);
+        out->refusal = AB_RUN_LOST;
+        return 1;
+    } else if (!mt_exec_job_ok(x)) {
+        snprintf(out->reason, sizeof out->reason, "the candidate's run failed: %s (%s)",
+                 xm->outcome, xm->evidence);
+        out->refusal = AB_CANDIDATE_FAILED;
+        out->failed_oom = !strncmp(xm->outcome, "oom", 3);
+        return 1;
+    } else if (!mt_exec_job_ok(c)) {
+        snprintf(out->reason, sizeof out->reason, "the control's run failed: %s (%s)",
+                 cm->outcome, cm->evidence);
+        out->refusal = AB_CONTROL_FAILED;
+        out->failed_oom = !strncmp(cm->outcome, "oom", 3);
+        return 1;
+    } else {
+        /* every replicate of both arms on the machine of the first
+         * control run: the same nodes, GPUs, driver, CUDA, NCCL,
+         * container and stack (DESIGN.md 4) */
+        const cJSON *fc = cm->fingerprint, *fx = xm->fingerprint;
+        char why[340];
+        int arm = 0;
+        if (!*fp_ref && fc)
+            *fp_ref = cJSON_Duplicate(fc, 1);
+        if (fp_differs(*fp_ref, fc, why, sizeof why))
+            arm = 1;
+        else if (fp_differs(*fp_ref, fx, why, sizeof why))
+            arm = 2;
+        if (arm) {
+            snprintf(out->reason, sizeof out->reason,
+                     "not judged: replicate %d of the %s ran on another machine than "
+                     "the control's first (fingerprint differs in %s); a comparison "
+                     "across different nodes or GPU fingerprints is refused, which says "
+                     "nothing against the candidate",
+                     n + 1, arm == 1 ? "control" : "candidate", why);
+            out->refusal = AB_OTHER_MACHINE;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A judged comparison's gain, and its verdict through the gate (when asked). */
+static void ab_gate(eng *e, const ab_in *in, ab_out *out, cJSON *cjobs, cJSON *xjobs, int seq,
+                    cJSON *ev)
+{
+    const mt_stats_decision *dd = &out->dec;
+    out->gain = -dd->effect;
+    if (!in->gate) {
+        snprintf(out->reason, sizeof out->reason, "%s: %s",
+                 mt_stats_verdict_name(dd->verdict), dd->reason);
+    } else {
+        cJSON *x;
+        double cl[MAX_REPS], xl[MAX_REPS], peak = NAN;
+        size_t nc = 0, nx = 0;
+        mt_gate_in g;
+        memset(&g, 0, sizeof g);
+        cJSON_ArrayForEach(x, xjobs)
+        {
+            mt_job_memo m;
+            double l, p;
+            mt_job_memo_from_json(x, &m);
+            l = m.loss, p = m.peak_gb;
+            if (m.loss_finite != 1 || m.skipped > 0 || m.nan > 0)
+                g.bad_iterations = 1;
+            if (isfinite(l) && nx < MAX_REPS)
+                xl[nx++] = l;
+            if (isfinite(p) && !(p <= peak))
+                peak = p;
+        }
+        cJSON_ArrayForEach(x, cjobs)
+        {
+            mt_job_memo m;
+            double l;
+            mt_job_memo_from_json(x, &m);
+            l = m.loss;
+            if (isfinite(l) && nc < MAX_REPS)
+                cl[nc++] = l;
+        }
+        if (isfinite(peak))
+            cJSON_AddNumberToObject(ev, "peak_gb", peak);
+        g.dec = dd;
+        g.min_effect = e->c->min_effect;
+        g.loss_tolerance = e->c->loss_tolerance;
+        g.memory_headroom = e->c->memory_headroom;
+        g.capacity_gb = hbm_gb(e);
+        g.label = in->label;
+        g.allowed_labels = e->c->labels;
+        g.control_loss = cl, g.n_control_loss = nc;
+        g.candidate_loss = xl, g.n_candidate_loss = nx;
+        g.candidate_peak_gb = peak;
+        g.activation = 1;
+        /* activation last: it may need a profiled run of the candidate */
+        out->gate = mt_gate_judge(&g, out->reason, sizeof out->reason);
+        if (out->gate == MT_GATE_ACCEPTED) {
+            char why[600];
+            g.activation = activation(e, in, cJSON_GetArrayItem(xjobs, 0), seq, why,
+                                      sizeof why, ev);
+            g.activation_why = why;
+            out->gate = mt_gate_judge(&g, out->reason, sizeof out->reason);
+            out->accepted = out->gate == MT_GATE_ACCEPTED;
+        }
+        if (!out->accepted)
+            out->refusal = AB_GATE;
+    }
+}
+
+/* The decision record's head: index, phase, variable, wall, change, repairs, verdict, reason. */
+static void ab_record_head(eng *e, const ab_in *in, const ab_out *out, int failed, int seq,
+                           cJSON *rec)
+{
+    cJSON_AddNumberToObject(rec, "index", seq);
+    cJSON_AddStringToObject(rec, "phase", in->phase);
+    cJSON_AddStringToObject(rec, "variable", in->variable ? in->variable : "");
+    if (in->wall)
+        cJSON_AddStringToObject(rec, "wall", in->wall);
+    else
+        cJSON_AddNullToObject(rec, "wall");
+    cJSON_AddItemToObject(rec, "change", cJSON_Duplicate(in->changes, 1));
+    {
+        cJSON *rp = cJSON_CreateArray(), *x;
+        cJSON_ArrayForEach(x, in->repairs)
+        {
+            char t[512];
+            snprintf(t, sizeof t, "%s=%s (was %s)", mt_exec_str(x, "knob"), mt_exec_str(x, "to"),
+                     mt_exec_str(x, "from"));
+            cJSON_AddItemToArray(rp, cJSON_CreateString(t));
+        }
+        cJSON_AddItemToObject(rec, "repairs", rp);
+    }
+    {
+        const char *verdict = !in->gate && out->have_stats && !failed
+                                  ? (ablation_drops(e, &out->dec) ? "dropped" : "kept")
+                              : out->accepted ? "accepted"
+                              : failed        ? "failed"
+                                              : "rejected";
+        if (in->validate)
+            verdict = out->have_stats && out->dec.verdict == MT_STATS_BETTER ? "accepted"
+                                                                                : "rejected";
+        cJSON_AddStringToObject(rec, "verdict", verdict);
+    }
+    cJSON_AddStringToObject(rec, "reason", out->reason);
+}
+
+/* The record's gain, ci and p value, and the statistics (or nulls without them). */
+static void ab_record_stats(const ab_out *out, int n, cJSON *rec, cJSON *stats)
+{
+    if (out->have_stats) {
+        cJSON *ci = cJSON_CreateArray();
+        cJSON_AddNumberToObject(rec, "gain", -out->dec.effect);
+        cJSON_AddItemToArray(ci, cJSON_CreateNumber(-out->dec.ci_hi));
+        cJSON_AddItemToArray(ci, cJSON_CreateNumber(-out->dec.ci_lo));
+        cJSON_AddItemToObject(rec, "ci", ci);
+        cJSON_AddNumberToObject(rec, "p_value", out->dec.p);
+        cJSON_AddStringToObject(stats, "verdict", mt_stats_verdict_name(out->dec.verdict));
+        cJSON_AddNumberToObject(stats, "effect", out->dec.effect);
+        cJSON_AddNumberToObject(stats, "ci_lo", out->dec.ci_lo);
+        cJSON_AddNumberToObject(stats, "ci_hi", out->dec.ci_hi);
+        cJSON_AddNumberToObject(stats, "p_mw", out->dec.p_mw);
+        cJSON_AddNumberToObject(stats, "p_ks", out->dec.p_ks);
+        cJSON_AddNumberToObject(stats, "alpha_look", out->dec.alpha_look);
+        cJSON_AddNumberToObject(stats, "look", out->dec.look);
+        cJSON_AddNumberToObject(stats, "replicates", n);
+    } else {
+        cJSON_AddNullToObject(rec, "gain");
+        cJSON_AddNullToObject(rec, "ci");
+        cJSON_AddNullToObject(rec, "p_value");
+    }
+}
+
+/* The baseline's figures for status.json, from the first screen of the base. */
+static void ab_note_baseline(eng *e, const ab_in *in, const char *cid, int n, const cJSON *rec)
+{
+    if (e->baseline_arm || in->validate || in->routing)
+        return;
+    {
+        /* the first screen of the base (or of the config the fit phase made
+         * of it): the baseline's figures for status.json */
+        char bid[17];
+        mt_config_id(e->fitted ? e->fitted : e->baseline, bid);
+        if (!strcmp(bid, cid) && n > 0) {
+            const cJSON *arm = cJSON_GetObjectItemCaseSensitive(rec, "control");
+            e->baseline_arm = cJSON_Duplicate(arm, 1);
+            e->baseline_ms = mt_exec_num(arm, "median") * 1000;
+            if (!e->best_arm) {
+                e->best_arm = cJSON_Duplicate(arm, 1);
+                e->best_ms = e->baseline_ms;
+            }
+        }
+    }
+}
+
+/* The jobs for replicates n..target-1 of both arms that the group's pool
+ * lacks, into q (got and slot say where each pair's runs come from): how many. */
+static int ab_queue(const ab_in *in, const char *cid, const char *xid, const char *kind, int seq,
+                    int base, int n, int target, const cJSON *fp_ref, char *nodes, size_t nn,
+                    mt_exec_job *q, const cJSON **got, int *slot)
+{
+    int i, j = 0;
+    for (i = n; i < target; i++) {
+        int a;
+        for (a = 0; a < 2; a++) {
+            const char *id = a ? xid : cid;
+            int s = 2 * (i - n) + a;
+            if ((got[s] = pool_get(in->pool, id, base + i)) != NULL)
+                continue; /* this group ran it already */
+            slot[s] = j;
+            q[j].cfg = a ? in->cand : in->ctl, memcpy(q[j].id, id, 17), q[j].kind = kind;
+            q[j].routing = in->routing;
+            /* one comparison (a multi-arm group's A/Bs share it), on one
+             * host: its first control run's, once that is known */
+            q[j].group = in->rep_base > 0 ? in->rep_base : seq;
+            q[j].host = fp_host(fp_ref);
+            q[j].nodes = mt_zexec_fp_nodes(fp_ref, nodes, nn)[0] ? nodes : NULL;
+            q[j].rep = base + i, q[j++].phase = in->phase;
+        }
+    }
+    return j;
+}
+
+/* The record's evidence: ev (given to rec) with the candidate's first run's verdicts. */
+static void ab_record_evidence(cJSON *rec, cJSON *ev, const cJSON *xjobs)
+{
+    cJSON *x0 = cJSON_GetArrayItem(xjobs, 0), *vv, *x;
+    if (x0 && (vv = cJSON_GetObjectItemCaseSensitive(x0, "verdicts")))
+        cJSON_ArrayForEach(x, vv)
+        {
+            char key[300];
+            snprintf(key, sizeof key, "verdict.%s", x->string);
+            cJSON_AddStringToObject(ev, key, mt_exec_str(x, "verdict"));
+        }
+    cJSON_AddItemToObject(rec, "evidence", ev);
+}
+
+/* The runs just made into got, and into the group's pool. */
+static void ab_collect(const ab_in *in, const mt_exec_job *q, const int *slot, const cJSON **got,
+                       int k)
+{
+    int i;
+    for (i = 0; i < 2 * k; i++)
+        if (!got[i]) {
+            got[i] = q[slot[i]].out;
+            pool_put(in->pool, q[slot[i]].id, q[slot[i]].rep, got[i]);
+        }
+}
+
 static int ab(eng *e, const ab_in *in, ab_out *out)
 {
     int seq = ++e->seq, look = 0, target, n = 0, i, failed = 0, budget_cut = 0;
@@ -903,24 +1159,8 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
         mt_exec_job *q = calloc((size_t)(2 * k), sizeof *q);
         const cJSON **got = calloc((size_t)(2 * k), sizeof *got);
         int *slot = calloc((size_t)(2 * k), sizeof *slot);
-        for (i = n; i < target; i++) {
-            int a;
-            for (a = 0; a < 2; a++) {
-                const char *id = a ? xid : cid;
-                int s = 2 * (i - n) + a;
-                if ((got[s] = pool_get(in->pool, id, base + i)) != NULL)
-                    continue; /* this group ran it already */
-                slot[s] = j;
-                q[j].cfg = a ? in->cand : in->ctl, memcpy(q[j].id, id, 17), q[j].kind = kind;
-                q[j].routing = in->routing;
-                /* one comparison (a multi-arm group's A/Bs share it), on one
-                 * host: its first control run's, once that is known */
-                q[j].group = in->rep_base > 0 ? in->rep_base : seq;
-                q[j].host = fp_host(fp_ref);
-                q[j].nodes = mt_zexec_fp_nodes(fp_ref, nodes, sizeof nodes)[0] ? nodes : NULL;
-                q[j].rep = base + i, q[j++].phase = in->phase;
-            }
-        }
+        j = ab_queue(in, cid, xid, kind, seq, base, n, target, fp_ref, nodes, sizeof nodes, q, got,
+                     slot);
         if (mt_exec_run(e->x, q, (size_t)j)) {
             mt_exec_jobs_free(q, (size_t)j);
             free(q), free(got), free(slot);
@@ -928,60 +1168,14 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
             cJSON_Delete(ev), cJSON_Delete(fp_ref);
             return -1;
         }
-        for (i = 0; i < 2 * k; i++)
-            if (!got[i]) {
-                got[i] = q[slot[i]].out;
-                pool_put(in->pool, q[slot[i]].id, q[slot[i]].rep, got[i]);
-            }
+        ab_collect(in, q, slot, got, k);
         for (i = 0; i < 2 * k; i += 2) {
             const cJSON *c = got[i], *x = got[i + 1];
             mt_job_memo cm, xm;
             mt_job_memo_from_json(c, &cm);
             mt_job_memo_from_json(x, &xm);
-            if (!failed && !mt_exec_job_ok(x) && !strcmp(xm.outcome, "infra")) {
-                /* the coordinator retried it (PROTOCOL.md 5): still lost */
-                snprintf(out->reason, sizeof out->reason,
-                         "not judged: the candidate's run was lost to infrastructure on every "
-                         "retry (%s); this says nothing against the candidate",
-                         xm.evidence);
-                out->refusal = AB_RUN_LOST;
-                failed = 1;
-            } else if (!failed && !mt_exec_job_ok(x)) {
-                snprintf(out->reason, sizeof out->reason, "the candidate's run failed: %s (%s)",
-                         xm.outcome, xm.evidence);
-                out->refusal = AB_CANDIDATE_FAILED;
-                out->failed_oom = !strncmp(xm.outcome, "oom", 3);
-                failed = 1;
-            } else if (!failed && !mt_exec_job_ok(c)) {
-                snprintf(out->reason, sizeof out->reason, "the control's run failed: %s (%s)",
-                         cm.outcome, cm.evidence);
-                out->refusal = AB_CONTROL_FAILED;
-                out->failed_oom = !strncmp(cm.outcome, "oom", 3);
-                failed = 1;
-            } else if (!failed) {
-                /* every replicate of both arms on the machine of the first
-                 * control run: the same nodes, GPUs, driver, CUDA, NCCL,
-                 * container and stack (DESIGN.md 4) */
-                const cJSON *fc = cm.fingerprint, *fx = xm.fingerprint;
-                char why[340];
-                int arm = 0;
-                if (!fp_ref && fc)
-                    fp_ref = cJSON_Duplicate(fc, 1);
-                if (fp_differs(fp_ref, fc, why, sizeof why))
-                    arm = 1;
-                else if (fp_differs(fp_ref, fx, why, sizeof why))
-                    arm = 2;
-                if (arm) {
-                    snprintf(out->reason, sizeof out->reason,
-                             "not judged: replicate %d of the %s ran on another machine than "
-                             "the control's first (fingerprint differs in %s); a comparison "
-                             "across different nodes or GPU fingerprints is refused, which says "
-                             "nothing against the candidate",
-                             n + 1, arm == 1 ? "control" : "candidate", why);
-                    out->refusal = AB_OTHER_MACHINE;
-                    failed = 1;
-                }
-            }
+            if (!failed)
+                failed = ab_pair_refused(c, x, &cm, &xm, &fp_ref, n, out);
             if (n < MAX_REPS) {
                 xs[n] = cm.ms, ys[n] = xm.ms;
                 xt[n] = cm.tflops, yt[n] = xm.tflops;
@@ -1020,65 +1214,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
     }
     /* the gate */
     if (!failed && out->have_stats) {
-        const mt_stats_decision *dd = &out->dec;
-        out->gain = -dd->effect;
-        if (!in->gate) {
-            snprintf(out->reason, sizeof out->reason, "%s: %s",
-                     mt_stats_verdict_name(dd->verdict), dd->reason);
-        } else {
-            cJSON *x;
-            double cl[MAX_REPS], xl[MAX_REPS], peak = NAN;
-            size_t nc = 0, nx = 0;
-            mt_gate_in g;
-            memset(&g, 0, sizeof g);
-            cJSON_ArrayForEach(x, xjobs)
-            {
-                mt_job_memo m;
-                double l, p;
-                mt_job_memo_from_json(x, &m);
-                l = m.loss, p = m.peak_gb;
-                if (m.loss_finite != 1 || m.skipped > 0 || m.nan > 0)
-                    g.bad_iterations = 1;
-                if (isfinite(l) && nx < MAX_REPS)
-                    xl[nx++] = l;
-                if (isfinite(p) && !(p <= peak))
-                    peak = p;
-            }
-            cJSON_ArrayForEach(x, cjobs)
-            {
-                mt_job_memo m;
-                double l;
-                mt_job_memo_from_json(x, &m);
-                l = m.loss;
-                if (isfinite(l) && nc < MAX_REPS)
-                    cl[nc++] = l;
-            }
-            if (isfinite(peak))
-                cJSON_AddNumberToObject(ev, "peak_gb", peak);
-            g.dec = dd;
-            g.min_effect = e->c->min_effect;
-            g.loss_tolerance = e->c->loss_tolerance;
-            g.memory_headroom = e->c->memory_headroom;
-            g.capacity_gb = hbm_gb(e);
-            g.label = in->label;
-            g.allowed_labels = e->c->labels;
-            g.control_loss = cl, g.n_control_loss = nc;
-            g.candidate_loss = xl, g.n_candidate_loss = nx;
-            g.candidate_peak_gb = peak;
-            g.activation = 1;
-            /* activation last: it may need a profiled run of the candidate */
-            out->gate = mt_gate_judge(&g, out->reason, sizeof out->reason);
-            if (out->gate == MT_GATE_ACCEPTED) {
-                char why[600];
-                g.activation = activation(e, in, cJSON_GetArrayItem(xjobs, 0), seq, why,
-                                          sizeof why, ev);
-                g.activation_why = why;
-                out->gate = mt_gate_judge(&g, out->reason, sizeof out->reason);
-                out->accepted = out->gate == MT_GATE_ACCEPTED;
-            }
-            if (!out->accepted)
-                out->refusal = AB_GATE;
-        }
+        ab_gate(e, in, out, cjobs, xjobs, seq, ev);
     }
     if (budget_cut) {
         size_t l = strlen(out->reason);
@@ -1086,72 +1222,12 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
                  e->stopped);
     }
     /* the record */
-    cJSON_AddNumberToObject(rec, "index", seq);
-    cJSON_AddStringToObject(rec, "phase", in->phase);
-    cJSON_AddStringToObject(rec, "variable", in->variable ? in->variable : "");
-    if (in->wall)
-        cJSON_AddStringToObject(rec, "wall", in->wall);
-    else
-        cJSON_AddNullToObject(rec, "wall");
-    cJSON_AddItemToObject(rec, "change", cJSON_Duplicate(in->changes, 1));
-    {
-        cJSON *rp = cJSON_CreateArray(), *x;
-        cJSON_ArrayForEach(x, in->repairs)
-        {
-            char t[512];
-            snprintf(t, sizeof t, "%s=%s (was %s)", mt_exec_str(x, "knob"), mt_exec_str(x, "to"),
-                     mt_exec_str(x, "from"));
-            cJSON_AddItemToArray(rp, cJSON_CreateString(t));
-        }
-        cJSON_AddItemToObject(rec, "repairs", rp);
-    }
-    {
-        const char *verdict = !in->gate && out->have_stats && !failed
-                                  ? (ablation_drops(e, &out->dec) ? "dropped" : "kept")
-                              : out->accepted ? "accepted"
-                              : failed        ? "failed"
-                                              : "rejected";
-        if (in->validate)
-            verdict = out->have_stats && out->dec.verdict == MT_STATS_BETTER ? "accepted"
-                                                                                : "rejected";
-        cJSON_AddStringToObject(rec, "verdict", verdict);
-    }
-    cJSON_AddStringToObject(rec, "reason", out->reason);
+    ab_record_head(e, in, out, failed, seq, rec);
     cJSON_AddItemToObject(rec, "control", arm_json(e, in->ctl, xs, xt, (size_t)n));
     cJSON_AddItemToObject(rec, "candidate", arm_json(e, in->cand, ys, yt, (size_t)n));
-    if (out->have_stats) {
-        cJSON *ci = cJSON_CreateArray();
-        cJSON_AddNumberToObject(rec, "gain", -out->dec.effect);
-        cJSON_AddItemToArray(ci, cJSON_CreateNumber(-out->dec.ci_hi));
-        cJSON_AddItemToArray(ci, cJSON_CreateNumber(-out->dec.ci_lo));
-        cJSON_AddItemToObject(rec, "ci", ci);
-        cJSON_AddNumberToObject(rec, "p_value", out->dec.p);
-        cJSON_AddStringToObject(stats, "verdict", mt_stats_verdict_name(out->dec.verdict));
-        cJSON_AddNumberToObject(stats, "effect", out->dec.effect);
-        cJSON_AddNumberToObject(stats, "ci_lo", out->dec.ci_lo);
-        cJSON_AddNumberToObject(stats, "ci_hi", out->dec.ci_hi);
-        cJSON_AddNumberToObject(stats, "p_mw", out->dec.p_mw);
-        cJSON_AddNumberToObject(stats, "p_ks", out->dec.p_ks);
-        cJSON_AddNumberToObject(stats, "alpha_look", out->dec.alpha_look);
-        cJSON_AddNumberToObject(stats, "look", out->dec.look);
-        cJSON_AddNumberToObject(stats, "replicates", n);
-    } else {
-        cJSON_AddNullToObject(rec, "gain");
-        cJSON_AddNullToObject(rec, "ci");
-        cJSON_AddNullToObject(rec, "p_value");
-    }
-    {
-        cJSON *x0 = cJSON_GetArrayItem(xjobs, 0), *vv, *x;
-        if (x0 && (vv = cJSON_GetObjectItemCaseSensitive(x0, "verdicts")))
-            cJSON_ArrayForEach(x, vv)
-            {
-                char key[300];
-                snprintf(key, sizeof key, "verdict.%s", x->string);
-                cJSON_AddStringToObject(ev, key, mt_exec_str(x, "verdict"));
-            }
-        cJSON_AddItemToObject(rec, "evidence", ev);
-        ev = NULL;
-    }
+    ab_record_stats(out, n, rec, stats);
+    ab_record_evidence(rec, ev, xjobs);
+    ev = NULL;
     out->decision = rec;
     out->seq = seq;
     out->stats = stats;
@@ -1161,21 +1237,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
     out->nruns = n;
     if (!in->pending)
         ab_commit(e, in, out);
-    if (!e->baseline_arm && !in->validate && !in->routing) {
-        /* the first screen of the base (or of the config the fit phase made
-         * of it): the baseline's figures for status.json */
-        char bid[17];
-        mt_config_id(e->fitted ? e->fitted : e->baseline, bid);
-        if (!strcmp(bid, cid) && n > 0) {
-            const cJSON *arm = cJSON_GetObjectItemCaseSensitive(rec, "control");
-            e->baseline_arm = cJSON_Duplicate(arm, 1);
-            e->baseline_ms = mt_exec_num(arm, "median") * 1000;
-            if (!e->best_arm) {
-                e->best_arm = cJSON_Duplicate(arm, 1);
-                e->best_ms = e->baseline_ms;
-            }
-        }
-    }
+    ab_note_baseline(e, in, cid, n, rec);
     cJSON_Delete(cjobs), cJSON_Delete(xjobs), cJSON_Delete(stats), cJSON_Delete(ev);
     cJSON_Delete(fp_ref);
     return 0;
