@@ -1474,7 +1474,7 @@ static void cfg_print(const cJSON *root)
 static void on_live(void *ctx)
 {
     const bsess *e = ctx;
-    eng_status_exec(e->dir, "bisect", e->x);
+    mt__eng_status_exec(e->dir, "bisect", e->x);
 }
 
 /* The bisection's test parameters from the contract (alpha, minimum effect) and the slots. */

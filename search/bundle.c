@@ -99,7 +99,7 @@ static cJSON *wall_json(const cJSON *w)
 
 /* argv and env of cfg rendered in a dialect, as production runs it
  * (mt_recipe_production: without the screen's settings). */
-static int render_json(eng *e, const mt_kv *cfg, uint32_t dialect, cJSON **argv, cJSON **env)
+static int render_json(mt__eng *e, const mt_kv *cfg, uint32_t dialect, cJSON **argv, cJSON **env)
 {
     mt_rendered r;
     size_t i;
@@ -184,7 +184,7 @@ static cJSON *command_diff(const cJSON *a, const cJSON *b)
 /* A config's label and why (label_reasons): what the contract and its knobs
  * make of it (core/label.h), and for the recipe also the accepted changes it
  * holds that their plugin labels benchmark-only. */
-static void label_json(eng *e, cJSON *o, const mt_kv *cfg, int with_changes)
+static void label_json(mt__eng *e, cJSON *o, const mt_kv *cfg, int with_changes)
 {
     mt_strlist why = {0};
     uint32_t label = mt_label_config(e->c, cfg, -1, &why);
@@ -220,7 +220,7 @@ static void label_json(eng *e, cJSON *o, const mt_kv *cfg, int with_changes)
  * (recipe.notes, and comment lines of the recipe's scripts): the routing
  * the recipe leaves to the router, what validation with natural routing
  * showed, the synthetic data, a rule the production config breaks. */
-static void recipe_notes(eng *e, const mt_kv *recipe, const mt_kv *prod, mt_strlist *notes)
+static void recipe_notes(mt__eng *e, const mt_kv *recipe, const mt_kv *prod, mt_strlist *notes)
 {
     const char *fb = mt_kv_get(recipe, "moe_router_force_load_balancing");
     const char *ds = e->c->data ? mt_kv_get(e->c->data, "dataset") : NULL;
@@ -267,7 +267,7 @@ static void recipe_notes(eng *e, const mt_kv *recipe, const mt_kv *prod, mt_strl
  * names (recipe.files) and the reasons of the formats without one
  * (recipe.file_errors) into o.  No usable recipe (status 3, failed): files
  * is null and nothing is written.  0, or -1 with the problem in d. */
-static int recipe_files(eng *e, const mt_kv *recipe, int status, const char *label, cJSON *o,
+static int recipe_files(mt__eng *e, const mt_kv *recipe, int status, const char *label, cJSON *o,
                         mt_diag *d)
 {
     mt_recipe rc;
@@ -322,7 +322,7 @@ static int recipe_files(eng *e, const mt_kv *recipe, int status, const char *lab
 
 /* The bundle's head: schema, contract, hardware, strategy, status, budget,
  * and the baseline with its label and fit. */
-static void bundle_head(eng *e, int status, cJSON *b)
+static void bundle_head(mt__eng *e, int status, cJSON *b)
 {
     static const char *const statuses[] = {"validated", "not_confirmed", "baseline_only", "failed"};
     const mt_gpu_spec *g = mt_gpu_find(mt_kv_get(e->c->hardware, "gpu"));
@@ -374,7 +374,7 @@ static void bundle_head(eng *e, int status, cJSON *b)
 
 /* The recipe: its config, label, changes, command lines, meshes and files.
  * 0, or -1 with d filled. */
-static int bundle_recipe(eng *e, const mt_kv *recipe, int status, cJSON *b, mt_diag *d)
+static int bundle_recipe(mt__eng *e, const mt_kv *recipe, int status, cJSON *b, mt_diag *d)
 {
     cJSON *o, *x, *argv_base = NULL, *argv_rec = NULL, *env = NULL, *bridge = NULL;
     char att[128], moe[128];
@@ -419,7 +419,7 @@ static int bundle_recipe(eng *e, const mt_kv *recipe, int status, cJSON *b, mt_d
 
 /* The evidence: decisions, timeline, memory, walls, ablation, validation
  * and the total gain validation measured. */
-static void bundle_evidence(const eng *e, cJSON *b)
+static void bundle_evidence(const mt__eng *e, cJSON *b)
 {
     cJSON *x;
     cJSON_AddItemToObject(b, "decisions", cJSON_Duplicate(e->decisions, 1));
@@ -482,7 +482,7 @@ static int bundle_save(const char *dir, cJSON *b, mt_diag *d)
     return 0;
 }
 
-int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d)
+int mt__eng_write_bundle(mt__eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d)
 {
     cJSON *b = cJSON_CreateObject();
     int rc;

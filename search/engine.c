@@ -183,12 +183,12 @@ static void status_write(const char *dir, cJSON *o)
     cJSON_Delete(o);
 }
 
-void eng_status_exec(const char *dir, const char *phase, const mt_exec *x)
+void mt__eng_status_exec(const char *dir, const char *phase, const mt_exec *x)
 {
     status_write(dir, status_spent(phase, mt_exec_live(x), x, 0, 0));
 }
 
-static void write_status(eng *e, const char *line)
+static void write_status(mt__eng *e, const char *line)
 {
     double used = mt_exec_gpu_hours(e->x), el = now_s() - e->started;
     cJSON *o = status_spent(e->phase, line, e->x, e->budget_gh, e->budget_runs);
@@ -205,7 +205,7 @@ static void write_status(eng *e, const char *line)
     status_write(e->o.dir, o);
 }
 
-void eng_progress_quiet(eng *e)
+void mt__eng_progress_quiet(mt__eng *e)
 {
     write_status(e, mt_exec_live(e->x));
 }
@@ -213,7 +213,7 @@ void eng_progress_quiet(eng *e)
 /* Plugin failures mt_candidates_for added to e->d since item `from` (a
  * propose() that failed or passed an output cap): each message once per
  * tune on stderr, so a misbehaving plugin is never silent. */
-static void warn_plugin_failures(eng *e, size_t from)
+static void warn_plugin_failures(mt__eng *e, size_t from)
 {
     size_t i, j, n = mt_diag_count(e->d);
     for (i = from; i < n; i++) {
@@ -227,7 +227,7 @@ static void warn_plugin_failures(eng *e, size_t from)
     }
 }
 
-void eng_progress(eng *e, const char *fmt, ...)
+void mt__eng_progress(mt__eng *e, const char *fmt, ...)
 {
     char line[1024], stamp[32];
     va_list ap;
@@ -266,7 +266,7 @@ static double memo_peak_gb(const cJSON *job)
     return m.peak_gb;
 }
 
-static double hbm_gb(eng *e)
+static double hbm_gb(mt__eng *e)
 {
     mt_mem_estimate est;
     if (mt_memory_estimate(e->best ? e->best : e->baseline, e->c->hardware, &est) == 0)
@@ -285,7 +285,7 @@ typedef struct memview {
     double est, usable, limit; /* GB; limit = usable x (1 + uncertainty) */
 } memview;
 
-static int mem_view(eng *e, const mt_kv *cfg, memview *m)
+static int mem_view(mt__eng *e, const mt_kv *cfg, memview *m)
 {
     mt_mem_estimate est;
     memset(m, 0, sizeof *m);
@@ -301,7 +301,7 @@ static int mem_view(eng *e, const mt_kv *cfg, memview *m)
 }
 
 /* The estimate's figures in words, for decisions and progress lines. */
-static void mem_words(eng *e, const memview *m, char *buf, size_t n)
+static void mem_words(mt__eng *e, const memview *m, char *buf, size_t n)
 {
     double u = 100 * e->c->memory_uncertainty;
     switch (m->verdict) {
@@ -331,7 +331,7 @@ static void mem_words(eng *e, const memview *m, char *buf, size_t n)
  * estimate only the difference between the two configs (one change apart),
  * which a model's systematic error largely cancels out of.  The measured
  * peak of the config itself decides, at the gate or in a probe. */
-static int may_fit(eng *e, const mt_kv *cfg)
+static int may_fit(mt__eng *e, const mt_kv *cfg)
 {
     memview m, b;
     int v = mem_view(e, cfg, &m);
@@ -360,7 +360,7 @@ static cJSON *diff_json(const mt_kv *from, const mt_kv *to)
     return a;
 }
 
-static int label_allowed(eng *e, uint32_t label)
+static int label_allowed(mt__eng *e, uint32_t label)
 {
     return (label & e->c->labels) == label && label;
 }
@@ -385,7 +385,7 @@ static int word_in(const char *list, const char *w)
  * optimizer with optimizer offload): a mode that follows the declared
  * change.  An undeclared knob of more values (PP, CP, VPP sizes) is a
  * dimension the contract chose not to search, and is not coupled. */
-static int coupled_to_declared(eng *e, const mt_kv *from, const mt_kv *to, const char *knob)
+static int coupled_to_declared(mt__eng *e, const mt_kv *from, const mt_kv *to, const char *knob)
 {
     const mt_knob_v1 *kd = mt_registry_knob(e->reg, knob, NULL);
     size_t i;
@@ -422,7 +422,7 @@ static int coupled_to_declared(eng *e, const mt_kv *from, const mt_kv *to, const
  * CUDA_DEVICE_MAX_CONNECTIONS).  Changed by choice (the pipeline size beside
  * an EP change, where the contract does not search PP), an undeclared knob
  * would take the walk outside the declared space. */
-static int required_change(eng *e, const mt_kv *from, const mt_kv *to, const char *knob)
+static int required_change(mt__eng *e, const mt_kv *from, const mt_kv *to, const char *knob)
 {
     mt_kv *kept = mt_kv_dup(to);
     const char *f = mt_kv_get(from, knob);
@@ -442,7 +442,7 @@ static int required_change(eng *e, const mt_kv *from, const mt_kv *to, const cha
  * space and takes a declared value, or is an undeclared boolean companion or
  * a change legality needs (above): knobs the contract leaves out of its
  * space are otherwise frozen at their base values. */
-static int in_space(eng *e, const mt_kv *from, const mt_kv *to)
+static int in_space(mt__eng *e, const mt_kv *from, const mt_kv *to)
 {
     const char *k, *v;
     size_t i;
@@ -468,7 +468,7 @@ static int in_space(eng *e, const mt_kv *from, const mt_kv *to)
     return 1;
 }
 
-static void design(eng *e, mt_stats_design *ds, int validate, int seq)
+static void design(mt__eng *e, mt_stats_design *ds, int validate, int seq)
 {
     mt_stats_design_default(ds);
     ds->alpha = e->c->alpha;
@@ -486,7 +486,7 @@ static void design(eng *e, mt_stats_design *ds, int validate, int seq)
 }
 
 /* GPU-hours of one screen run of the current best (the latest seen). */
-static double screen_cost(eng *e)
+static double screen_cost(mt__eng *e)
 {
     double last = NAN;
     if (mt_exec_runs(e->x) > 0)
@@ -501,7 +501,7 @@ static double screen_cost(eng *e)
  * profiled run of the best that change would make.  Each is counted once:
  * while ablation runs, the reserve holds only the ablations after the
  * current one, whose own runs afford() adds. */
-static void reserve(eng *e, double *gh, int *runs)
+static void reserve(mt__eng *e, double *gh, int *runs)
 {
     mt_stats_design ds;
     double ratio = (double)e->c->validate.steps / (double)e->c->screen.steps;
@@ -529,7 +529,7 @@ static void reserve(eng *e, double *gh, int *runs)
 
 /* Whether n more screen runs fit the budget, the run cap and the deadline
  * with validation kept in reserve; sets e->stopped when not. */
-static int afford(eng *e, int n)
+static int afford(mt__eng *e, int n)
 {
     double rgh, per = screen_cost(e), wall_per;
     int rruns;
@@ -562,7 +562,7 @@ static int afford(eng *e, int n)
  * has one, else it is computed from each step time with Megatron's formula
  * (core/flops.h, "computed"); tokens/s per GPU always follow from the step
  * time, GBS and sequence. */
-static cJSON *arm_json(eng *e, const mt_kv *cfg, const double *x, const double *tf, size_t n)
+static cJSON *arm_json(mt__eng *e, const mt_kv *cfg, const double *x, const double *tf, size_t n)
 {
     cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray();
     double med = NAN, ok[MAX_REPS], t[MAX_REPS], tok[MAX_REPS], v;
@@ -688,7 +688,7 @@ typedef struct ab_out {
     int nruns;
 } ab_out;
 
-static void store_decision(eng *e, int seq, const ab_in *in, const char *verdict, cJSON *stats,
+static void store_decision(mt__eng *e, int seq, const ab_in *in, const char *verdict, cJSON *stats,
                            const char *reason, int64_t *cruns, size_t nc, int64_t *xruns,
                            size_t nx)
 {
@@ -744,7 +744,7 @@ static void store_decision(eng *e, int seq, const ab_in *in, const char *verdict
 
 /* The changed knobs' activation: every knob of the change must be verified
  * applied; unknown verdicts ask for a profiled run of the candidate. */
-static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *why, size_t n,
+static int activation(mt__eng *e, const ab_in *in, const cJSON *job, int seq, char *why, size_t n,
                       cJSON *evidence)
 {
     cJSON *x, *lists[2] = {in->changes, in->repairs}, *prof = NULL;
@@ -803,7 +803,7 @@ static int activation(eng *e, const ab_in *in, const cJSON *job, int seq, char *
 /* Stores a decision and adds its record to the bundle's; the record's
  * verdict and reason are the ones stored (a multi-arm screen sets them once
  * it has selected among the arms). */
-static void ab_commit(eng *e, const ab_in *in, ab_out *out)
+static void ab_commit(mt__eng *e, const ab_in *in, ab_out *out)
 {
     cJSON *rec = out->decision;
     store_decision(e, out->seq, in, mt_exec_str(rec, "verdict"), out->stats,
@@ -822,7 +822,7 @@ static void ab_commit(eng *e, const ab_in *in, ab_out *out)
  * (the interval of the slowdown reaches zero).  A change whose removal
  * measurably hurts stays, however small the point estimate.  The decision
  * record and the ablation row both say what this says. */
-static int ablation_drops(const eng *e, const mt_stats_decision *d)
+static int ablation_drops(const mt__eng *e, const mt_stats_decision *d)
 {
     return d->verdict == MT_STATS_BETTER ||
            (d->verdict == MT_STATS_UNKNOWN && d->ci_hi < 0) ||
@@ -928,7 +928,7 @@ static int ab_pair_refused(const cJSON *c, const cJSON *x, const mt_job_memo *cm
 }
 
 /* A judged comparison's gain, and its verdict through the gate (when asked). */
-static void ab_gate(eng *e, const ab_in *in, ab_out *out, cJSON *cjobs, cJSON *xjobs, int seq,
+static void ab_gate(mt__eng *e, const ab_in *in, ab_out *out, cJSON *cjobs, cJSON *xjobs, int seq,
                     cJSON *ev)
 {
     const mt_stats_decision *dd = &out->dec;
@@ -993,7 +993,7 @@ static void ab_gate(eng *e, const ab_in *in, ab_out *out, cJSON *cjobs, cJSON *x
 }
 
 /* The decision record's head: index, phase, variable, wall, change, repairs, verdict, reason. */
-static void ab_record_head(eng *e, const ab_in *in, const ab_out *out, int failed, int seq,
+static void ab_record_head(mt__eng *e, const ab_in *in, const ab_out *out, int failed, int seq,
                            cJSON *rec)
 {
     cJSON_AddNumberToObject(rec, "index", seq);
@@ -1056,7 +1056,7 @@ static void ab_record_stats(const ab_out *out, int n, cJSON *rec, cJSON *stats)
 }
 
 /* The baseline's figures for status.json, from the first screen of the base. */
-static void ab_note_baseline(eng *e, const ab_in *in, const char *cid, int n, const cJSON *rec)
+static void ab_note_baseline(mt__eng *e, const ab_in *in, const char *cid, int n, const cJSON *rec)
 {
     if (e->baseline_arm || in->validate || in->routing)
         return;
@@ -1131,7 +1131,7 @@ static void ab_collect(const ab_in *in, const mt_exec_job *q, const int *slot, c
         }
 }
 
-static int ab(eng *e, const ab_in *in, ab_out *out)
+static int ab(mt__eng *e, const ab_in *in, ab_out *out)
 {
     int seq = ++e->seq, look = 0, target, n = 0, i, failed = 0, budget_cut = 0;
     mt_stats_design ds;
@@ -1246,7 +1246,7 @@ static int ab(eng *e, const ab_in *in, ab_out *out)
 /* ---- phases ------------------------------------------------------------------------------- */
 
 /* A profiled run of the best config: its wall and its trace evidence. */
-static cJSON *profile_best(eng *e)
+static cJSON *profile_best(mt__eng *e)
 {
     mt_exec_job q;
     cJSON *w = NULL;
@@ -1266,7 +1266,7 @@ static cJSON *profile_best(eng *e)
     return w;
 }
 
-static int probe_fits(eng *e, const mt_kv *cfg, cJSON **job)
+static int probe_fits(mt__eng *e, const mt_kv *cfg, cJSON **job)
 {
     mt_exec_job q;
     double cap = hbm_gb(e), peak;
@@ -1286,7 +1286,7 @@ static int probe_fits(eng *e, const mt_kv *cfg, cJSON **job)
     return ok;
 }
 
-static void record_simple(eng *e, const char *phase, const char *variable, const mt_kv *from,
+static void record_simple(mt__eng *e, const char *phase, const char *variable, const mt_kv *from,
                           const mt_kv *to, const char *verdict, const char *reason)
 {
     cJSON *rec = cJSON_CreateObject(), *stats = cJSON_CreateObject();
@@ -1341,7 +1341,7 @@ static void add_gb(cJSON *o, const char *k, double v)
 
 /* What the fit phase found of the base, for the bundle (baseline.fit,
  * search/BUNDLE.md): fits 1 / 0 / -1 unknown (the base does not run). */
-static void fit_record(eng *e, int fits, const memview *m, const cJSON *job, const char *reason)
+static void fit_record(mt__eng *e, int fits, const memview *m, const cJSON *job, const char *reason)
 {
     cJSON *o = cJSON_CreateObject(), *p;
     if (fits < 0)
@@ -1454,7 +1454,7 @@ static int fitrank_cmp(const void *pa, const void *pb)
  * fits or misses within its uncertainty; beyond that it is rejected unrun);
  * else the memory-wall candidates in the workflow's order (fit_step), each
  * estimated, probed within the uncertainty, the first that fits taken. */
-static int phase_fit(eng *e)
+static int phase_fit(mt__eng *e)
 {
     mt_candidates cs = {0};
     cJSON *job = NULL;
@@ -1474,7 +1474,7 @@ static int phase_fit(eng *e)
         if (r) {
             e->best_peak_gb = memo_peak_gb(job);
             snprintf(why, sizeof why, "the base config fits: %s; %s", mw, pw);
-            eng_progress(e, "%s", why);
+            mt__eng_progress(e, "%s", why);
             if (base_m.verdict == MEM_UNSURE) /* the probe overruled the estimate: evidence */
                 record_simple(e, "fit", "base", e->best, e->best, "kept", why);
             fit_record(e, 1, &base_m, job, why);
@@ -1492,7 +1492,7 @@ static int phase_fit(eng *e)
                      jm.outcome);
             fit_record(e, -1, &base_m, job, why);
             cJSON_Delete(job);
-            eng_progress(e, "%s", why);
+            mt__eng_progress(e, "%s", why);
             record_simple(e, "fit", "base", e->best, e->best, "failed", why);
             return 1;
         }
@@ -1504,7 +1504,7 @@ static int phase_fit(eng *e)
         snprintf(why, sizeof why, "the base config does not fit: %s; not probed", mw);
         fit_record(e, 0, &base_m, NULL, why);
     }
-    eng_progress(e, "%s", why);
+    mt__eng_progress(e, "%s", why);
     record_simple(e, "fit", "base", e->best, e->best, "rejected", why);
 
     {
@@ -1535,11 +1535,11 @@ static int phase_fit(eng *e)
         if (m.verdict == MEM_OVER || m.verdict == MEM_UNKNOWN) {
             snprintf(why, sizeof why, "%s (%s): %s; not probed", k->summary, step, mw);
             record_simple(e, "fit", k->variable, e->best, k->config, "rejected", why);
-            eng_progress(e, "%s", why);
+            mt__eng_progress(e, "%s", why);
             continue;
         }
         if (probes == MAX_FIT_PROBES) {
-            eng_progress(e, "the fit phase stops after %d probes", MAX_FIT_PROBES);
+            mt__eng_progress(e, "the fit phase stops after %d probes", MAX_FIT_PROBES);
             break;
         }
         probes++;
@@ -1553,7 +1553,7 @@ static int phase_fit(eng *e)
             e->best_peak_gb = memo_peak_gb(job);
         cJSON_Delete(job);
         record_simple(e, "fit", k->variable, e->best, k->config, r ? "accepted" : "rejected", why);
-        eng_progress(e, "%s", why);
+        mt__eng_progress(e, "%s", why);
         if (r) {
             char note[2600];
             /* the base's own figures stay; the record gains the change */
@@ -1689,7 +1689,7 @@ static int refused_for_memory(const ab_out *o)
 }
 
 /* Candidate k, accepted by decision rec: it becomes the best. */
-static void take_change(eng *e, const mt_candidate *k, const ab_in *in, const cJSON *rec)
+static void take_change(mt__eng *e, const mt_candidate *k, const ab_in *in, const cJSON *rec)
 {
     cJSON *a = cJSON_CreateObject();
     const cJSON *cand = cJSON_GetObjectItemCaseSensitive(rec, "candidate");
@@ -1721,7 +1721,7 @@ static void take_change(eng *e, const mt_candidate *k, const ab_in *in, const cJ
 }
 
 /* Screens candidate k against the best; accepts through the gate. */
-static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJSON *wall,
+static int screen_candidate(mt__eng *e, const char *phase, mt_candidate *k, const cJSON *wall,
                             int *accepted, double *near_effect)
 {
     ab_in in;
@@ -1739,7 +1739,7 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
     in.repairs = changes_json(k->repairs, e->best);
     in.label = k->label;
     in.gate = 1;
-    eng_progress(e, "screening %s: %s", k->variable, k->summary);
+    mt__eng_progress(e, "screening %s: %s", k->variable, k->summary);
     rc = ab(e, &in, &out);
     *accepted = 0;
     e->last_worse = rc == 0 && out.have_stats && out.dec.verdict == MT_STATS_WORSE;
@@ -1753,7 +1753,7 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
                            : 0;
     if (rc == 0) {
         /* an accepted screen's reason starts "accepted: " itself */
-        eng_progress(e, "%s %s%s", k->variable, out.accepted ? "" : "rejected: ", out.reason);
+        mt__eng_progress(e, "%s %s%s", k->variable, out.accepted ? "" : "rejected: ", out.reason);
         if (out.accepted) {
             *accepted = 1;
             take_change(e, k, &in, out.decision);
@@ -1766,7 +1766,7 @@ static int screen_candidate(eng *e, const char *phase, mt_candidate *k, const cJ
 }
 
 /* How many knobs candidate k changes in the incumbent, repairs included. */
-static int knobs_changed(eng *e, const mt_candidate *k)
+static int knobs_changed(mt__eng *e, const mt_candidate *k)
 {
     cJSON *d = diff_json(e->best, k->config);
     int n = cJSON_GetArraySize(d);
@@ -1777,7 +1777,7 @@ static int knobs_changed(eng *e, const mt_candidate *k)
 /* How many of the config's knobs are off the training program's defaults
  * (the owner's default; knobs without one are not counted): the simpler of
  * two configs sets fewer. */
-static int off_default(eng *e, const mt_kv *cfg)
+static int off_default(mt__eng *e, const mt_kv *cfg)
 {
     const char *k, *v;
     size_t i;
@@ -1793,7 +1793,7 @@ static int off_default(eng *e, const mt_kv *cfg)
 
 /* Whether value c is the smaller change than value l: fewer knobs off their
  * defaults, and at equal counts fewer knobs changed from the incumbent. */
-static int smaller_change(eng *e, const mt_candidate *c, const mt_candidate *l)
+static int smaller_change(mt__eng *e, const mt_candidate *c, const mt_candidate *l)
 {
     int a = off_default(e, c->config), b = off_default(e, l->config);
     return a != b ? a < b : knobs_changed(e, c) < knobs_changed(e, l);
@@ -1815,7 +1815,7 @@ static double rec_median(const cJSON *rec, const char *arm)
  * more when the smallest p that many replicates can give (2 / C(2n, n),
  * exact two-sided Mann-Whitney or KS, no ties) is above the first look's
  * share of alpha, which no effect however large could then pass. */
-static int arms_initial(eng *e, double alpha)
+static int arms_initial(mt__eng *e, double alpha)
 {
     mt_stats_design ds;
     double a0;
@@ -1852,7 +1852,7 @@ static int arms_initial(eng *e, double alpha)
  * arm unless a follow-up errs, at a rate within alpha.  Every arm's record
  * is in the bundle (arms: group, of, selected), so are the follow-ups
  * (phase "select"), and only the selected arm's verdict is "accepted". */
-static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, int *accepted,
+static int screen_arms(mt__eng *e, const char *phase, mt_candidate **k, size_t m, int *accepted,
                        arm_result *res)
 {
     arm_pool pool = {0};
@@ -1880,11 +1880,11 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
     e->stopped[0] = 0;
     group = ++e->seq; /* the group's replicate numbers */
     if (m < offered)
-        eng_progress(e, "screening %s: %zu of its %zu values (the budget affords %zu) against one "
+        mt__eng_progress(e, "screening %s: %zu of its %zu values (the budget affords %zu) against one "
                      "control, alpha %.3g each (spent over its looks), %d replicates a look first",
                      k[0]->variable, m, offered, m, alpha, n0);
     else
-        eng_progress(e, "screening %s: %zu values against one control, alpha %.3g each (spent "
+        mt__eng_progress(e, "screening %s: %zu values against one control, alpha %.3g each (spent "
                      "over its looks), %d replicates a look first",
                      k[0]->variable, m, alpha, n0);
     for (j = 0; j < m; j++) {
@@ -1909,7 +1909,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
     /* every value's first look before any value's further replicates, so
      * that no value's replicates depend on its place in the order */
     for (j = 0; j < m; j++) {
-        eng_progress(e, "screening %s, value %zu of %zu: %s", k[j]->variable, j + 1, m,
+        mt__eng_progress(e, "screening %s, value %zu of %zu: %s", k[j]->variable, j + 1, m,
                      k[j]->summary);
         if ((rc = ab(e, &in[j], &out[j])) != 0)
             break;
@@ -1936,7 +1936,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
         res[j].near = !o->accepted && o->have_stats && o->dec.effect < 0 && below_effect(o)
                           ? o->dec.effect
                           : 0;
-        eng_progress(e, "%s value %zu %s%s", k[j]->variable, j + 1,
+        mt__eng_progress(e, "%s value %zu %s%s", k[j]->variable, j + 1,
                      o->accepted ? "passes the gate: " : "rejected: ", gate_words(o));
         if (o->accepted) {
             pass++;
@@ -1977,7 +1977,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
             si->rep_base = group;
             si->pool = &pool;
             si->pending = 1;
-            eng_progress(e, "selecting %s: value %zu against the leader, value %d", k[c]->variable,
+            mt__eng_progress(e, "selecting %s: value %zu against the leader, value %d", k[c]->variable,
                          c + 1, l + 1);
             if ((rc = ab(e, si, so)) != 0) {
                 cJSON_Delete(si->changes), cJSON_Delete(si->repairs);
@@ -2020,7 +2020,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
                          how, so->have_stats ? 100 * so->dec.effect : NAN);
             }
             rec_verdict(so->decision, lead == (int)c ? "accepted" : "rejected", why);
-            eng_progress(e, "select %s: %s", k[c]->variable, why);
+            mt__eng_progress(e, "select %s: %s", k[c]->variable, why);
         }
     }
     /* the records, the arms first */
@@ -2067,7 +2067,7 @@ static int screen_arms(eng *e, const char *phase, mt_candidate **k, size_t m, in
     if (rc == 0 && lead >= 0) {
         *accepted = 1;
         take_change(e, k[lead], &in[lead], out[lead].decision);
-        eng_progress(e, "%s: value %d selected (%s): %s", k[lead]->variable, lead + 1,
+        mt__eng_progress(e, "%s: value %d selected (%s): %s", k[lead]->variable, lead + 1,
                      k[lead]->summary, gate_words(&out[lead]));
     }
     for (j = 0; j < m; j++)
@@ -2094,7 +2094,7 @@ static void built_release(mt_candidate *pc)
  * budget affords it.  1 when screened (*accepted, *rc say how it went), 0
  * when it was not, -1 when only the budget stopped it.  Frees what pc owns
  * (sets, repairs, config, violations, notes). */
-static int screen_built(eng *e, const char *phase, mt_candidate *pc, const cJSON *wall, tried *t,
+static int screen_built(mt__eng *e, const char *phase, mt_candidate *pc, const cJSON *wall, tried *t,
                         int *accepted, int *rc)
 {
     char kid[17], best_id[17], key[64];
@@ -2130,7 +2130,7 @@ static int screen_built(eng *e, const char *phase, mt_candidate *pc, const cJSON
  * The pairings are the values of one multi-arm screen (one alone, a plain
  * screen), so the room-maker that costs least wins, whatever the plugins'
  * order; each is disclosed in its decision (variable "X+Y"). */
-static int pair_for_memory(eng *e, const char *phase, mt_candidates *cs, size_t pick, tried *t,
+static int pair_for_memory(mt__eng *e, const char *phase, mt_candidates *cs, size_t pick, tried *t,
                            int *accepted, int *ab_count)
 {
     mt_candidate *x = &cs->v[pick], pc[MAX_ARMS], *ks[MAX_ARMS];
@@ -2279,7 +2279,7 @@ static int near_cmp(const void *pa, const void *pb)
  * promising first; a later one that sets a knob an earlier one set to
  * another value is left out.  1 when a legal bundle of two or more was
  * screened (*accepted tells), 0 when there was none to screen. */
-static int screen_near_bundle(eng *e, near_list *l, const cJSON *wall, tried *t, int *accepted,
+static int screen_near_bundle(mt__eng *e, near_list *l, const cJSON *wall, tried *t, int *accepted,
                               int *rc)
 {
     mt_candidate pc;
@@ -2334,7 +2334,7 @@ static int screen_near_bundle(eng *e, near_list *l, const cJSON *wall, tried *t,
 /* Scale (the folding plugin's layouts) and retune (every other plugin, the
  * dominant wall's first): one variable per screen until nothing passes, then
  * the near misses as one change. */
-static int phase_search(eng *e)
+static int phase_search(mt__eng *e)
 {
     tried t = {0};
     near_list nl;
@@ -2355,13 +2355,13 @@ static int phase_search(eng *e)
             e->phase = "profile";
             wall = profile_best(e);
             if (wall) {
-                eng_progress(e, "wall: %s (runner-up %s, confidence %.2f): %s",
+                mt__eng_progress(e, "wall: %s (runner-up %s, confidence %.2f): %s",
                              mt_exec_str(wall, "wall"), mt_exec_str(wall, "runner_up"),
                              mt_exec_num(wall, "confidence"), mt_exec_str(wall, "reason"));
                 if (!e->walls_before)
                     e->walls_before = cJSON_Duplicate(wall, 1);
             } else {
-                eng_progress(e, "the profiled run gave no trace; candidates in plugin order");
+                mt__eng_progress(e, "the profiled run gave no trace; candidates in plugin order");
             }
             e->phase = "retune";
         }
@@ -2584,7 +2584,7 @@ static void change_text(const cJSON *a, char *to, size_t n)
  * *row_out, *superseded set when the winner holds none of its knobs at the
  * change's values (nothing to remove, nothing measured).  0, or -1 when the
  * executor failed. */
-static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
+static int ablate_one(mt__eng *e, const cJSON *a, cJSON **row_out, int *superseded)
 {
     mt_candidate k;
     cJSON *x;
@@ -2657,7 +2657,7 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
     in.repairs = cJSON_CreateArray();
     in.label = MT_LABEL_TRAINING_EQUIVALENT;
     in.gate = 0;
-    eng_progress(e, "ablating %s", in.variable);
+    mt__eng_progress(e, "ablating %s", in.variable);
     rc = ab(e, &in, &out);
     if (rc == 0) {
         int drop = out.have_stats && ablation_drops(e, &out.dec);
@@ -2692,7 +2692,7 @@ static int ablate_one(eng *e, const cJSON *a, cJSON **row_out, int *superseded)
                  live < all ? " (partly superseded: the winner holds only " : "",
                  live < all ? part : "", live < all ? " of it)" : "");
         cJSON_AddStringToObject(row, "reason", why);
-        eng_progress(e, "%s %s", in.variable, drop ? "dropped" : "kept");
+        mt__eng_progress(e, "%s %s", in.variable, drop ? "dropped" : "kept");
         if (drop) {
             const cJSON *arm = cJSON_GetObjectItemCaseSensitive(out.decision, "candidate");
             cJSON_Delete(e->best_arm);
@@ -2715,7 +2715,7 @@ done:
  * change a later one superseded can come back when that later one is
  * dropped (its "from" is the earlier change's value): such changes are
  * ablated again once the pass is over, until none comes back. */
-static int phase_ablate(eng *e)
+static int phase_ablate(mt__eng *e)
 {
     cJSON *a;
     int rc = 0, i = 0, again = 1, n = cJSON_GetArraySize(e->accepted);
@@ -2827,7 +2827,7 @@ static void add_role(cJSON *roles, const char *role, long rank, double gb, doubl
  * the hottest GPU named with its place in the mesh and why it is the
  * hottest; the hottest GPU of each role (pipeline stage first / middle /
  * last, and a hot expert rank: one above its stage's median). */
-static cJSON *memory_json(eng *e, const char *name, const cJSON *job, const mt_kv *cfg)
+static cJSON *memory_json(mt__eng *e, const char *name, const cJSON *job, const mt_kv *cfg)
 {
     cJSON *o = cJSON_CreateObject(), *a = cJSON_CreateArray(), *roles = cJSON_CreateArray();
     mt_job_memo jm;
@@ -2948,7 +2948,7 @@ static cJSON *memory_json(eng *e, const char *name, const cJSON *job, const mt_k
 
 /* A config's label and the settings that make it so, into o (label,
  * label_reasons). */
-static void add_label(eng *e, cJSON *o, const mt_kv *cfg, int routing)
+static void add_label(mt__eng *e, cJSON *o, const mt_kv *cfg, int routing)
 {
     mt_strlist why = {0};
     uint32_t label = mt_label_config(e->c, cfg, routing, &why);
@@ -2965,7 +2965,7 @@ static void add_label(eng *e, cJSON *o, const mt_kv *cfg, int routing)
  * balance, does not switch them off, and the backend can route naturally
  * (the sim models it; a real stack needs real data).  0 with the reason in
  * why otherwise. */
-static int natural_possible(eng *e, char *why, size_t n)
+static int natural_possible(mt__eng *e, char *why, size_t n)
 {
     const char *ds = mt_kv_get(e->c->data, "dataset");
     if (e->c->routing == MT_ROUTING_NATURAL) {
@@ -2993,7 +2993,7 @@ static int natural_possible(eng *e, char *why, size_t n)
 
 /* cfg with the router's own routing (no forced load balancing); NULL with
  * the reason in why when that is illegal.  Caller frees. */
-static mt_kv *natural_config(eng *e, const mt_kv *cfg, const char *name, char *why, size_t n)
+static mt_kv *natural_config(mt__eng *e, const mt_kv *cfg, const char *name, char *why, size_t n)
 {
     mt_kv *k = mt_kv_dup(cfg);
     mt_violations vs = {0};
@@ -3016,7 +3016,7 @@ static mt_kv *natural_config(eng *e, const mt_kv *cfg, const char *name, char *w
  * figure beside the forced-routing one.  NULL when the contract's routing is
  * natural already (nothing to add); else an object whose status says
  * whether it was measured and, when not, why. */
-static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
+static cJSON *natural_validate(mt__eng *e, const mt_kv *base, int compare, int *rc)
 {
     cJSON *o, *a;
     mt_kv *nb = NULL, *nw = NULL;
@@ -3053,7 +3053,7 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
         cJSON_AddNullToObject(o, "p_value");
         cJSON_AddBoolToObject(o, "confirmed", 0);
         add_label(e, o, e->best, MT_ROUTING_NATURAL);
-        eng_progress(e, "natural-routing validation %s", why);
+        mt__eng_progress(e, "natural-routing validation %s", why);
         mt_kv_destroy(&nb), mt_kv_destroy(&nw);
         return o;
     }
@@ -3067,7 +3067,7 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
     in.label = MT_LABEL_TRAINING_EQUIVALENT;
     in.validate = 1;
     in.routing = "natural";
-    eng_progress(e,
+    mt__eng_progress(e,
                  "validating the winner against the baseline with natural routing over steps "
                  "%d-%d",
                  e->c->validate.first, e->c->validate.last);
@@ -3110,7 +3110,7 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
                  out.reason[0] ? out.reason : "no statistics");
     cJSON_AddStringToObject(o, "reason", why);
     add_label(e, o, nw, MT_ROUTING_NATURAL);
-    eng_progress(e, "%s", why);
+    mt__eng_progress(e, "%s", why);
     cJSON_Delete(in.changes), cJSON_Delete(in.repairs);
     mt_kv_destroy(&nb), mt_kv_destroy(&nw);
     return o;
@@ -3119,7 +3119,7 @@ static cJSON *natural_validate(eng *e, const mt_kv *base, int compare, int *rc)
 /* Where a validation arm's runs are: its config id as the runs are stored
  * (the validation's length) and their log directories from the store,
  * relative to the tune directory when under it (search/BUNDLE.md). */
-static void arm_runs(eng *e, cJSON *arm, const mt_kv *cfg)
+static void arm_runs(mt__eng *e, cJSON *arm, const mt_kv *cfg)
 {
     char id[17];
     mt_store_run *runs = NULL;
@@ -3144,7 +3144,7 @@ static void arm_runs(eng *e, cJSON *arm, const mt_kv *cfg)
 }
 
 /* Validate: baseline and winner over the contract's validation window. */
-static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
+static int phase_validate(mt__eng *e, mt_kv **recipe, int *status, double *gain)
 {
     char bid[17], wid[17];
     ab_in in;
@@ -3207,7 +3207,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         e->validation = v;
         *recipe = mt_kv_dup(base);
         *status = 2;
-        eng_progress(e, "no change was accepted; the baseline stands");
+        mt__eng_progress(e, "no change was accepted; the baseline stands");
         return 0;
     }
     memset(&in, 0, sizeof in);
@@ -3220,7 +3220,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
     in.label = MT_LABEL_TRAINING_EQUIVALENT;
     in.gate = 0;
     in.validate = 1;
-    eng_progress(e, "validating the winner against the baseline over steps %d-%d",
+    mt__eng_progress(e, "validating the winner against the baseline over steps %d-%d",
                  e->c->validate.first, e->c->validate.last);
     if (ab(e, &in, &out)) {
         cJSON_Delete(in.changes), cJSON_Delete(in.repairs), cJSON_Delete(v);
@@ -3261,7 +3261,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
         *recipe = mt_kv_dup(base);
         *status = 1;
     }
-    eng_progress(e, "%s", mt_exec_str(v, "recommendation"));
+    mt__eng_progress(e, "%s", mt_exec_str(v, "recommendation"));
     {
         /* memory of both from the first validation replicate of each */
         mt_exec_job q[2];
@@ -3316,7 +3316,7 @@ static int phase_validate(eng *e, mt_kv **recipe, int *status, double *gain)
                          worse ? "keep the baseline for training"
                                : "for training, the gain is not shown");
             cJSON_ReplaceItemInObjectCaseSensitive(v, "recommendation", cJSON_CreateString(r));
-            eng_progress(e, "%s", r);
+            mt__eng_progress(e, "%s", r);
         }
         if (nat)
             cJSON_AddItemToObject(v, "natural", nat);
@@ -3336,7 +3336,7 @@ static uint64_t splitmix(uint64_t *s)
 }
 
 /* Every config of the declared space that is legal and fits by estimate. */
-static mt_kv **space_configs(eng *e, size_t *count)
+static mt_kv **space_configs(mt__eng *e, size_t *count)
 {
     size_t nk = mt_kv_count(e->c->space), i, n = 0, cap = 0;
     const char **knobs = calloc(nk + 1, sizeof *knobs);
@@ -3386,7 +3386,7 @@ static mt_kv **space_configs(eng *e, size_t *count)
     return out;
 }
 
-static int phase_sample(eng *e)
+static int phase_sample(mt__eng *e)
 {
     size_t n = 0, i, j;
     mt_kv **all = space_configs(e, &n);
@@ -3394,7 +3394,7 @@ static int phase_sample(eng *e)
     double best = INFINITY;
     uint64_t s = e->o.seed * 0x2545f4914f6cdd1dULL + 7;
     e->phase = mt_strategy_name(e->o.strategy);
-    eng_progress(e, "%zu configs of the declared space are legal and fit", n);
+    mt__eng_progress(e, "%zu configs of the declared space are legal and fit", n);
     if (e->o.strategy == MT_STRATEGY_RANDOM)
         for (i = n; i > 1; i--) {
             mt_kv *t;
@@ -3455,7 +3455,7 @@ static int phase_sample(eng *e)
  * start (memo ENV_MEMO; recorded now when there are none: a new tune, or
  * one begun before moetune recorded them).  0; 1 when they differ (each
  * difference in e->d); negative on a store error. */
-static int env_check(eng *e)
+static int env_check(mt__eng *e)
 {
     mt_kv *now = mt_kv_new();
     cJSON *was = NULL, *o = NULL;
@@ -3531,7 +3531,7 @@ out:
  * the config the engine holds as its best now (the accepted best, not the
  * best single sample of any config).  Each config's figures are kept by
  * its id, so a candidate accepted after its runs has them at once. */
-static double incumbent_tflops(eng *e, const mt_exec_job *q, double tf)
+static double incumbent_tflops(mt__eng *e, const mt_exec_job *q, double tf)
 {
     char id[17];
     cJSON *a;
@@ -3559,7 +3559,7 @@ static double incumbent_tflops(eng *e, const mt_exec_job *q, double tf)
 
 /* The job's row of the tune's timeline (bundle.json timeline), as the
  * executor counts it (mt_exec_env.on_job). */
-static void timeline(eng *e, const mt_exec_job *q, int runs, double gpu_hours)
+static void timeline(mt__eng *e, const mt_exec_job *q, int runs, double gpu_hours)
 {
     cJSON *o = cJSON_CreateObject();
     mt_job_memo m;
@@ -3599,7 +3599,7 @@ static void on_job(void *ctx, const mt_exec_job *q, int runs, double gpu_hours)
 
 static void on_live(void *ctx)
 {
-    eng_progress_quiet(ctx);
+    mt__eng_progress_quiet(ctx);
 }
 
 /* ---- the tune ------------------------------------------------------------------------------ */
@@ -3607,7 +3607,7 @@ static void on_live(void *ctx)
 int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_result *out,
             mt_diag *d)
 {
-    eng e;
+    mt__eng e;
     mt_exec_env env = {0};
     int rc = -1, status = 3;
     mt_kv *recipe = NULL;
@@ -3662,7 +3662,7 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
         e.natural_plan = natural_possible(&e, why, sizeof why);
     }
     e.phase = "start";
-    eng_progress(&e, "%s tune of %s (%s), budget %.1f GPU-hours and %d runs%s",
+    mt__eng_progress(&e, "%s tune of %s (%s), budget %.1f GPU-hours and %d runs%s",
                  mt_strategy_name(o->strategy), c->name, c->fingerprint, e.budget_gh,
                  e.budget_runs, o->resume ? ", resumed" : "");
     if (o->strategy == MT_STRATEGY_OFAT) {
@@ -3674,7 +3674,7 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
                 goto out;
         }
         if (f > 0) {
-            rc = eng_write_bundle(&e, e.baseline, 3, NAN, d);
+            rc = mt__eng_write_bundle(&e, e.baseline, 3, NAN, d);
             status = 3;
             goto done;
         }
@@ -3683,7 +3683,7 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     }
     if (phase_validate(&e, &recipe, &status, &gain))
         goto out;
-    rc = eng_write_bundle(&e, recipe, status, gain, d);
+    rc = mt__eng_write_bundle(&e, recipe, status, gain, d);
 done:
     out->status = status;
     out->gain = gain;
@@ -3703,7 +3703,7 @@ done:
         out->recipe = mt_kv_dup(e.baseline);
     }
     e.phase = "done";
-    eng_progress(&e, "finished (%s%s): bundle %s",
+    mt__eng_progress(&e, "finished (%s%s): bundle %s",
                  status == 0   ? "validated"
                  : status == 1 ? "not confirmed"
                  : status == 2 ? "baseline only"

@@ -1,7 +1,7 @@
 /*
  * engine_int.h - the engine's internals shared by engine.c (the policy),
  * bundle.c (the evidence bundle) and bisect_cmd.c.  Not an interface: the
- * jobs run on an mt_exec (exec.h), which knows nothing of eng.
+ * jobs run on an mt_exec (exec.h), which knows nothing of mt__eng.
  */
 #ifndef MT_ENGINE_INT_H
 #define MT_ENGINE_INT_H
@@ -16,7 +16,7 @@
 
 #define MAX_REPS 40 /* replicates per arm of one decision */
 
-typedef struct eng {
+typedef struct mt__eng {
     mt_registry *reg;
     mt_contract *c;
     mt_tune_opts o;
@@ -45,22 +45,22 @@ typedef struct eng {
     int last_memory;          /* ... refused it for memory (gate or OOM) */
     mt_tune_result *res;      /* where accepted changes are listed */
     const char *strategy;     /* mt_strategy_name of o.strategy (the bundle's) */
-} eng;
+} mt__eng;
 
 /* engine.c.  The files below it (exec.c, zexec.c, bundle.c) never call
  * into it: the dependencies run engine -> bundle and engine -> exec ->
  * zexec; what the executor tells the engine comes back through
  * mt_exec_env's callbacks (on_live, on_job), what the bundle needs is in
- * eng (strategy). */
-void eng_progress(eng *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+ * mt__eng (strategy). */
+void mt__eng_progress(mt__eng *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-void eng_progress_quiet(eng *e); /* status.json only */
+void mt__eng_progress_quiet(mt__eng *e); /* status.json only */
 
 /* A bisection's DIR/status.json as the ZeroMQ executor waits: phase, x's
  * live line (last and live), pid, what x's jobs spent, no budget. */
-void eng_status_exec(const char *dir, const char *phase, const mt_exec *x);
+void mt__eng_status_exec(const char *dir, const char *phase, const mt_exec *x);
 
 /* bundle.c */
-int eng_write_bundle(eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d);
+int mt__eng_write_bundle(mt__eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d);
 
 #endif
