@@ -1852,228 +1852,293 @@ static int arms_initial(mt__eng *e, double alpha)
  * arm unless a follow-up errs, at a rate within alpha.  Every arm's record
  * is in the bundle (arms: group, of, selected), so are the follow-ups
  * (phase "select"), and only the selected arm's verdict is "accepted". */
-static int screen_arms(mt__eng *e, const char *phase, mt_candidate **k, size_t m, int *accepted,
-                       arm_result *res)
-{
-    arm_pool pool = {0};
+/* One multi-arm screen's state (screen_arms). */
+typedef struct arm_group {
+    mt__eng *e;
+    mt_candidate **k;
+    size_t m, offered, ran, ns, pass;
+    arm_pool pool;
     ab_in in[MAX_ARMS], sin[MAX_ARMS];
-    ab_out *out = calloc(MAX_ARMS, sizeof *out), *sout = calloc(MAX_ARMS, sizeof *sout);
+    ab_out *out, *sout;
     char wname[MAX_ARMS][64], note[MAX_ARMS][400];
-    size_t ran = 0, ns = 0, j, pass = 0, offered = m;
-    int group, rc = 0, lead = -1, sel_arm[MAX_ARMS], n0 = 0;
-    double alpha = e->c->alpha;
-    *accepted = 0;
-    memset(res, 0, m * sizeof *res);
-    memset(note, 0, sizeof note);
-    if (!out || !sout) {
-        free(out), free(sout);
-        return -1;
+    int group, lead, sel_arm[MAX_ARMS], n0;
+    double alpha;
+} arm_group;
+
+/* Each value's A/B input against the best: its changes, repairs, label,
+ * the group's alpha, pool and replicate numbers, one look first. */
+static void arms_inputs(arm_group *g, const char *phase)
+{
+    size_t j;
+    for (j = 0; j < g->m; j++) {
+        memset(&g->in[j], 0, sizeof g->in[j]);
+        mt_wall_format(g->k[j]->walls, g->wname[j], sizeof g->wname[j]);
+        g->in[j].phase = phase;
+        g->in[j].variable = g->k[j]->variable;
+        g->in[j].wall = g->wname[j];
+        g->in[j].ctl = g->e->best;
+        g->in[j].cand = g->k[j]->config;
+        g->in[j].changes = changes_json(g->k[j]->sets, g->e->best);
+        g->in[j].repairs = changes_json(g->k[j]->repairs, g->e->best);
+        g->in[j].label = g->k[j]->label;
+        g->in[j].gate = 1;
+        g->in[j].alpha = g->alpha;
+        g->in[j].rep_base = g->group;
+        g->in[j].pool = &g->pool;
+        g->in[j].pending = 1;
+        g->in[j].initial = g->n0;
+        g->in[j].one_look = 1;
     }
-    /* as many values as the budget affords their first looks, each with the
-     * replicates that can reach alpha / m at that look */
-    for (; m >= 1; m--) {
-        alpha = e->c->alpha / (double)m;
-        n0 = arms_initial(e, alpha);
-        if (m == 1 || afford(e, (int)(m + 1) * n0))
+}
+
+/* Every value's first look before any value's further replicates (so
+ * that none depends on its place in the order), then more replicates for
+ * those undecided at it.  0, or the first A/B's error. */
+static int arms_looks(arm_group *g)
+{
+    size_t j;
+    int rc = 0;
+    for (j = 0; j < g->m; j++) {
+        mt__eng_progress(g->e, "screening %s, value %zu of %zu: %s", g->k[j]->variable, j + 1, g->m,
+                     g->k[j]->summary);
+        if ((rc = ab(g->e, &g->in[j], &g->out[j])) != 0)
             break;
+        g->ran++;
     }
-    e->stopped[0] = 0;
-    group = ++e->seq; /* the group's replicate numbers */
-    if (m < offered)
-        mt__eng_progress(e, "screening %s: %zu of its %zu values (the budget affords %zu) against one "
-                     "control, alpha %.3g each (spent over its looks), %d replicates a look first",
-                     k[0]->variable, m, offered, m, alpha, n0);
-    else
-        mt__eng_progress(e, "screening %s: %zu values against one control, alpha %.3g each (spent "
-                     "over its looks), %d replicates a look first",
-                     k[0]->variable, m, alpha, n0);
-    for (j = 0; j < m; j++) {
-        memset(&in[j], 0, sizeof in[j]);
-        mt_wall_format(k[j]->walls, wname[j], sizeof wname[j]);
-        in[j].phase = phase;
-        in[j].variable = k[j]->variable;
-        in[j].wall = wname[j];
-        in[j].ctl = e->best;
-        in[j].cand = k[j]->config;
-        in[j].changes = changes_json(k[j]->sets, e->best);
-        in[j].repairs = changes_json(k[j]->repairs, e->best);
-        in[j].label = k[j]->label;
-        in[j].gate = 1;
-        in[j].alpha = alpha;
-        in[j].rep_base = group;
-        in[j].pool = &pool;
-        in[j].pending = 1;
-        in[j].initial = n0;
-        in[j].one_look = 1;
-    }
-    /* every value's first look before any value's further replicates, so
-     * that no value's replicates depend on its place in the order */
-    for (j = 0; j < m; j++) {
-        mt__eng_progress(e, "screening %s, value %zu of %zu: %s", k[j]->variable, j + 1, m,
-                     k[j]->summary);
-        if ((rc = ab(e, &in[j], &out[j])) != 0)
-            break;
-        ran++;
-    }
-    for (j = 0; rc == 0 && j < ran; j++) {
-        ab_out *o = &out[j];
+    for (j = 0; rc == 0 && j < g->ran; j++) {
+        ab_out *o = &g->out[j];
         if (!(o->have_stats && o->dec.verdict == MT_STATS_UNKNOWN && !o->dec.capped))
             continue;
         /* undecided at the first look: on with more replicates (the first
          * look's runs come from the pool) */
         cJSON_Delete(o->decision), cJSON_Delete(o->stats);
-        in[j].one_look = 0;
-        if ((rc = ab(e, &in[j], o)) != 0) {
+        g->in[j].one_look = 0;
+        if ((rc = ab(g->e, &g->in[j], o)) != 0) {
             o->decision = NULL, o->stats = NULL;
             break;
         }
     }
-    for (j = 0; rc == 0 && j < ran; j++) {
-        ab_out *o = &out[j];
+    return rc;
+}
+
+/* What each value's screen says (res), and the values that pass the gate
+ * (pass; lead: the one with the lowest median). */
+static void arms_results(arm_group *g, arm_result *res)
+{
+    size_t j;
+    for (j = 0; j < g->ran; j++) {
+        ab_out *o = &g->out[j];
         res[j].screened = 1;
         res[j].worse = o->have_stats && o->dec.verdict == MT_STATS_WORSE;
         res[j].memory = refused_for_memory(o);
         res[j].near = !o->accepted && o->have_stats && o->dec.effect < 0 && below_effect(o)
                           ? o->dec.effect
                           : 0;
-        mt__eng_progress(e, "%s value %zu %s%s", k[j]->variable, j + 1,
+        mt__eng_progress(g->e, "%s value %zu %s%s", g->k[j]->variable, j + 1,
                      o->accepted ? "passes the gate: " : "rejected: ", gate_words(o));
         if (o->accepted) {
-            pass++;
-            if (lead < 0 || rec_median(o->decision, "candidate") <
-                                rec_median(out[lead].decision, "candidate"))
-                lead = (int)j;
+            g->pass++;
+            if (g->lead < 0 || rec_median(o->decision, "candidate") <
+                                rec_median(g->out[g->lead].decision, "candidate"))
+                g->lead = (int)j;
         }
     }
-    if (rc == 0 && pass >= 2) {
-        size_t ord[MAX_ARMS], no = 0, a, b;
-        double a2 = e->c->alpha / (double)(pass - 1);
-        for (j = 0; j < m; j++)
-            if (out[j].accepted && (int)j != lead)
-                ord[no++] = j;
-        for (a = 1; a < no; a++) /* by median, ascending (a stable insertion sort) */
-            for (b = a; b > 0 && rec_median(out[ord[b]].decision, "candidate") <
-                                     rec_median(out[ord[b - 1]].decision, "candidate");
-                 b--) {
-                size_t tmp = ord[b];
-                ord[b] = ord[b - 1], ord[b - 1] = tmp;
-            }
-        for (a = 0; a < no && rc == 0; a++) {
-            size_t c = ord[a];
-            ab_in *si = &sin[ns];
-            ab_out *so = &sout[ns];
-            char why[600];
-            int l = lead;
-            memset(si, 0, sizeof *si);
-            si->phase = "select";
-            si->variable = k[c]->variable;
-            si->wall = wname[c];
-            si->ctl = k[l]->config;
-            si->cand = k[c]->config;
-            si->changes = diff_json(k[l]->config, k[c]->config);
-            si->repairs = cJSON_CreateArray();
-            si->label = k[c]->label;
-            si->alpha = a2;
-            si->rep_base = group;
-            si->pool = &pool;
-            si->pending = 1;
-            mt__eng_progress(e, "selecting %s: value %zu against the leader, value %d", k[c]->variable,
-                         c + 1, l + 1);
-            if ((rc = ab(e, si, so)) != 0) {
-                cJSON_Delete(si->changes), cJSON_Delete(si->repairs);
-                break;
-            }
-            sel_arm[ns++] = (int)c;
-            if (so->have_stats && (so->dec.verdict == MT_STATS_BETTER ||
-                                   (so->dec.verdict == MT_STATS_SAME &&
-                                    fabs(so->dec.effect) < e->c->min_effect / 2 &&
-                                    smaller_change(e, k[c], k[l])))) {
-                int better = so->dec.verdict == MT_STATS_BETTER;
-                snprintf(why, sizeof why, "value %zu is %s value %d (%+.2f%%, p %.3g, alpha %.3g): "
-                         "it leads", c + 1,
-                         better ? "faster by at least the minimum effect than"
-                                : "the smaller change (fewer knobs off their defaults, or as "
-                                  "many and fewer changed), the same within the same band and "
-                                  "within half the minimum effect of",
-                         l + 1, 100 * so->dec.effect, so->dec.p, so->dec.alpha_look);
-                snprintf(note[l], sizeof note[l], "value %zu is %s (%+.2f%%, p %.3g)", c + 1,
-                         better ? "faster by at least the minimum effect"
-                                : "the same within the same band, within half the minimum "
-                                  "effect, and the smaller change",
-                         100 * so->dec.effect, so->dec.p);
-                lead = (int)c;
-            } else {
-                const char *how =
-                    !so->have_stats ? "not compared"
-                    : so->dec.verdict == MT_STATS_WORSE
-                        ? "slower than the leader by at least the minimum effect"
-                    : so->dec.verdict == MT_STATS_SAME
-                        ? "the same as the leader within the same band (the leader has the "
-                          "lower median, or is no larger a change)"
-                        : "not shown faster than the leader at the replicate cap (the leader "
-                          "has the lower median)";
-                snprintf(why, sizeof why, "value %zu is %s (%+.2f%%, p %.3g, alpha %.3g): value "
-                         "%d leads", c + 1, how, so->have_stats ? 100 * so->dec.effect : NAN,
-                         so->have_stats ? so->dec.p : NAN, so->have_stats ? so->dec.alpha_look : NAN,
-                         l + 1);
-                snprintf(note[c], sizeof note[c], "against value %d it is %s (%+.2f%%)", l + 1,
-                         how, so->have_stats ? 100 * so->dec.effect : NAN);
-            }
-            rec_verdict(so->decision, lead == (int)c ? "accepted" : "rejected", why);
-            mt__eng_progress(e, "select %s: %s", k[c]->variable, why);
-        }
+}
+
+/* The selection A/B of value c against the leader l: why the one leads,
+ * the notes both records keep, and the new leader. */
+static void select_verdict(arm_group *g, size_t c, int l, const ab_out *so, char *why, size_t whyn)
+{
+    if (so->have_stats && (so->dec.verdict == MT_STATS_BETTER ||
+                           (so->dec.verdict == MT_STATS_SAME &&
+                            fabs(so->dec.effect) < g->e->c->min_effect / 2 &&
+                            smaller_change(g->e, g->k[c], g->k[l])))) {
+        int better = so->dec.verdict == MT_STATS_BETTER;
+        snprintf(why, whyn, "value %zu is %s value %d (%+.2f%%, p %.3g, alpha %.3g): "
+                 "it leads", c + 1,
+                 better ? "faster by at least the minimum effect than"
+                        : "the smaller change (fewer knobs off their defaults, or as "
+                          "many and fewer changed), the same within the same band and "
+                          "within half the minimum effect of",
+                 l + 1, 100 * so->dec.effect, so->dec.p, so->dec.alpha_look);
+        snprintf(g->note[l], sizeof g->note[l], "value %zu is %s (%+.2f%%, p %.3g)", c + 1,
+                 better ? "faster by at least the minimum effect"
+                        : "the same within the same band, within half the minimum "
+                          "effect, and the smaller change",
+                 100 * so->dec.effect, so->dec.p);
+        g->lead = (int)c;
+    } else {
+        const char *how =
+            !so->have_stats ? "not compared"
+            : so->dec.verdict == MT_STATS_WORSE
+                ? "slower than the leader by at least the minimum effect"
+            : so->dec.verdict == MT_STATS_SAME
+                ? "the same as the leader within the same band (the leader has the "
+                  "lower median, or is no larger a change)"
+                : "not shown faster than the leader at the replicate cap (the leader "
+                  "has the lower median)";
+        snprintf(why, whyn, "value %zu is %s (%+.2f%%, p %.3g, alpha %.3g): value "
+                 "%d leads", c + 1, how, so->have_stats ? 100 * so->dec.effect : NAN,
+                 so->have_stats ? so->dec.p : NAN, so->have_stats ? so->dec.alpha_look : NAN,
+                 l + 1);
+        snprintf(g->note[c], sizeof g->note[c], "against value %d it is %s (%+.2f%%)", l + 1,
+                 how, so->have_stats ? 100 * so->dec.effect : NAN);
     }
-    /* the records, the arms first */
-    for (j = 0; j < ran; j++) {
-        cJSON *rec = out[j].decision, *arms = cJSON_CreateObject();
-        int chosen = rc == 0 && (int)j == lead;
-        cJSON_AddNumberToObject(arms, "group", group);
+}
+
+/* Two or more values pass: each is compared with the leader in turn, by
+ * median, at alpha over the passes less one; the winner of each leads.
+ * 0, or the first A/B's error. */
+static int arms_select(arm_group *g)
+{
+    size_t j;
+    int rc = 0;
+    size_t ord[MAX_ARMS], no = 0, a, b;
+    double a2 = g->e->c->alpha / (double)(g->pass - 1);
+    for (j = 0; j < g->m; j++)
+        if (g->out[j].accepted && (int)j != g->lead)
+            ord[no++] = j;
+    for (a = 1; a < no; a++) /* by median, ascending (a stable insertion sort) */
+        for (b = a; b > 0 && rec_median(g->out[ord[b]].decision, "candidate") <
+                                 rec_median(g->out[ord[b - 1]].decision, "candidate");
+             b--) {
+            size_t tmp = ord[b];
+            ord[b] = ord[b - 1], ord[b - 1] = tmp;
+        }
+    for (a = 0; a < no && rc == 0; a++) {
+        size_t c = ord[a];
+        ab_in *si = &g->sin[g->ns];
+        ab_out *so = &g->sout[g->ns];
+        char why[600];
+        int l = g->lead;
+        memset(si, 0, sizeof *si);
+        si->phase = "select";
+        si->variable = g->k[c]->variable;
+        si->wall = g->wname[c];
+        si->ctl = g->k[l]->config;
+        si->cand = g->k[c]->config;
+        si->changes = diff_json(g->k[l]->config, g->k[c]->config);
+        si->repairs = cJSON_CreateArray();
+        si->label = g->k[c]->label;
+        si->alpha = a2;
+        si->rep_base = g->group;
+        si->pool = &g->pool;
+        si->pending = 1;
+        mt__eng_progress(g->e, "selecting %s: value %zu against the leader, value %d", g->k[c]->variable,
+                     c + 1, l + 1);
+        if ((rc = ab(g->e, si, so)) != 0) {
+            cJSON_Delete(si->changes), cJSON_Delete(si->repairs);
+            break;
+        }
+        g->sel_arm[g->ns++] = (int)c;
+        select_verdict(g, c, l, so, why, sizeof why);
+        rec_verdict(so->decision, g->lead == (int)c ? "accepted" : "rejected", why);
+        mt__eng_progress(g->e, "select %s: %s", g->k[c]->variable, why);
+    }
+    return rc;
+}
+
+/* The records, the arms first, then the selection's: committed when the
+ * screen ran to its end (rc 0), else dropped. */
+static void arms_commit(arm_group *g, int rc)
+{
+    size_t j;
+    for (j = 0; j < g->ran; j++) {
+        cJSON *rec = g->out[j].decision, *arms = cJSON_CreateObject();
+        int chosen = rc == 0 && (int)j == g->lead;
+        cJSON_AddNumberToObject(arms, "group", g->group);
         cJSON_AddNumberToObject(arms, "value", (double)(j + 1));
-        cJSON_AddNumberToObject(arms, "of", (double)m);
-        cJSON_AddNumberToObject(arms, "offered", (double)offered);
-        cJSON_AddNumberToObject(arms, "first_look", n0);
+        cJSON_AddNumberToObject(arms, "of", (double)g->m);
+        cJSON_AddNumberToObject(arms, "offered", (double)g->offered);
+        cJSON_AddNumberToObject(arms, "first_look", g->n0);
         cJSON_AddBoolToObject(arms, "selected", chosen);
-        cJSON_AddNumberToObject(arms, "alpha", alpha);
+        cJSON_AddNumberToObject(arms, "alpha", g->alpha);
         cJSON_AddItemToObject(rec, "arms", arms);
-        if (out[j].accepted && !chosen) {
+        if (g->out[j].accepted && !chosen) {
             char why[1200];
             snprintf(why, sizeof why,
                      "passed the gate (%.590s), not selected: %.400s; value %d is selected",
-                     gate_words(&out[j]), note[j][0] ? note[j] : "the run stopped",
-                     lead + 1);
+                     gate_words(&g->out[j]), g->note[j][0] ? g->note[j] : "the run stopped",
+                     g->lead + 1);
             rec_verdict(rec, "rejected", why);
-            out[j].accepted = 0;
+            g->out[j].accepted = 0;
         }
         if (rc == 0)
-            ab_commit(e, &in[j], &out[j]);
+            ab_commit(g->e, &g->in[j], &g->out[j]);
         else
-            cJSON_Delete(rec), cJSON_Delete(out[j].stats);
+            cJSON_Delete(rec), cJSON_Delete(g->out[j].stats);
     }
-    for (j = 0; j < ns; j++) {
+    for (j = 0; j < g->ns; j++) {
         cJSON *arms = cJSON_CreateObject();
-        cJSON_AddNumberToObject(arms, "group", group);
-        cJSON_AddNumberToObject(arms, "value", sel_arm[j] + 1);
-        cJSON_AddNumberToObject(arms, "of", (double)m);
-        cJSON_AddNumberToObject(arms, "offered", (double)offered);
-        cJSON_AddBoolToObject(arms, "selected", rc == 0 && sel_arm[j] == lead);
-        cJSON_AddNumberToObject(arms, "alpha", e->c->alpha / (double)(pass - 1));
-        cJSON_AddItemToObject(sout[j].decision, "arms", arms);
+        cJSON_AddNumberToObject(arms, "group", g->group);
+        cJSON_AddNumberToObject(arms, "value", g->sel_arm[j] + 1);
+        cJSON_AddNumberToObject(arms, "of", (double)g->m);
+        cJSON_AddNumberToObject(arms, "offered", (double)g->offered);
+        cJSON_AddBoolToObject(arms, "selected", rc == 0 && g->sel_arm[j] == g->lead);
+        cJSON_AddNumberToObject(arms, "alpha", g->e->c->alpha / (double)(g->pass - 1));
+        cJSON_AddItemToObject(g->sout[j].decision, "arms", arms);
         if (rc == 0)
-            ab_commit(e, &sin[j], &sout[j]);
+            ab_commit(g->e, &g->sin[j], &g->sout[j]);
         else
-            cJSON_Delete(sout[j].decision), cJSON_Delete(sout[j].stats);
-        cJSON_Delete(sin[j].changes), cJSON_Delete(sin[j].repairs);
+            cJSON_Delete(g->sout[j].decision), cJSON_Delete(g->sout[j].stats);
+        cJSON_Delete(g->sin[j].changes), cJSON_Delete(g->sin[j].repairs);
     }
-    if (rc == 0 && lead >= 0) {
+}
+
+static int screen_arms(mt__eng *e, const char *phase, mt_candidate **k, size_t m, int *accepted,
+                       arm_result *res)
+{
+    arm_group *g = calloc(1, sizeof *g);
+    size_t j;
+    int rc = 0;
+    *accepted = 0;
+    memset(res, 0, m * sizeof *res);
+    if (!g || !(g->out = calloc(MAX_ARMS, sizeof *g->out)) ||
+        !(g->sout = calloc(MAX_ARMS, sizeof *g->sout))) {
+        if (g)
+            free(g->out), free(g->sout);
+        free(g);
+        return -1;
+    }
+    g->e = e, g->k = k, g->offered = m, g->lead = -1, g->alpha = e->c->alpha;
+    /* as many values as the budget affords their first looks, each with the
+     * replicates that can reach alpha / m at that look */
+    for (; m >= 1; m--) {
+        g->alpha = e->c->alpha / (double)m;
+        g->n0 = arms_initial(e, g->alpha);
+        if (m == 1 || afford(e, (int)(m + 1) * g->n0))
+            break;
+    }
+    g->m = m;
+    e->stopped[0] = 0;
+    g->group = ++e->seq; /* the group's replicate numbers */
+    if (m < g->offered)
+        mt__eng_progress(e, "screening %s: %zu of its %zu values (the budget affords %zu) against one "
+                     "control, alpha %.3g each (spent over its looks), %d replicates a look first",
+                     k[0]->variable, m, g->offered, m, g->alpha, g->n0);
+    else
+        mt__eng_progress(e, "screening %s: %zu values against one control, alpha %.3g each (spent "
+                     "over its looks), %d replicates a look first",
+                     k[0]->variable, m, g->alpha, g->n0);
+    arms_inputs(g, phase);
+    rc = arms_looks(g);
+    if (rc == 0)
+        arms_results(g, res);
+    if (rc == 0 && g->pass >= 2)
+        rc = arms_select(g);
+    arms_commit(g, rc);
+    if (rc == 0 && g->lead >= 0) {
+        int lead = g->lead;
         *accepted = 1;
-        take_change(e, k[lead], &in[lead], out[lead].decision);
+        take_change(e, k[lead], &g->in[lead], g->out[lead].decision);
         mt__eng_progress(e, "%s: value %d selected (%s): %s", k[lead]->variable, lead + 1,
-                     k[lead]->summary, gate_words(&out[lead]));
+                     k[lead]->summary, gate_words(&g->out[lead]));
     }
     for (j = 0; j < m; j++)
-        cJSON_Delete(in[j].changes), cJSON_Delete(in[j].repairs);
-    pool_clear(&pool);
-    free(out), free(sout);
+        cJSON_Delete(g->in[j].changes), cJSON_Delete(g->in[j].repairs);
+    pool_clear(&g->pool);
+    free(g->out), free(g->sout);
+    free(g);
     return rc;
 }
 
@@ -2334,6 +2399,192 @@ static int screen_near_bundle(mt__eng *e, near_list *l, const cJSON *wall, tried
 /* Scale (the folding plugin's layouts) and retune (every other plugin, the
  * dominant wall's first): one variable per screen until nothing passes, then
  * the near misses as one change. */
+/* The walk is over: the wall of where it ended (profiled now unless it
+ * stopped on an error) is walls_after, and walls_before when there was
+ * none. */
+static void keep_walls(mt__eng *e, cJSON *wall, int rc)
+{
+    if (!wall && !rc) {
+        e->phase = "profile";
+        wall = profile_best(e);
+    }
+    if (wall) {
+        cJSON_Delete(e->walls_after);
+        e->walls_after = wall;
+        if (!e->walls_before)
+            e->walls_before = cJSON_Duplicate(wall, 1);
+    }
+}
+
+/* Profiles the best config for the retune walk: its wall (the first one
+ * kept as walls_before), or NULL when the run gave no trace. */
+static cJSON *walk_profile(mt__eng *e)
+{
+    cJSON *wall;
+    e->phase = "profile";
+    wall = profile_best(e);
+    if (wall) {
+        mt__eng_progress(e, "wall: %s (runner-up %s, confidence %.2f): %s",
+                         mt_exec_str(wall, "wall"), mt_exec_str(wall, "runner_up"),
+                         mt_exec_num(wall, "confidence"), mt_exec_str(wall, "reason"));
+        if (!e->walls_before)
+            e->walls_before = cJSON_Duplicate(wall, 1);
+    } else {
+        mt__eng_progress(e, "the profiled run gave no trace; candidates in plugin order");
+    }
+    e->phase = "retune";
+    return wall;
+}
+
+/* The profile as the plugins' evidence: its trace figures, and the ABI's
+ * "wall" (the dominant one, which they read to order and pick). */
+static void wall_evidence(const cJSON *wall, mt_kv *ev)
+{
+    const cJSON *x;
+    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(wall, "trace"))
+        mt_kv_set(ev, x->string, cJSON_IsString(x) ? x->valuestring : "");
+    if (mt_exec_str(wall, "wall"))
+        mt_kv_set(ev, "wall", mt_exec_str(wall, "wall"));
+}
+
+/* Which of cs may be screened from the best now (ok[i] 1; 2: alone it does
+ * not fit, a pairing may), and the one to screen first: the first of the
+ * dominant wall's (any layout change while scaling).  (size_t)-1: none. */
+static size_t walk_pick(mt__eng *e, const mt_candidates *cs, char *ok, tried *t,
+                        const char *best_id, int scale_left, const cJSON *wall)
+{
+    size_t i, pick = (size_t)-1;
+    int best_rank = 99;
+    for (i = 0; i < cs->n; i++) {
+        const mt_candidate *k = &cs->v[i];
+        char key[64], kid[17];
+        int is_layout = !strcmp(k->plugin, "folding"), rank;
+        if (k->reject || k->violations.n || !k->config)
+            continue;
+        if (!label_allowed(e, k->label) || !in_space(e, e->best, k->config))
+            continue;
+        if (scale_left > 0 && !is_layout)
+            continue;
+        mt_config_id(k->config, kid);
+        snprintf(key, sizeof key, "%s>%s", best_id, kid);
+        if (!strcmp(kid, best_id) || tried_has(t, key) || tried_count(t, k, best_id) >= 3 ||
+            tried_count(t, k, best_id) < 0)
+            continue;
+        if (!may_fit(e, k->config)) {
+            ok[i] = 2;
+            continue;
+        }
+        ok[i] = 1;
+        rank = scale_left > 0 ? 0 : wall_rank(k->walls, wall);
+        if (rank < best_rank) {
+            best_rank = rank;
+            pick = i;
+        }
+    }
+    return pick;
+}
+
+/* The walk is out of changes that fit alone: those the estimate says do
+ * not fit, each paired with the changes that make room, the dominant
+ * wall's first, until one is accepted. */
+static int walk_pairings(mt__eng *e, const char *phase, mt_candidates *cs, const char *ok,
+                         tried *t, const char *best_id, const cJSON *wall, int *accepted,
+                         int *ab_count)
+{
+    int r, rc = 0;
+    size_t i;
+    for (r = 0; r <= 2 && !*accepted && rc == 0; r++)
+        for (i = 0; i < cs->n && !*accepted && rc == 0; i++) {
+            char ck[1024], room[1100];
+            if (!ok || ok[i] != 2 || wall_rank(cs->v[i].walls, wall) != r)
+                continue;
+            change_key(&cs->v[i], ck, sizeof ck);
+            snprintf(room, sizeof room, "room|%s|%s", best_id, ck);
+            if (tried_has(t, room))
+                continue;
+            tried_add(t, room);
+            e->phase = phase;
+            rc = pair_for_memory(e, phase, cs, i, t, accepted, ab_count);
+        }
+    return rc;
+}
+
+/* k is screened from the best: neither its config nor its change again. */
+static void mark_tried(const mt_candidate *k, const char *best_id, tried *t)
+{
+    char kid[17], key[64], ck[1024];
+    mt_config_id(k->config, kid);
+    snprintf(key, sizeof key, "%s>%s", best_id, kid);
+    tried_add(t, key);
+    change_key(k, ck, sizeof ck);
+    tried_add(t, ck);
+}
+
+/* k measured slower than the best: not screened again from it. */
+static void mark_slower(const mt_candidate *k, const char *best_id, tried *t)
+{
+    char ck[1024], slow[1100];
+    change_key(k, ck, sizeof ck);
+    snprintf(slow, sizeof slow, "slower|%s|%s", best_id, ck);
+    tried_add(t, slow);
+}
+
+/* One multi-arm screen of a variable's values (cs's arm[0..m-1]) against
+ * the best, and what it leaves: the tried marks, the near misses, and the
+ * pairings of every value refused for memory. */
+static int walk_arms(mt__eng *e, const char *phase, mt_candidates *cs, const size_t *arm,
+                     size_t m, const char *best_id, tried *t, near_list *nl, int *accepted,
+                     int *ab_count)
+{
+    mt_candidate *ks[MAX_ARMS];
+    arm_result ar[MAX_ARMS];
+    size_t i;
+    int rc;
+    for (i = 0; i < m; i++)
+        ks[i] = &cs->v[arm[i]];
+    rc = screen_arms(e, phase, ks, m, accepted, ar);
+    if (rc == 0 && *accepted) {
+        /* the group compared the new best with its other values
+         * already: none is screened again from it */
+        char nid[17], kid[17], key[64];
+        mt_config_id(e->best, nid);
+        for (i = 0; i < m; i++) {
+            mt_config_id(ks[i]->config, kid);
+            snprintf(key, sizeof key, "%s>%s", nid, kid);
+            if (strcmp(kid, nid))
+                tried_add(t, key);
+        }
+    }
+    for (i = 0; rc == 0 && i < m; i++) {
+        if (ar[i].worse)
+            mark_slower(ks[i], best_id, t);
+        if (!*accepted && ar[i].near < 0 && !strcmp(phase, "retune"))
+            near_add(nl, ks[i], ar[i].near);
+    }
+    (*ab_count)++;
+    for (i = 0; rc == 0 && !*accepted && i < m && !strcmp(phase, "retune"); i++)
+        if (ar[i].memory)
+            rc = pair_for_memory(e, phase, cs, arm[i], t, accepted, ab_count);
+    return rc;
+}
+
+/* One A/B of cs's pick against the best, and what it leaves (as above). */
+static int walk_one(mt__eng *e, const char *phase, mt_candidates *cs, size_t pick,
+                    const cJSON *wall, const char *best_id, tried *t, near_list *nl,
+                    int *accepted, int *ab_count)
+{
+    double near_effect = 0;
+    int rc = screen_candidate(e, phase, &cs->v[pick], wall, accepted, &near_effect);
+    if (rc == 0 && !*accepted && near_effect < 0 && !strcmp(phase, "retune"))
+        near_add(nl, &cs->v[pick], near_effect);
+    if (rc == 0 && !*accepted && e->last_worse)
+        mark_slower(&cs->v[pick], best_id, t);
+    (*ab_count)++;
+    if (rc == 0 && !*accepted && e->last_memory && !strcmp(phase, "retune"))
+        rc = pair_for_memory(e, phase, cs, pick, t, accepted, ab_count);
+    return rc;
+}
+
 static int phase_search(mt__eng *e)
 {
     tried t = {0};
@@ -2348,32 +2599,13 @@ static int phase_search(mt__eng *e)
         mt_candidates cs = {0};
         mt_kv *ev = mt_kv_new();
         size_t i, pick = (size_t)-1;
-        int best_rank = 99, accepted = 0;
+        int accepted = 0;
         char best_id[17];
         const char *phase = scale_left > 0 ? "scale" : "retune";
-        if (!strcmp(phase, "retune") && !wall) {
-            e->phase = "profile";
-            wall = profile_best(e);
-            if (wall) {
-                mt__eng_progress(e, "wall: %s (runner-up %s, confidence %.2f): %s",
-                             mt_exec_str(wall, "wall"), mt_exec_str(wall, "runner_up"),
-                             mt_exec_num(wall, "confidence"), mt_exec_str(wall, "reason"));
-                if (!e->walls_before)
-                    e->walls_before = cJSON_Duplicate(wall, 1);
-            } else {
-                mt__eng_progress(e, "the profiled run gave no trace; candidates in plugin order");
-            }
-            e->phase = "retune";
-        }
-        if (wall) {
-            cJSON *x;
-            cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(wall, "trace"))
-                mt_kv_set(ev, x->string, cJSON_IsString(x) ? x->valuestring : "");
-            /* the ABI's "wall": the profile's dominant wall, which the
-             * plugins read to order and pick their candidates */
-            if (mt_exec_str(wall, "wall"))
-                mt_kv_set(ev, "wall", mt_exec_str(wall, "wall"));
-        }
+        if (!strcmp(phase, "retune") && !wall)
+            wall = walk_profile(e);
+        if (wall)
+            wall_evidence(wall, ev);
         if (ab_count >= MAX_AB) {
             snprintf(e->stopped, sizeof e->stopped, "the decision cap (%d A/B tests)", MAX_AB);
             mt_kv_destroy(&ev);
@@ -2388,50 +2620,13 @@ static int phase_search(mt__eng *e)
         mt_kv_destroy(&ev);
         free(ok);
         ok = calloc(cs.n + 1, 1);
-        for (i = 0; ok && i < cs.n; i++) {
-            mt_candidate *k = &cs.v[i];
-            char key[64], kid[17];
-            int is_layout = !strcmp(k->plugin, "folding"), rank;
-            if (k->reject || k->violations.n || !k->config)
-                continue;
-            if (!label_allowed(e, k->label) || !in_space(e, e->best, k->config))
-                continue;
-            if (scale_left > 0 && !is_layout)
-                continue;
-            mt_config_id(k->config, kid);
-            snprintf(key, sizeof key, "%s>%s", best_id, kid);
-            if (!strcmp(kid, best_id) || tried_has(&t, key) || tried_count(&t, k, best_id) >= 3 ||
-                tried_count(&t, k, best_id) < 0)
-                continue;
-            if (!may_fit(e, k->config)) {
-                ok[i] = 2; /* alone it does not fit: a pairing may (below) */
-                continue;
-            }
-            ok[i] = 1;
-            rank = scale_left > 0 ? 0 : wall_rank(k->walls, wall);
-            if (rank < best_rank) {
-                best_rank = rank;
-                pick = i;
-            }
-        }
+        if (ok)
+            pick = walk_pick(e, &cs, ok, &t, best_id, scale_left, wall);
         if (pick == (size_t)-1 && scale_left <= 0 && ab_count < MAX_AB) {
             /* the walk is out of changes that fit alone: those the estimate
              * says do not fit, each paired with the changes that make room,
              * the dominant wall's first */
-            int r;
-            for (r = 0; r <= 2 && !accepted && rc == 0; r++)
-                for (i = 0; i < cs.n && !accepted && rc == 0; i++) {
-                    char ck[1024], room[1100];
-                    if (!ok || ok[i] != 2 || wall_rank(cs.v[i].walls, wall) != r)
-                        continue;
-                    change_key(&cs.v[i], ck, sizeof ck);
-                    snprintf(room, sizeof room, "room|%s|%s", best_id, ck);
-                    if (tried_has(&t, room))
-                        continue;
-                    tried_add(&t, room);
-                    e->phase = phase;
-                    rc = pair_for_memory(e, phase, &cs, i, &t, &accepted, &ab_count);
-                }
+            rc = walk_pairings(e, phase, &cs, ok, &t, best_id, wall, &accepted, &ab_count);
             if (rc || accepted) {
                 mt_candidates_clear(&cs);
                 if (rc)
@@ -2474,63 +2669,13 @@ static int phase_search(mt__eng *e)
                 break;
             }
         }
-        for (i = 0; i < m; i++) {
-            char kid[17], key[64], ck[1024];
-            mt_config_id(cs.v[arm[i]].config, kid);
-            snprintf(key, sizeof key, "%s>%s", best_id, kid);
-            tried_add(&t, key);
-            change_key(&cs.v[arm[i]], ck, sizeof ck);
-            tried_add(&t, ck);
-        }
+        for (i = 0; i < m; i++)
+            mark_tried(&cs.v[arm[i]], best_id, &t);
         e->phase = phase;
-        if (m > 1) {
-            mt_candidate *ks[MAX_ARMS];
-            arm_result ar[MAX_ARMS];
-            for (i = 0; i < m; i++)
-                ks[i] = &cs.v[arm[i]];
-            rc = screen_arms(e, phase, ks, m, &accepted, ar);
-            if (rc == 0 && accepted) {
-                /* the group compared the new best with its other values
-                 * already: none is screened again from it */
-                char nid[17], kid[17], key[64];
-                mt_config_id(e->best, nid);
-                for (i = 0; i < m; i++) {
-                    mt_config_id(ks[i]->config, kid);
-                    snprintf(key, sizeof key, "%s>%s", nid, kid);
-                    if (strcmp(kid, nid))
-                        tried_add(&t, key);
-                }
-            }
-            for (i = 0; rc == 0 && i < m; i++) {
-                if (ar[i].worse) {
-                    char ck[1024], slow[1100];
-                    change_key(ks[i], ck, sizeof ck);
-                    snprintf(slow, sizeof slow, "slower|%s|%s", best_id, ck);
-                    tried_add(&t, slow);
-                }
-                if (!accepted && ar[i].near < 0 && !strcmp(phase, "retune"))
-                    near_add(&nl, ks[i], ar[i].near);
-            }
-            ab_count++;
-            /* every value refused for memory gets its own pairings */
-            for (i = 0; rc == 0 && !accepted && i < m && !strcmp(phase, "retune"); i++)
-                if (ar[i].memory)
-                    rc = pair_for_memory(e, phase, &cs, arm[i], &t, &accepted, &ab_count);
-        } else {
-            double near_effect = 0;
-            rc = screen_candidate(e, phase, &cs.v[pick], wall, &accepted, &near_effect);
-            if (rc == 0 && !accepted && near_effect < 0 && !strcmp(phase, "retune"))
-                near_add(&nl, &cs.v[pick], near_effect);
-            if (rc == 0 && !accepted && e->last_worse) {
-                char ck[1024], slow[1100];
-                change_key(&cs.v[pick], ck, sizeof ck);
-                snprintf(slow, sizeof slow, "slower|%s|%s", best_id, ck);
-                tried_add(&t, slow);
-            }
-            ab_count++;
-            if (rc == 0 && !accepted && e->last_memory && !strcmp(phase, "retune"))
-                rc = pair_for_memory(e, phase, &cs, pick, &t, &accepted, &ab_count);
-        }
+        if (m > 1)
+            rc = walk_arms(e, phase, &cs, arm, m, best_id, &t, &nl, &accepted, &ab_count);
+        else
+            rc = walk_one(e, phase, &cs, pick, wall, best_id, &t, &nl, &accepted, &ab_count);
         if (rc == 0 && accepted) {
             /* the accepted screen measured the old best against the new:
              * going back is not screened from it */
@@ -2549,16 +2694,7 @@ static int phase_search(mt__eng *e)
             wall = NULL; /* re-profile the new best */
         }
     }
-    if (!wall && !rc) {
-        e->phase = "profile";
-        wall = profile_best(e);
-    }
-    if (wall) {
-        cJSON_Delete(e->walls_after);
-        e->walls_after = wall;
-        if (!e->walls_before)
-            e->walls_before = cJSON_Duplicate(wall, 1);
-    }
+    keep_walls(e, wall, rc);
     tried_free(&t);
     near_clear(&nl);
     free(ok);
