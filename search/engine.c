@@ -3280,12 +3280,169 @@ static void arm_runs(mt__eng *e, cJSON *arm, const mt_kv *cfg)
 }
 
 /* Validate: baseline and winner over the contract's validation window. */
+/* No change was accepted: the baseline alone, for its figures (six
+ * validation replicates), recommended as it is.  0, or -1 (v freed). */
+static int validate_baseline_only(mt__eng *e, const mt_kv *base, const char *bid, cJSON *v,
+                                  mt_kv **recipe, int *status)
+{
+    /* nothing to compare: the baseline alone, for its figures */
+    mt_exec_job q[6];
+    double xs[6], xt[6];
+    int i, n = 0;
+    memset(q, 0, sizeof q);
+    for (i = 0; i < 6; i++) {
+        q[i].cfg = base, memcpy(q[i].id, bid, 17), q[i].kind = "validate";
+        q[i].rep = (e->seq + 1) * REP_BLOCK + i, q[i].phase = "validate";
+    }
+    e->seq++;
+    if (mt_exec_run(e->x, q, 6)) {
+        mt_exec_jobs_free(q, 6);
+        cJSON_Delete(v);
+        return -1;
+    }
+    for (i = 0; i < 6; i++)
+        if (mt_exec_job_ok(q[i].out)) {
+            mt_job_memo m;
+            mt_job_memo_from_json(q[i].out, &m);
+            xt[n] = m.tflops;
+            xs[n++] = m.ms;
+        }
+    cJSON_AddItemToObject(v, "baseline", arm_json(e, base, xs, xt, (size_t)n));
+    cJSON_AddItemToObject(v, "winner", arm_json(e, base, xs, xt, (size_t)n));
+    arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "baseline"), base);
+    arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "winner"), base);
+    cJSON_AddNullToObject(v, "gain");
+    cJSON_AddNullToObject(v, "ci");
+    cJSON_AddNullToObject(v, "p_value");
+    cJSON_AddBoolToObject(v, "confirmed", 0);
+    cJSON_AddStringToObject(v, "recommendation",
+                            "no change passed the gate: keep the baseline (validated here)");
+    e->mem_baseline = memory_json(e, "baseline", q[0].out, base);
+    e->mem_winner = memory_json(e, "winner", q[0].out, base);
+    mt_exec_jobs_free(q, 6);
+    add_label(e, v, base, -1);
+    {
+        int rc;
+        cJSON *nat = natural_validate(e, base, 0, &rc);
+        if (nat)
+            cJSON_AddItemToObject(v, "natural", nat);
+    }
+    e->validation = v;
+    *recipe = mt_kv_dup(base);
+    *status = 2;
+    mt__eng_progress(e, "no change was accepted; the baseline stands");
+    return 0;
+}
+
+/* The validation's verdict into v (gain, interval, p, recommendation) and
+ * what it recommends: the winner when it is confirmed faster, else the
+ * baseline. */
+static void validate_verdict(mt__eng *e, cJSON *v, const ab_out *out, const mt_kv *base,
+                             mt_kv **recipe, int *status, double *gain)
+{
+    cJSON *x;
+    x = cJSON_GetObjectItemCaseSensitive(out->decision, "ci");
+    cJSON_AddItemToObject(v, "ci", cJSON_Duplicate(x, 1));
+    if (out->have_stats) {
+        cJSON_AddNumberToObject(v, "gain", -out->dec.effect);
+        cJSON_AddNumberToObject(v, "p_value", out->dec.p);
+    } else {
+        cJSON_AddNullToObject(v, "gain");
+        cJSON_AddNullToObject(v, "p_value");
+    }
+    if (out->have_stats && out->dec.verdict == MT_STATS_BETTER) {
+        char r[256];
+        *gain = -out->dec.effect;
+        snprintf(r, sizeof r, "use the winner: %.1f%% shorter steps over steps %d-%d (p %.3g)",
+                 100 * *gain, e->c->validate.first, e->c->validate.last, out->dec.p);
+        cJSON_AddBoolToObject(v, "confirmed", 1);
+        cJSON_AddStringToObject(v, "recommendation", r);
+        *recipe = mt_kv_dup(e->best);
+        *status = 0;
+    } else {
+        char r[1024];
+        snprintf(r, sizeof r,
+                 "validation did not confirm the winner (%s); recommend the baseline, the best "
+                 "validated config",
+                 out->reason[0] ? out->reason : "no statistics");
+        cJSON_AddBoolToObject(v, "confirmed", 0);
+        cJSON_AddStringToObject(v, "recommendation", r);
+        *recipe = mt_kv_dup(base);
+        *status = 1;
+    }
+}
+
+/* The memory of both arms from the first validation replicate of each
+ * (memoized reads, not runs: uncharged, off the timeline). */
+static void validate_memory(mt__eng *e, const mt_kv *base, const char *bid, const char *wid)
+{
+    /* memory of both from the first validation replicate of each */
+    mt_exec_job q[2];
+    memset(q, 0, sizeof q);
+    q[0].cfg = base, memcpy(q[0].id, bid, 17);
+    q[1].cfg = e->best, memcpy(q[1].id, wid, 17);
+    q[0].kind = q[1].kind = "validate";
+    q[0].rep = q[1].rep = e->seq * REP_BLOCK;
+    q[0].phase = q[1].phase = "validate";
+    if (mt_exec_run(e->x, q, 2) == 0) {
+        e->mem_baseline = memory_json(e, "baseline", q[0].out, base);
+        e->mem_winner = memory_json(e, "winner", q[1].out, e->best);
+    }
+    mt_exec_uncharge(e->x, q, 2); /* memoized reads, not runs */
+    cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
+    cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
+    mt_exec_jobs_free(q, 2);
+}
+
+/* With forced routing in the contract, the winner and the baseline again
+ * with natural routing: the training-equivalent figure, and a benchmark-
+ * only recommendation when it does not back the gain.  0, or -1. */
+static int validate_natural(mt__eng *e, cJSON *v, const mt_kv *base, int status, double gain)
+{
+    int rc;
+    cJSON *nat = natural_validate(e, base, 1, &rc);
+    if (rc)
+        return -1;
+    if (nat && status == 0 && !strcmp(mt_exec_str(nat, "status"), "measured") &&
+        strcmp(mt_exec_str(nat, "verdict"), "better")) {
+        /* the training-equivalent figure does not back the gain: the
+         * winner is a benchmark recipe only */
+        char r[1024];
+        double g = mt_exec_num(nat, "gain");
+        int worse = !strcmp(mt_exec_str(nat, "verdict"), "worse");
+        if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(nat, "gain")))
+            /* no figure: a run failed (the winner out of memory once
+             * routing is no longer balanced, say) */
+            snprintf(r, sizeof r,
+                     "benchmark only: the winner's steps are %.1f%% shorter over steps "
+                     "%d-%d with the contract's forced routing, but %.600s: keep the "
+                     "baseline for training",
+                     100 * gain, e->c->validate.first, e->c->validate.last,
+                     mt_exec_str(nat, "reason"));
+        else
+            snprintf(r, sizeof r,
+                     "benchmark only: the winner's steps are %.1f%% shorter over steps %d-%d "
+                     "with the contract's forced routing, but %s with natural routing (%.1f%% "
+                     "%s, p %.3g): %s",
+                     100 * gain, e->c->validate.first, e->c->validate.last,
+                     worse ? "longer" : "not shorter", 100 * fabs(g),
+                     g < 0 ? "longer" : "shorter", mt_exec_num(nat, "p_value"),
+                     worse ? "keep the baseline for training"
+                           : "for training, the gain is not shown");
+        cJSON_ReplaceItemInObjectCaseSensitive(v, "recommendation", cJSON_CreateString(r));
+        mt__eng_progress(e, "%s", r);
+    }
+    if (nat)
+        cJSON_AddItemToObject(v, "natural", nat);
+    return 0;
+}
+
 static int phase_validate(mt__eng *e, mt_kv **recipe, int *status, double *gain)
 {
     char bid[17], wid[17];
     ab_in in;
     ab_out out;
-    cJSON *v = cJSON_CreateObject(), *w = cJSON_CreateArray(), *x;
+    cJSON *v = cJSON_CreateObject(), *w = cJSON_CreateArray();
     /* the control: the base, or the config the fit phase made of it (a base
      * that does not fit cannot be measured, nor recommended) */
     const mt_kv *base = e->fitted ? e->fitted : e->baseline;
@@ -3297,55 +3454,8 @@ static int phase_validate(mt__eng *e, mt_kv **recipe, int *status, double *gain)
     cJSON_AddItemToObject(v, "window", w);
     cJSON_AddNumberToObject(v, "steps", e->c->validate.steps);
     *gain = NAN;
-    if (!strcmp(bid, wid)) {
-        /* nothing to compare: the baseline alone, for its figures */
-        mt_exec_job q[6];
-        double xs[6], xt[6];
-        int i, n = 0;
-        memset(q, 0, sizeof q);
-        for (i = 0; i < 6; i++) {
-            q[i].cfg = base, memcpy(q[i].id, bid, 17), q[i].kind = "validate";
-            q[i].rep = (e->seq + 1) * REP_BLOCK + i, q[i].phase = "validate";
-        }
-        e->seq++;
-        if (mt_exec_run(e->x, q, 6)) {
-            mt_exec_jobs_free(q, 6);
-            cJSON_Delete(v);
-            return -1;
-        }
-        for (i = 0; i < 6; i++)
-            if (mt_exec_job_ok(q[i].out)) {
-                mt_job_memo m;
-                mt_job_memo_from_json(q[i].out, &m);
-                xt[n] = m.tflops;
-                xs[n++] = m.ms;
-            }
-        cJSON_AddItemToObject(v, "baseline", arm_json(e, base, xs, xt, (size_t)n));
-        cJSON_AddItemToObject(v, "winner", arm_json(e, base, xs, xt, (size_t)n));
-        arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "baseline"), base);
-        arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "winner"), base);
-        cJSON_AddNullToObject(v, "gain");
-        cJSON_AddNullToObject(v, "ci");
-        cJSON_AddNullToObject(v, "p_value");
-        cJSON_AddBoolToObject(v, "confirmed", 0);
-        cJSON_AddStringToObject(v, "recommendation",
-                                "no change passed the gate: keep the baseline (validated here)");
-        e->mem_baseline = memory_json(e, "baseline", q[0].out, base);
-        e->mem_winner = memory_json(e, "winner", q[0].out, base);
-        mt_exec_jobs_free(q, 6);
-        add_label(e, v, base, -1);
-        {
-            int rc;
-            cJSON *nat = natural_validate(e, base, 0, &rc);
-            if (nat)
-                cJSON_AddItemToObject(v, "natural", nat);
-        }
-        e->validation = v;
-        *recipe = mt_kv_dup(base);
-        *status = 2;
-        mt__eng_progress(e, "no change was accepted; the baseline stands");
-        return 0;
-    }
+    if (!strcmp(bid, wid))
+        return validate_baseline_only(e, base, bid, v, recipe, status);
     memset(&in, 0, sizeof in);
     in.phase = "validate";
     in.variable = "winner";
@@ -3368,94 +3478,14 @@ static int phase_validate(mt__eng *e, mt_kv **recipe, int *status, double *gain)
                           cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(out.decision, "candidate"), 1));
     arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "baseline"), base);
     arm_runs(e, cJSON_GetObjectItemCaseSensitive(v, "winner"), e->best);
-    x = cJSON_GetObjectItemCaseSensitive(out.decision, "ci");
-    cJSON_AddItemToObject(v, "ci", cJSON_Duplicate(x, 1));
-    if (out.have_stats) {
-        cJSON_AddNumberToObject(v, "gain", -out.dec.effect);
-        cJSON_AddNumberToObject(v, "p_value", out.dec.p);
-    } else {
-        cJSON_AddNullToObject(v, "gain");
-        cJSON_AddNullToObject(v, "p_value");
-    }
-    if (out.have_stats && out.dec.verdict == MT_STATS_BETTER) {
-        char r[256];
-        *gain = -out.dec.effect;
-        snprintf(r, sizeof r, "use the winner: %.1f%% shorter steps over steps %d-%d (p %.3g)",
-                 100 * *gain, e->c->validate.first, e->c->validate.last, out.dec.p);
-        cJSON_AddBoolToObject(v, "confirmed", 1);
-        cJSON_AddStringToObject(v, "recommendation", r);
-        *recipe = mt_kv_dup(e->best);
-        *status = 0;
-    } else {
-        char r[1024];
-        snprintf(r, sizeof r,
-                 "validation did not confirm the winner (%s); recommend the baseline, the best "
-                 "validated config",
-                 out.reason[0] ? out.reason : "no statistics");
-        cJSON_AddBoolToObject(v, "confirmed", 0);
-        cJSON_AddStringToObject(v, "recommendation", r);
-        *recipe = mt_kv_dup(base);
-        *status = 1;
-    }
+    validate_verdict(e, v, &out, base, recipe, status, gain);
     mt__eng_progress(e, "%s", mt_exec_str(v, "recommendation"));
-    {
-        /* memory of both from the first validation replicate of each */
-        mt_exec_job q[2];
-        memset(q, 0, sizeof q);
-        q[0].cfg = base, memcpy(q[0].id, bid, 17);
-        q[1].cfg = e->best, memcpy(q[1].id, wid, 17);
-        q[0].kind = q[1].kind = "validate";
-        q[0].rep = q[1].rep = e->seq * REP_BLOCK;
-        q[0].phase = q[1].phase = "validate";
-        if (mt_exec_run(e->x, q, 2) == 0) {
-            e->mem_baseline = memory_json(e, "baseline", q[0].out, base);
-            e->mem_winner = memory_json(e, "winner", q[1].out, e->best);
-        }
-        mt_exec_uncharge(e->x, q, 2); /* memoized reads, not runs */
-        cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
-        cJSON_DeleteItemFromArray(e->timeline, cJSON_GetArraySize(e->timeline) - 1);
-        mt_exec_jobs_free(q, 2);
-    }
+    validate_memory(e, base, bid, wid);
     cJSON_Delete(in.changes), cJSON_Delete(in.repairs);
     add_label(e, v, e->best, -1);
-    {
-        int rc;
-        cJSON *nat = natural_validate(e, base, 1, &rc);
-        if (rc) {
-            cJSON_Delete(v);
-            return -1;
-        }
-        if (nat && *status == 0 && !strcmp(mt_exec_str(nat, "status"), "measured") &&
-            strcmp(mt_exec_str(nat, "verdict"), "better")) {
-            /* the training-equivalent figure does not back the gain: the
-             * winner is a benchmark recipe only */
-            char r[1024];
-            double g = mt_exec_num(nat, "gain");
-            int worse = !strcmp(mt_exec_str(nat, "verdict"), "worse");
-            if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(nat, "gain")))
-                /* no figure: a run failed (the winner out of memory once
-                 * routing is no longer balanced, say) */
-                snprintf(r, sizeof r,
-                         "benchmark only: the winner's steps are %.1f%% shorter over steps "
-                         "%d-%d with the contract's forced routing, but %.600s: keep the "
-                         "baseline for training",
-                         100 * *gain, e->c->validate.first, e->c->validate.last,
-                         mt_exec_str(nat, "reason"));
-            else
-                snprintf(r, sizeof r,
-                         "benchmark only: the winner's steps are %.1f%% shorter over steps %d-%d "
-                         "with the contract's forced routing, but %s with natural routing (%.1f%% "
-                         "%s, p %.3g): %s",
-                         100 * *gain, e->c->validate.first, e->c->validate.last,
-                         worse ? "longer" : "not shorter", 100 * fabs(g),
-                         g < 0 ? "longer" : "shorter", mt_exec_num(nat, "p_value"),
-                         worse ? "keep the baseline for training"
-                               : "for training, the gain is not shown");
-            cJSON_ReplaceItemInObjectCaseSensitive(v, "recommendation", cJSON_CreateString(r));
-            mt__eng_progress(e, "%s", r);
-        }
-        if (nat)
-            cJSON_AddItemToObject(v, "natural", nat);
+    if (validate_natural(e, v, base, *status, *gain)) {
+        cJSON_Delete(v);
+        return -1;
     }
     e->validation = v;
     return 0;
@@ -3740,6 +3770,75 @@ static void on_live(void *ctx)
 
 /* ---- the tune ------------------------------------------------------------------------------ */
 
+/* A tune's engine before anything runs: the options, the budget, the
+ * deadline, the empty records. */
+static void eng_init(mt__eng *e, mt_registry *reg, mt_contract *c, const mt_tune_opts *o,
+                     mt_tune_result *out, mt_diag *d)
+{
+    memset(e, 0, sizeof *e);
+    e->strategy = mt_strategy_name(o->strategy);
+    e->reg = reg;
+    e->c = c;
+    e->o = *o;
+    e->res = out;
+    e->d = d;
+    e->started = now_s();
+    e->budget_gh = o->gpu_hours > 0 ? o->gpu_hours : c->gpu_hours;
+    e->budget_runs = o->runs > 0 ? o->runs : c->max_runs;
+    e->until = o->until > 0 ? o->until : e->started + c->deadline_hours * 3600;
+    e->best_ms = e->baseline_ms = e->best_peak_gb = NAN;
+    e->decisions = cJSON_CreateArray();
+    e->timeline = cJSON_CreateArray();
+    e->accepted = cJSON_CreateArray();
+    e->ablation = cJSON_CreateArray();
+}
+
+/* What the tune's caller gets: its status, gain, spending, and the recipe
+ * (taken from *recipe; the baseline when the tune failed). */
+static void tune_result(const mt__eng *e, mt_kv **recipe, int status, double gain,
+                        mt_tune_result *out)
+{
+    out->status = status;
+    out->gain = gain;
+    out->gpu_hours = mt_exec_gpu_hours(e->x);
+    out->runs = mt_exec_runs(e->x);
+    out->runs_executed = mt_exec_executed(e->x);
+    out->accepted = cJSON_GetArraySize(e->accepted);
+    out->not_ablated = e->not_ablated;
+    snprintf(out->stopped, sizeof out->stopped, "%s", e->stopped);
+    snprintf(out->bundle, sizeof out->bundle, "%s/bundle.json", e->o.dir);
+    if (*recipe) {
+        mt_config_id(*recipe, out->recipe_id);
+        out->recipe = *recipe;
+        *recipe = NULL;
+    } else if (status == 3) {
+        mt_config_id(e->baseline, out->recipe_id);
+        out->recipe = mt_kv_dup(e->baseline);
+    }
+}
+
+/* Everything the engine holds, freed (its executor too). */
+static void eng_clear(mt__eng *e)
+{
+    mt_kv_destroy(&e->baseline);
+    mt_kv_destroy(&e->best);
+    mt_kv_destroy(&e->fitted);
+    cJSON_Delete(e->base_fit);
+    cJSON_Delete(e->decisions);
+    cJSON_Delete(e->timeline);
+    cJSON_Delete(e->tflops_of);
+    cJSON_Delete(e->accepted);
+    cJSON_Delete(e->ablation);
+    cJSON_Delete(e->walls_before);
+    cJSON_Delete(e->walls_after);
+    cJSON_Delete(e->validation);
+    cJSON_Delete(e->mem_baseline);
+    cJSON_Delete(e->mem_winner);
+    cJSON_Delete(e->baseline_arm);
+    cJSON_Delete(e->best_arm);
+    mt_exec_destroy(&e->x);
+}
+
 int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_result *out,
             mt_diag *d)
 {
@@ -3750,22 +3849,7 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
     double gain = NAN;
     memset(out, 0, sizeof *out);
     out->gain = NAN;
-    memset(&e, 0, sizeof e);
-    e.strategy = mt_strategy_name(o->strategy);
-    e.reg = reg;
-    e.c = c;
-    e.o = *o;
-    e.res = out;
-    e.d = d;
-    e.started = now_s();
-    e.budget_gh = o->gpu_hours > 0 ? o->gpu_hours : c->gpu_hours;
-    e.budget_runs = o->runs > 0 ? o->runs : c->max_runs;
-    e.until = o->until > 0 ? o->until : e.started + c->deadline_hours * 3600;
-    e.best_ms = e.baseline_ms = e.best_peak_gb = NAN;
-    e.decisions = cJSON_CreateArray();
-    e.timeline = cJSON_CreateArray();
-    e.accepted = cJSON_CreateArray();
-    e.ablation = cJSON_CreateArray();
+    eng_init(&e, reg, c, o, out, d);
     env.reg = reg;
     env.c = c;
     env.dir = o->dir;
@@ -3821,23 +3905,7 @@ int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_res
         goto out;
     rc = mt__eng_write_bundle(&e, recipe, status, gain, d);
 done:
-    out->status = status;
-    out->gain = gain;
-    out->gpu_hours = mt_exec_gpu_hours(e.x);
-    out->runs = mt_exec_runs(e.x);
-    out->runs_executed = mt_exec_executed(e.x);
-    out->accepted = cJSON_GetArraySize(e.accepted);
-    out->not_ablated = e.not_ablated;
-    snprintf(out->stopped, sizeof out->stopped, "%s", e.stopped);
-    snprintf(out->bundle, sizeof out->bundle, "%s/bundle.json", o->dir);
-    if (recipe) {
-        mt_config_id(recipe, out->recipe_id);
-        out->recipe = recipe;
-        recipe = NULL;
-    } else if (status == 3) {
-        mt_config_id(e.baseline, out->recipe_id);
-        out->recipe = mt_kv_dup(e.baseline);
-    }
+    tune_result(&e, &recipe, status, gain, out);
     e.phase = "done";
     mt__eng_progress(&e, "finished (%s%s): bundle %s",
                  status == 0   ? "validated"
@@ -3847,22 +3915,6 @@ done:
                  e.not_ablated ? ", winner not ablated" : "", out->bundle);
 out:
     mt_kv_destroy(&recipe);
-    mt_kv_destroy(&e.baseline);
-    mt_kv_destroy(&e.best);
-    mt_kv_destroy(&e.fitted);
-    cJSON_Delete(e.base_fit);
-    cJSON_Delete(e.decisions);
-    cJSON_Delete(e.timeline);
-    cJSON_Delete(e.tflops_of);
-    cJSON_Delete(e.accepted);
-    cJSON_Delete(e.ablation);
-    cJSON_Delete(e.walls_before);
-    cJSON_Delete(e.walls_after);
-    cJSON_Delete(e.validation);
-    cJSON_Delete(e.mem_baseline);
-    cJSON_Delete(e.mem_winner);
-    cJSON_Delete(e.baseline_arm);
-    cJSON_Delete(e.best_arm);
-    mt_exec_destroy(&e.x);
+    eng_clear(&e);
     return rc;
 }
