@@ -1450,20 +1450,15 @@ static int fitrank_cmp(const void *pa, const void *pb)
     return a->at < b->at ? -1 : a->at > b->at;
 }
 
-/* Fit: the base when a probe confirms it fits (probed when the estimate
- * fits or misses within its uncertainty; beyond that it is rejected unrun);
- * else the memory-wall candidates in the workflow's order (fit_step), each
- * estimated, probed within the uncertainty, the first that fits taken. */
-static int phase_fit(mt__eng *e)
+/* Whether the base fits: by the estimate, then a probe run.  0 it fits, 1
+ * it does not run at all (no memory change can fix that), 2 it does not
+ * fit (the fit phase searches), -1 the executor failed. */
+static int fit_base(mt__eng *e)
 {
-    mt_candidates cs = {0};
     cJSON *job = NULL;
-    fitrank *order = NULL;
-    memview m, base_m;
-    size_t i, n = 0;
-    int probes = 0, r;
+    memview base_m;
+    int r;
     char why[1200], mw[256], pw[300];
-    e->phase = "fit";
     mem_view(e, e->best, &base_m);
     mem_words(e, &base_m, mw, sizeof mw);
     if (base_m.verdict == MEM_FITS || base_m.verdict == MEM_UNSURE) {
@@ -1506,6 +1501,25 @@ static int phase_fit(mt__eng *e)
     }
     mt__eng_progress(e, "%s", why);
     record_simple(e, "fit", "base", e->best, e->best, "rejected", why);
+    return 2;
+}
+
+/* Fit: the base when a probe confirms it fits (probed when the estimate
+ * fits or misses within its uncertainty; beyond that it is rejected unrun);
+ * else the memory-wall candidates in the workflow's order (fit_step), each
+ * estimated, probed within the uncertainty, the first that fits taken. */
+static int phase_fit(mt__eng *e)
+{
+    mt_candidates cs = {0};
+    cJSON *job = NULL;
+    fitrank *order = NULL;
+    memview m;
+    size_t i, n = 0;
+    int probes = 0, r;
+    char why[1200], mw[256], pw[300];
+    e->phase = "fit";
+    if ((r = fit_base(e)) != 2)
+        return r;
 
     {
         size_t before = mt_diag_count(e->d);
@@ -1834,24 +1848,6 @@ static int arms_initial(mt__eng *e, double alpha)
     return n;
 }
 
-/* A variable with several values (dispatcher type and backend, SM counts,
- * graph scopes, recompute module sets, layouts) screened as one multi-arm
- * comparison against one matched control, so that which value wins does
- * not depend on the order the plugins propose them in:
- *  1. every arm against the control, on the same control runs (the pool),
- *     each through the full gate at alpha / m: Bonferroni over the m arms,
- *     so the chance of accepting any arm that is not faster stays within
- *     the contract's alpha;
- *  2. among the k arms that pass, the one with the lowest median leads, and
- *     each other is compared with the leader (the statistics alone, at
- *     alpha / (k - 1), on the runs both already have, with more replicates
- *     while undecided): an arm faster than the leader by the minimum effect
- *     replaces it; one slower, or within the minimum effect, does not.
- * This is an indifference-zone selection with the minimum effect as the
- * zone: the arm kept is within the minimum effect of the fastest passing
- * arm unless a follow-up errs, at a rate within alpha.  Every arm's record
- * is in the bundle (arms: group, of, selected), so are the follow-ups
- * (phase "select"), and only the selected arm's verdict is "accepted". */
 /* One multi-arm screen's state (screen_arms). */
 typedef struct arm_group {
     mt__eng *e;
@@ -2085,6 +2081,24 @@ static void arms_commit(arm_group *g, int rc)
     }
 }
 
+/* A variable with several values (dispatcher type and backend, SM counts,
+ * graph scopes, recompute module sets, layouts) screened as one multi-arm
+ * comparison against one matched control, so that which value wins does
+ * not depend on the order the plugins propose them in:
+ *  1. every arm against the control, on the same control runs (the pool),
+ *     each through the full gate at alpha / m: Bonferroni over the m arms,
+ *     so the chance of accepting any arm that is not faster stays within
+ *     the contract's alpha;
+ *  2. among the k arms that pass, the one with the lowest median leads, and
+ *     each other is compared with the leader (the statistics alone, at
+ *     alpha / (k - 1), on the runs both already have, with more replicates
+ *     while undecided): an arm faster than the leader by the minimum effect
+ *     replaces it; one slower, or within the minimum effect, does not.
+ * This is an indifference-zone selection with the minimum effect as the
+ * zone: the arm kept is within the minimum effect of the fastest passing
+ * arm unless a follow-up errs, at a rate within alpha.  Every arm's record
+ * is in the bundle (arms: group, of, selected), so are the follow-ups
+ * (phase "select"), and only the selected arm's verdict is "accepted". */
 static int screen_arms(mt__eng *e, const char *phase, mt_candidate **k, size_t m, int *accepted,
                        arm_result *res)
 {
@@ -2396,9 +2410,6 @@ static int screen_near_bundle(mt__eng *e, near_list *l, const cJSON *wall, tried
     return 0;
 }
 
-/* Scale (the folding plugin's layouts) and retune (every other plugin, the
- * dominant wall's first): one variable per screen until nothing passes, then
- * the near misses as one change. */
 /* The walk is over: the wall of where it ended (profiled now unless it
  * stopped on an error) is walls_after, and walls_before when there was
  * none. */
@@ -2585,6 +2596,9 @@ static int walk_one(mt__eng *e, const char *phase, mt_candidates *cs, size_t pic
     return rc;
 }
 
+/* Scale (the folding plugin's layouts) and retune (every other plugin, the
+ * dominant wall's first): one variable per screen until nothing passes, then
+ * the near misses as one change. */
 static int phase_search(mt__eng *e)
 {
     tried t = {0};
@@ -2716,6 +2730,44 @@ static void change_text(const cJSON *a, char *to, size_t n)
     }
 }
 
+/* An ablation row that measured nothing: kept or not, and why. */
+static void row_unmeasured(cJSON *row, int kept, const char *reason)
+{
+    cJSON_AddNullToObject(row, "gain_without");
+    cJSON_AddNullToObject(row, "p_value");
+    cJSON_AddBoolToObject(row, "kept", kept);
+    cJSON_AddStringToObject(row, "reason", reason);
+}
+
+/* Why an ablation kept or dropped its change (drop), from its A/B out; part:
+ * the knobs of it the winner still holds when a later change superseded
+ * the rest (NULL: all of them). */
+static void ablation_why(const mt__eng *e, const ab_out *out, int drop, const char *part,
+                         char *why, size_t n)
+{
+    char kept_same[200] = "";
+    if (!drop && out->have_stats && out->dec.verdict == MT_STATS_SAME)
+        snprintf(kept_same, sizeof kept_same,
+                 out->dec.effect >= e->c->min_effect / 2
+                     ? "kept: without it the steps are %.2f%% longer, within the same band "
+                       "but not under half the minimum effect"
+                     : "kept: without it the steps are %.2f%% longer, within the same band "
+                       "but shown longer (interval %.2f%% to %.2f%%)",
+                 100 * out->dec.effect, 100 * out->dec.ci_lo, 100 * out->dec.ci_hi);
+    if (drop && out->dec.verdict == MT_STATS_UNKNOWN)
+        snprintf(kept_same, sizeof kept_same,
+                 "removing it is faster: without it the steps are %.2f%% shorter (interval "
+                 "%.2f%% to %.2f%%), undecided against the minimum effect at the replicate "
+                 "cap: dropped",
+                 -100 * out->dec.effect, -100 * out->dec.ci_hi, -100 * out->dec.ci_lo);
+    snprintf(why, n, "%s%s%s%s",
+             drop ? (kept_same[0] ? kept_same : "removing it does not hurt: dropped")
+             : kept_same[0] ? kept_same
+                            : out->reason,
+             part ? " (partly superseded: the winner holds only " : "", part ? part : "",
+             part ? " of it)" : "");
+}
+
 /* Ablates one accepted change a against the winner: the ablation row in
  * *row_out, *superseded set when the winner holds none of its knobs at the
  * change's values (nothing to remove, nothing measured).  0, or -1 when the
@@ -2754,32 +2806,22 @@ static int ablate_one(mt__eng *e, const cJSON *a, cJSON **row_out, int *supersed
     cJSON_AddStringToObject(row, "to", to);
     if (!live) {
         /* nothing of it is in the winner: said, not measured */
-        cJSON_AddNullToObject(row, "gain_without");
-        cJSON_AddNullToObject(row, "p_value");
-        cJSON_AddBoolToObject(row, "kept", 0);
-        cJSON_AddStringToObject(row, "reason",
-                                "superseded: later accepted changes set every knob it changed "
-                                "to other values, so the winner does not hold it");
+        row_unmeasured(row, 0, "superseded: later accepted changes set every knob it changed to "
+                               "other values, so the winner does not hold it");
         *superseded = 1;
         mt_kv_destroy(&k.sets), mt_kv_destroy(&k.repairs);
         return 0;
     }
     mt_candidate_apply(e->reg, e->c, e->best, &k, e->d);
     if (k.reject || k.violations.n || !k.config) {
-        cJSON_AddNullToObject(row, "gain_without");
-        cJSON_AddNullToObject(row, "p_value");
-        cJSON_AddBoolToObject(row, "kept", 1);
-        cJSON_AddStringToObject(row, "reason", "cannot be removed alone (illegal without it)");
+        row_unmeasured(row, 1, "cannot be removed alone (illegal without it)");
         goto done;
     }
     {
         mt_stats_design ds;
         design(e, &ds, 0, 0);
         if (!afford(e, 2 * ds.initial)) {
-            cJSON_AddNullToObject(row, "gain_without");
-            cJSON_AddNullToObject(row, "p_value");
-            cJSON_AddBoolToObject(row, "kept", 1);
-            cJSON_AddStringToObject(row, "reason", "not ablated: budget");
+            row_unmeasured(row, 1, "not ablated: budget");
             e->not_ablated++;
             goto done;
         }
@@ -2806,27 +2848,7 @@ static int ablate_one(mt__eng *e, const cJSON *a, cJSON **row_out, int *supersed
             cJSON_AddNullToObject(row, "p_value");
         }
         cJSON_AddBoolToObject(row, "kept", !drop);
-        char kept_same[200] = "";
-        if (!drop && out.have_stats && out.dec.verdict == MT_STATS_SAME)
-            snprintf(kept_same, sizeof kept_same,
-                     out.dec.effect >= e->c->min_effect / 2
-                         ? "kept: without it the steps are %.2f%% longer, within the same band "
-                           "but not under half the minimum effect"
-                         : "kept: without it the steps are %.2f%% longer, within the same band "
-                           "but shown longer (interval %.2f%% to %.2f%%)",
-                     100 * out.dec.effect, 100 * out.dec.ci_lo, 100 * out.dec.ci_hi);
-        if (drop && out.dec.verdict == MT_STATS_UNKNOWN)
-            snprintf(kept_same, sizeof kept_same,
-                     "removing it is faster: without it the steps are %.2f%% shorter (interval "
-                     "%.2f%% to %.2f%%), undecided against the minimum effect at the replicate "
-                     "cap: dropped",
-                     -100 * out.dec.effect, -100 * out.dec.ci_hi, -100 * out.dec.ci_lo);
-        snprintf(why, sizeof why, "%s%s%s%s",
-                 drop ? (kept_same[0] ? kept_same : "removing it does not hurt: dropped")
-                 : kept_same[0] ? kept_same
-                                : out.reason,
-                 live < all ? " (partly superseded: the winner holds only " : "",
-                 live < all ? part : "", live < all ? " of it)" : "");
+        ablation_why(e, &out, drop, live < all ? part : NULL, why, sizeof why);
         cJSON_AddStringToObject(row, "reason", why);
         mt__eng_progress(e, "%s %s", in.variable, drop ? "dropped" : "kept");
         if (drop) {
@@ -3279,7 +3301,6 @@ static void arm_runs(mt__eng *e, cJSON *arm, const mt_kv *cfg)
     mt_store_runs_free(runs, n);
 }
 
-/* Validate: baseline and winner over the contract's validation window. */
 /* No change was accepted: the baseline alone, for its figures (six
  * validation replicates), recommended as it is.  0, or -1 (v freed). */
 static int validate_baseline_only(mt__eng *e, const mt_kv *base, const char *bid, cJSON *v,
@@ -3437,6 +3458,7 @@ static int validate_natural(mt__eng *e, cJSON *v, const mt_kv *base, int status,
     return 0;
 }
 
+/* Validate: baseline and winner over the contract's validation window. */
 static int phase_validate(mt__eng *e, mt_kv **recipe, int *status, double *gain)
 {
     char bid[17], wid[17];
