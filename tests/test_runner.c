@@ -1411,7 +1411,10 @@ static void srun_cancel_case(slurm *s, const char *jobid, const char *tag, int i
     int i;
     make_marker(marker, sizeof marker, tag);
     sn.marker = marker;
-    srun_job(s, jobid, ignore_term ? tree : sleeper, 1.0, &sn, &res, &name);
+    /* the time limit must fall after every task said "ready": within an
+     * allocation a step starts at once; a job of its own is scheduled
+     * first, which on a loaded machine takes seconds */
+    srun_job(s, jobid, ignore_term ? tree : sleeper, jobid ? 1.0 : 5.0, &sn, &res, &name);
     /* two tasks x (main + child + grandchild), or two sleepers */
     ck_assert_int_eq(sn.marked_at_ready, ignore_term ? 6 : 2);
     /* the launcher's node list, from Slurm itself */
