@@ -882,22 +882,21 @@ static cJSON *diagnose(bsess *e, const mt_kv *cfg_before, const char *rev_before
     o[0] = v[0].out, o[1] = v[1].out;
     for (i = 0; i < 2; i++) {
         cJSON *y = cJSON_AddObjectToObject(x, i ? "after" : "before");
-        cJSON *wl = cJSON_GetObjectItem(o[i], "wall");
         mt_job_memo_from_json(o[i], &m[i]);
         ms[i] = m[i].ms;
         pk[i] = m[i].peak_gb;
         cJSON_AddStringToObject(y, "outcome", m[i].outcome);
         num_or_null(y, "ms", ms[i]);
         num_or_null(y, "peak_gb", pk[i]);
-        if (wl)
-            cJSON_AddItemToObject(y, "wall", cJSON_Duplicate(wl, 1));
+        if (m[i].has_wall)
+            cJSON_AddItemToObject(y, "wall", mt_job_memo_wall_to_json(&m[i].wall));
     }
     if (!mt_exec_job_ok(o[1]) && !strcmp(m[1].outcome, "oom")) {
         wall = "memory";
         snprintf(line, sizeof line, "the run after it ran out of memory: %.300s",
                  m[1].evidence);
-    } else if (!mt_exec_job_ok(o[0]) || !mt_exec_job_ok(o[1]) ||
-               !cJSON_GetObjectItem(o[0], "wall") || !cJSON_GetObjectItem(o[1], "wall")) {
+    } else if (!mt_exec_job_ok(o[0]) || !mt_exec_job_ok(o[1]) || !m[0].has_wall ||
+               !m[1].has_wall) {
         snprintf(line, sizeof line, "the profiled pair did not both run and profile: %s / %s",
                  m[0].outcome, m[1].outcome);
         cJSON_AddStringToObject(x, "error", line);
@@ -938,8 +937,7 @@ static cJSON *diagnose(bsess *e, const mt_kv *cfg_before, const char *rev_before
     /* the activation evidence that differs: kernels gone or new, graphs, launches */
     ev = cJSON_AddArrayToObject(x, "evidence");
     {
-        const cJSON *ta = cJSON_GetObjectItem(o[0], "trace"), *tb = cJSON_GetObjectItem(o[1], "trace"),
-                    *it;
+        const cJSON *ta = m[0].trace, *tb = m[1].trace, *it;
         cJSON_ArrayForEach(it, tb) {
             const char *bv = cJSON_GetStringValue(it);
             const char *av = cJSON_GetStringValue(cJSON_GetObjectItem(ta, it->string));
@@ -950,14 +948,12 @@ static cJSON *diagnose(bsess *e, const mt_kv *cfg_before, const char *rev_before
                 cJSON_AddItemToArray(ev, cJSON_CreateString(line));
             }
         }
-        ta = cJSON_GetObjectItem(o[0], "verdicts"), tb = cJSON_GetObjectItem(o[1], "verdicts");
-        cJSON_ArrayForEach(it, tb) {
-            const char *bv = cJSON_GetStringValue(cJSON_GetObjectItem(it, "verdict"));
-            const char *av = cJSON_GetStringValue(
-                cJSON_GetObjectItem(cJSON_GetObjectItem(ta, it->string), "verdict"));
-            if (bv && av && strcmp(av, bv)) {
+        cJSON_ArrayForEach(it, m[1].verdicts) {
+            const char *bev, *bv = mt_job_memo_verdict(&m[1], it->string, &bev);
+            const char *av = mt_job_memo_verdict(&m[0], it->string, NULL);
+            if (bv && av && *bv && *av && strcmp(av, bv)) {
                 snprintf(line, sizeof line, "verdict %s: %s -> %s (%.300s)", it->string, av, bv,
-                         mt_exec_str(it, "evidence"));
+                         bev);
                 cJSON_AddItemToArray(ev, cJSON_CreateString(line));
             }
         }

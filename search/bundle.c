@@ -3,6 +3,7 @@
  * atomically, then REPORT.md and report.html rendered from it alone.
  */
 #include "engine_int.h"
+#include "job_memo.h"
 
 #include "config.h"
 #include "evaluate.h"
@@ -40,30 +41,32 @@ static void num_or_null(cJSON *o, const char *k, double v)
         cJSON_AddNullToObject(o, k);
 }
 
-static double share_of(const cJSON *w, const char *k)
+static double share_of(double v)
 {
-    double v = mt_exec_num(w, k);
     return isfinite(v) && v > 0 ? v : 0;
 }
 
-/* The job memo's wall, in the bundle's shape.  The memo's figures overlap:
- * compute is the union of compute kernels, communication hidden under
- * compute included; idle includes the pipeline bubble.  The bundle's shares
- * partition the profiled window instead (search/BUNDLE.md): compute with
- * nothing under it, compute with communication hidden under it, exposed
- * communication, idle less the bubble, the bubble, and what no trace class
- * covers; they add up to 1. */
-static cJSON *wall_json(const cJSON *w)
+/* The wall of a profiled run's job memo (prof; NULL: none), in the bundle's
+ * shape.  The memo's figures overlap: compute is the union of compute
+ * kernels, communication hidden under compute included; idle includes the
+ * pipeline bubble.  The bundle's shares partition the profiled window
+ * instead (search/BUNDLE.md): compute with nothing under it, compute with
+ * communication hidden under it, exposed communication, idle less the
+ * bubble, the bubble, and what no trace class covers; they add up to 1. */
+static cJSON *wall_json(const cJSON *prof)
 {
     cJSON *o, *s;
+    mt_job_memo m;
+    const mt_job_memo_wall *w = &m.wall;
     double compute, hidden, exposed, idle, bubble, other, sum;
-    if (!w)
+    mt_job_memo_from_json(prof, &m);
+    if (!m.has_wall)
         return cJSON_CreateNull();
-    compute = share_of(w, "compute");
-    hidden = fmin(share_of(w, "hidden_comm"), compute);
-    exposed = share_of(w, "exposed_comm");
-    idle = share_of(w, "idle");
-    bubble = fmin(share_of(w, "bubble"), idle);
+    compute = share_of(w->compute);
+    hidden = fmin(share_of(w->hidden_comm), compute);
+    exposed = share_of(w->exposed_comm);
+    idle = share_of(w->idle);
+    bubble = fmin(share_of(w->bubble), idle);
     sum = compute + exposed + idle;
     other = sum < 1 ? 1 - sum : 0;
     if (sum > 1) {
@@ -74,9 +77,9 @@ static cJSON *wall_json(const cJSON *w)
     }
     o = cJSON_CreateObject();
     s = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "wall", mt_exec_str(w, "wall"));
-    cJSON_AddStringToObject(o, "runner_up", mt_exec_str(w, "runner_up"));
-    num_or_null(o, "confidence", mt_exec_num(w, "confidence"));
+    cJSON_AddStringToObject(o, "wall", w->wall);
+    cJSON_AddStringToObject(o, "runner_up", w->runner_up);
+    num_or_null(o, "confidence", w->confidence);
     cJSON_AddNumberToObject(s, "compute", compute - hidden);
     cJSON_AddNumberToObject(s, "exposed_comm", exposed);
     cJSON_AddNumberToObject(s, "hidden_comm", hidden);
@@ -84,16 +87,16 @@ static cJSON *wall_json(const cJSON *w)
     cJSON_AddNumberToObject(s, "bubble", bubble);
     cJSON_AddNumberToObject(s, "other", other);
     cJSON_AddItemToObject(o, "shares", s);
-    if (isfinite(mt_exec_num(w, "first")) && isfinite(mt_exec_num(w, "last"))) {
+    if (w->has_steps && isfinite(w->first) && isfinite(w->last)) {
         cJSON *st = cJSON_CreateArray();
-        cJSON_AddItemToArray(st, cJSON_CreateNumber(mt_exec_num(w, "first")));
-        cJSON_AddItemToArray(st, cJSON_CreateNumber(mt_exec_num(w, "last")));
+        cJSON_AddItemToArray(st, cJSON_CreateNumber(w->first));
+        cJSON_AddItemToArray(st, cJSON_CreateNumber(w->last));
         cJSON_AddItemToObject(o, "steps", st);
     } else {
         cJSON_AddNullToObject(o, "steps");
     }
-    num_or_null(o, "window_s", mt_exec_num(w, "window_s"));
-    cJSON_AddStringToObject(o, "reason", mt_exec_str(w, "reason"));
+    num_or_null(o, "window_s", w->window_s);
+    cJSON_AddStringToObject(o, "reason", w->reason);
     return o;
 }
 

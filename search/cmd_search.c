@@ -11,6 +11,7 @@
 #include "dirlock.h"
 #include "engine.h"
 #include "evaluate.h"
+#include "job_memo.h"
 #include "measure.h"
 #include "memory.h"
 #include "model.h"
@@ -458,26 +459,21 @@ static cJSON *model_screen_one(mt_session *s, const mt_kv *cfg, int nrep, int re
         for (r = 0; r < nrep && r < 64; r++) {
             char *text = mt_model_job(s->contract, cfg, "screen", rep0 + r, seed);
             cJSON *j = text ? cJSON_Parse(text) : NULL;
-            const cJSON *x;
+            mt_job_memo m;
             free(text);
             if (!j) {
                 outcome = "error";
                 break;
             }
-            x = cJSON_GetObjectItemCaseSensitive(j, "gpu_hours");
-            gh += cJSON_IsNumber(x) ? x->valuedouble : 0;
-            x = cJSON_GetObjectItemCaseSensitive(j, "outcome");
-            if (cJSON_IsString(x) && !strcmp(x->valuestring, "ok") &&
-                cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "ms"))) {
-                ms[ok] = cJSON_GetObjectItemCaseSensitive(j, "ms")->valuedouble;
-                x = cJSON_GetObjectItemCaseSensitive(j, "tflops");
-                tf[ok++] = cJSON_IsNumber(x) ? x->valuedouble : NAN;
-                x = cJSON_GetObjectItemCaseSensitive(j, "peak_gb");
-                if (cJSON_IsNumber(x) && isfinite(cap_gb) && x->valuedouble > cap_gb)
+            mt_job_memo_from_json(j, &m);
+            gh += isfinite(m.gpu_hours) ? m.gpu_hours : 0;
+            if (!strcmp(m.outcome, "ok") && isfinite(m.ms)) {
+                ms[ok] = m.ms;
+                tf[ok++] = m.tflops;
+                if (isfinite(m.peak_gb) && isfinite(cap_gb) && m.peak_gb > cap_gb)
                     within = 0;
             } else if (!strcmp(outcome, "ok")) {
-                outcome = cJSON_IsString(x) ? (!strcmp(x->valuestring, "oom") ? "oom" : "crash")
-                                            : "error";
+                outcome = !*m.outcome ? "error" : !strcmp(m.outcome, "oom") ? "oom" : "crash";
             }
             cJSON_DeleteItemFromObjectCaseSensitive(j, "verdicts");
             cJSON_AddNumberToObject(j, "replicate", rep0 + r);

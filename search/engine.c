@@ -1108,14 +1108,15 @@ static int ab_queue(const ab_in *in, const char *cid, const char *xid, const cha
 /* The record's evidence: ev (given to rec) with the candidate's first run's verdicts. */
 static void ab_record_evidence(cJSON *rec, cJSON *ev, const cJSON *xjobs)
 {
-    cJSON *x0 = cJSON_GetArrayItem(xjobs, 0), *vv, *x;
-    if (x0 && (vv = cJSON_GetObjectItemCaseSensitive(x0, "verdicts")))
-        cJSON_ArrayForEach(x, vv)
-        {
-            char key[300];
-            snprintf(key, sizeof key, "verdict.%s", x->string);
-            cJSON_AddStringToObject(ev, key, mt_exec_str(x, "verdict"));
-        }
+    const cJSON *x;
+    mt_job_memo m;
+    mt_job_memo_from_json(cJSON_GetArrayItem(xjobs, 0), &m);
+    cJSON_ArrayForEach(x, m.verdicts) {
+        char key[300];
+        const char *v = mt_job_memo_verdict(&m, x->string, NULL);
+        snprintf(key, sizeof key, "verdict.%s", x->string);
+        cJSON_AddStringToObject(ev, key, v ? v : "");
+    }
     cJSON_AddItemToObject(rec, "evidence", ev);
 }
 
@@ -1245,10 +1246,13 @@ static int ab(mt__eng *e, const ab_in *in, ab_out *out)
 
 /* ---- phases ------------------------------------------------------------------------------- */
 
-/* A profiled run of the best config: its wall and its trace evidence. */
+/* A profiled run of the best config: its job memo (the caller's), which
+ * holds its wall and its trace evidence; NULL when the run failed or gave
+ * no wall. */
 static cJSON *profile_best(mt__eng *e)
 {
     mt_exec_job q;
+    mt_job_memo m;
     cJSON *w = NULL;
     memset(&q, 0, sizeof q);
     q.cfg = e->best;
@@ -1256,11 +1260,10 @@ static cJSON *profile_best(mt__eng *e)
     q.kind = "profile";
     q.rep = ++e->seq * REP_BLOCK;
     q.phase = "profile";
-    if (mt_exec_run(e->x, &q, 1) == 0 && mt_exec_job_ok(q.out) &&
-        (w = cJSON_GetObjectItemCaseSensitive(q.out, "wall")) != NULL) {
-        w = cJSON_Duplicate(w, 1);
-        cJSON_AddItemToObject(w, "trace",
-                              cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(q.out, "trace"), 1));
+    if (mt_exec_run(e->x, &q, 1) == 0 && mt_exec_job_ok(q.out)) {
+        mt_job_memo_from_json(q.out, &m);
+        if (m.has_wall)
+            w = q.out, q.out = NULL;
     }
     mt_exec_jobs_free(&q, 1);
     return w;
@@ -1668,11 +1671,15 @@ static cJSON *changes_json(const mt_kv *kv, const mt_kv *from)
     return a;
 }
 
-/* Rank of a candidate against the wall: dominant 0, runner-up 1, other 2. */
-static int wall_rank(uint32_t walls, const cJSON *w)
+/* Rank of a candidate against the profile's wall (prof: its job memo, or
+ * NULL): dominant 0, runner-up 1, other 2. */
+static int wall_rank(uint32_t walls, const cJSON *prof)
 {
-    uint32_t dom = w ? mt_wall_parse(mt_exec_str(w, "wall")) : 0;
-    uint32_t run = w ? mt_wall_parse(mt_exec_str(w, "runner_up")) : 0;
+    mt_job_memo m;
+    uint32_t dom, run;
+    mt_job_memo_from_json(prof, &m);
+    dom = m.has_wall ? mt_wall_parse(m.wall.wall) : 0;
+    run = m.has_wall ? mt_wall_parse(m.wall.runner_up) : 0;
     if (dom && (walls & dom))
         return 0;
     if (run && (walls & run))
@@ -2435,9 +2442,10 @@ static cJSON *walk_profile(mt__eng *e)
     e->phase = "profile";
     wall = profile_best(e);
     if (wall) {
-        mt__eng_progress(e, "wall: %s (runner-up %s, confidence %.2f): %s",
-                         mt_exec_str(wall, "wall"), mt_exec_str(wall, "runner_up"),
-                         mt_exec_num(wall, "confidence"), mt_exec_str(wall, "reason"));
+        mt_job_memo m;
+        mt_job_memo_from_json(wall, &m);
+        mt__eng_progress(e, "wall: %s (runner-up %s, confidence %.2f): %s", m.wall.wall,
+                         m.wall.runner_up, m.wall.confidence, m.wall.reason);
         if (!e->walls_before)
             e->walls_before = cJSON_Duplicate(wall, 1);
     } else {
@@ -2449,13 +2457,14 @@ static cJSON *walk_profile(mt__eng *e)
 
 /* The profile as the plugins' evidence: its trace figures, and the ABI's
  * "wall" (the dominant one, which they read to order and pick). */
-static void wall_evidence(const cJSON *wall, mt_kv *ev)
+static void wall_evidence(const cJSON *prof, mt_kv *ev)
 {
     const cJSON *x;
-    cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(wall, "trace"))
+    mt_job_memo m;
+    mt_job_memo_from_json(prof, &m);
+    cJSON_ArrayForEach(x, m.trace)
         mt_kv_set(ev, x->string, cJSON_IsString(x) ? x->valuestring : "");
-    if (mt_exec_str(wall, "wall"))
-        mt_kv_set(ev, "wall", mt_exec_str(wall, "wall"));
+    mt_kv_set(ev, "wall", m.wall.wall);
 }
 
 /* Which of cs may be screened from the best now (ok[i] 1; 2: alone it does

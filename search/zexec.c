@@ -345,14 +345,14 @@ void (*mt_zexec_probe)(const char *key, int retry, int event);
 static int infra_retry(mt_exec *e, zworker *w, const mt_proto_result *r)
 {
     zx *z = e->zx;
-    const cJSON *oc = r->memo ? cJSON_GetObjectItemCaseSensitive(r->memo, "outcome") : NULL;
-    const cJSON *ev = r->memo ? cJSON_GetObjectItemCaseSensitive(r->memo, "evidence") : NULL;
+    mt_job_memo m;
     mt_proto_result_ack a;
     mt_store_result sr;
     int64_t run_id = -1;
     char err[512], line[1024];
     int j;
-    if (!cJSON_IsString(oc) || strcmp(oc->valuestring, "infra") || r->retry >= ZX_INFRA_RETRIES ||
+    mt_job_memo_from_json(r->memo, &m);
+    if (strcmp(m.outcome, "infra") || r->retry >= ZX_INFRA_RETRIES ||
         (j = job_index(z, r->job_id, r->retry)) < 0 || z->jobs[j].state == ZJ_DONE)
         return 0;
     if (r->run) {
@@ -369,7 +369,7 @@ static int infra_retry(mt_exec *e, zworker *w, const mt_proto_result *r)
     snprintf(line, sizeof line,
              "job %s (retry %d) on worker %s: infra (%.700s); re-queued as retry %d, not "
              "counted against the config",
-             r->job_id, r->retry, w ? w->name : "?", cJSON_IsString(ev) ? ev->valuestring : "",
+             r->job_id, r->retry, w ? w->name : "?", m.evidence,
              r->retry + 1);
     mt_store_add_event(e->st, NAN, "job-requeued", line, NULL);
     zlog(e, "%s", line);
@@ -474,9 +474,10 @@ static void on_result(mt_exec *e, zworker *w, const mt_proto_msg *m)
                 }
             }
             if (ok) {
-                cJSON_DeleteItemFromObject(memo, "run_id");
-                cJSON_AddNumberToObject(memo, "run_id", (double)run_id);
-                text = cJSON_PrintUnformatted(memo);
+                mt_job_memo m;
+                mt_job_memo_from_json(memo, &m);
+                m.run_id = (double)run_id; /* the coordinator's store's row */
+                text = mt_job_memo_to_json(&m);
                 ok = text && store_memo(e, r.job_id, text, e->d) >= 0;
             }
             if (ok)

@@ -26,7 +26,7 @@ static void num_or_null(cJSON *o, const char *k, double v)
         cJSON_AddNullToObject(o, k);
 }
 
-static cJSON *wall_json(const mt_job_memo_wall *w)
+cJSON *mt_job_memo_wall_to_json(const mt_job_memo_wall *w)
 {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "wall", w->wall ? w->wall : "");
@@ -83,7 +83,7 @@ char *mt_job_memo_to_json(const mt_job_memo *m)
         cJSON_AddItemToObject(o, "window", w);
     }
     if (m->has_wall)
-        cJSON_AddItemToObject(o, "wall", wall_json(&m->wall));
+        cJSON_AddItemToObject(o, "wall", mt_job_memo_wall_to_json(&m->wall));
     text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;

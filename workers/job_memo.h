@@ -82,6 +82,10 @@ void mt_job_memo_init(mt_job_memo *m);
  * of memory. */
 char *mt_job_memo_to_json(const mt_job_memo *m);
 
+/* A memo's wall as the JSON object the memo holds (the "wall" layout
+ * above); NULL when out of memory. */
+cJSON *mt_job_memo_wall_to_json(const mt_job_memo_wall *w);
+
 /* The memo of a job that produced no run (it could not be set up, was
  * refused, or its process died): outcome and evidence alone, no GPU-hours,
  * no run.  Caller frees; NULL on OOM. */
