@@ -11,8 +11,10 @@
  * and started again with the same arguments and directory runs nothing twice.
  */
 #include "bisect.h"
-#include "engine_int.h"
+#include "engine.h"
+#include "exec.h"
 #include "job_memo.h"
+#include "status.h"
 
 #include "bisect_config.h"
 #include "config.h"
@@ -1470,7 +1472,7 @@ static void cfg_print(const cJSON *root)
 static void on_live(void *ctx)
 {
     const bsess *e = ctx;
-    mt__eng_status_exec(e->dir, "bisect", e->x);
+    mt_status_exec(e->dir, "bisect", e->x);
 }
 
 /* The bisection's test parameters from the contract (alpha, minimum effect) and the slots. */

@@ -9,6 +9,7 @@
 #include "dirlock.h"
 #include "engine.h"
 #include "recipe.h"
+#include "status.h"
 #include "store.h"
 
 #include <cjson/cJSON.h>

@@ -70,15 +70,7 @@ void mt_tune_result_clear(mt_tune_result *r);
 int mt_tune(mt_registry *reg, mt_contract *c, const mt_tune_opts *o, mt_tune_result *out,
             mt_diag *d);
 
-/* A tune ended by a signal (SIGTERM, SIGINT): DIR/status.json gets phase
- * "stopped", with "interrupted" (the phase it was in), "signal" (its name),
- * "resume" (the command that continues it) and this process's pid; the
- * engine never writes status.json again in this process (call it last,
- * then exit).  phase and last get the interrupted phase and the last
- * progress line.  Safe from another thread than the tune's (not from a
- * signal handler).  0, or -ENOMEM. */
-int mt_tune_mark_stopped(const char *dir, const char *signal, const char *resume, char *phase,
-                         size_t phase_n, char *last, size_t last_n);
+/* A tune ended by a signal: mt_tune_mark_stopped, search/status.h. */
 
 /* The model executor's jobs (mt_model_job, ...): search/model.h. */
 

@@ -56,10 +56,6 @@ void mt__eng_progress(mt__eng *e, const char *fmt, ...) __attribute__((format(pr
 
 void mt__eng_progress_quiet(mt__eng *e); /* status.json only */
 
-/* A bisection's DIR/status.json as the ZeroMQ executor waits: phase, x's
- * live line (last and live), pid, what x's jobs spent, no budget. */
-void mt__eng_status_exec(const char *dir, const char *phase, const mt_exec *x);
-
 /* bundle.c */
 int mt__eng_write_bundle(mt__eng *e, const mt_kv *recipe, int status, double gain, mt_diag *d);
 
