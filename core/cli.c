@@ -398,13 +398,16 @@ static int require_legal(mt_session *s)
     return rc;
 }
 
-int mt_session_open_legal(mt_session *s, const char *path, const char *const *sets, size_t n)
+int mt_session_open_legal(mt_session *s, const char *path, mt_cli_list *sets)
 {
     int rc = mt_session_open(s, path, 0);
     if (!rc)
-        rc = mt_session_apply_sets(s, sets, n);
+        rc = mt_session_apply_sets(s, sets->v, sets->n);
     if (!rc)
         rc = require_legal(s);
+    mt_cli_list_clear(sets);
+    if (rc)
+        mt_session_clear(s);
     return rc;
 }
 

@@ -131,8 +131,9 @@ int mt_session_open(mt_session *s, const char *path, int quiet_load);
 /* The --set knob=value changes on s->cfg; 0 or MT_EXIT_BAD_INPUT. */
 int mt_session_apply_sets(mt_session *s, const char *const *sets, size_t n);
 
-/* mt_session_open, the sets, and the result checked legal. */
-int mt_session_open_legal(mt_session *s, const char *path, const char *const *sets, size_t n);
+/* mt_session_open, the sets (cleared, whatever the outcome), and the
+ * result checked legal.  0, or an exit code with s cleared. */
+int mt_session_open_legal(mt_session *s, const char *path, mt_cli_list *sets);
 
 /* One line a violation: "[rule, class] message (plugin P)". */
 void mt_cli_print_violations(const mt_violations *vs, FILE *out, const char *indent);

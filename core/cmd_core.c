@@ -585,8 +585,7 @@ int mt_cmd_candidates(int argc, char **argv)
         mt_cli_list_clear(&sets);
         return MT_EXIT_USAGE;
     }
-    rc = mt_session_open_legal(&s, pos[0], sets.v, sets.n);
-    mt_cli_list_clear(&sets);
+    rc = mt_session_open_legal(&s, pos[0], &sets);
     if (!rc) {
         printf("candidates for %s%s%s:\n", s.contract->name, wall ? ", wall " : "",
                wall ? wall : "");

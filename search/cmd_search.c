@@ -155,12 +155,8 @@ int mt_cmd_render(int argc, char **argv)
         mt_cli_list_clear(&sets);
         return MT_EXIT_USAGE;
     }
-    rc = mt_session_open_legal(&s, pos[0], sets.v, sets.n);
-    mt_cli_list_clear(&sets);
-    if (rc) {
-        mt_session_clear(&s);
+    if ((rc = mt_session_open_legal(&s, pos[0], &sets)))
         return rc;
-    }
     dial = dialect ? (!strcmp(dialect, "bridge") ? MT_DIALECT_BRIDGE : MT_DIALECT_MLM)
                    : (uint32_t)s.contract->dialect;
     d = mt_diag_new();

@@ -567,8 +567,8 @@ typedef enum ab_refusal {
     AB_NONE = 0,         /* accepted, or judged without the gate */
     AB_GATE,             /* the gate refused: ab_out.gate says why */
     AB_RUN_LOST,         /* the candidate's run lost to infrastructure on every retry */
-    AB_CANDIDATE_FAILED, /* "the candidate's run failed: ..." */
-    AB_CONTROL_FAILED,   /* "the control's run failed: ..." */
+    AB_CANDIDATE_FAILED, /* the candidate's run failed (ab_out's failure says how) */
+    AB_CONTROL_FAILED,   /* the control's run failed (ab_out's failure says how) */
     AB_OTHER_MACHINE,    /* a replicate ran on another machine (fingerprint) */
     AB_NO_STATISTICS     /* non-positive step times */
 } ab_refusal;
@@ -580,6 +580,7 @@ typedef struct ab_out {
     ab_refusal refusal;
     mt_gate_refusal gate; /* with AB_GATE */
     int failed_oom;       /* with AB_*_FAILED: the failed run's outcome is oom */
+    char failure[560];    /* with AB_*_FAILED: "run failed: OUTCOME (EVIDENCE)" */
     char reason[600];
     double gain; /* -effect */
     cJSON *decision; /* the record: borrowed from e->decisions, or owned when pending */
@@ -791,14 +792,16 @@ static int ab_pair_refused(const cJSON *c, const cJSON *x, const mt_job_memo *cm
         out->refusal = AB_RUN_LOST;
         return 1;
     } else if (!mt_exec_job_ok(x)) {
-        snprintf(out->reason, sizeof out->reason, "the candidate's run failed: %s (%s)",
-                 xm->outcome, xm->evidence);
+        snprintf(out->failure, sizeof out->failure, "run failed: %s (%s)", xm->outcome,
+                 xm->evidence);
+        snprintf(out->reason, sizeof out->reason, "the candidate's %s", out->failure);
         out->refusal = AB_CANDIDATE_FAILED;
         out->failed_oom = !strncmp(xm->outcome, "oom", 3);
         return 1;
     } else if (!mt_exec_job_ok(c)) {
-        snprintf(out->reason, sizeof out->reason, "the control's run failed: %s (%s)",
-                 cm->outcome, cm->evidence);
+        snprintf(out->failure, sizeof out->failure, "run failed: %s (%s)", cm->outcome,
+                 cm->evidence);
+        snprintf(out->reason, sizeof out->reason, "the control's %s", out->failure);
         out->refusal = AB_CONTROL_FAILED;
         out->failed_oom = !strncmp(cm->outcome, "oom", 3);
         return 1;
@@ -3170,10 +3173,10 @@ static cJSON *natural_validate(mt__eng *e, const mt_kv *base, int compare, int *
                  "(%.600s)",
                  100 * fabs(out.dec.effect), out.dec.effect <= 0 ? "shorter" : "longer",
                  out.reason);
-    else if (out.refusal == AB_CANDIDATE_FAILED) /* "the candidate's run failed: ..." */
-        snprintf(why, sizeof why, "with natural routing the winner's %.600s", out.reason + 16);
-    else if (out.refusal == AB_CONTROL_FAILED) /* "the control's run failed: ..." */
-        snprintf(why, sizeof why, "with natural routing the baseline's %.600s", out.reason + 14);
+    else if (out.refusal == AB_CANDIDATE_FAILED)
+        snprintf(why, sizeof why, "with natural routing the winner's %s", out.failure);
+    else if (out.refusal == AB_CONTROL_FAILED)
+        snprintf(why, sizeof why, "with natural routing the baseline's %s", out.failure);
     else
         snprintf(why, sizeof why, "with natural routing: %.600s",
                  out.reason[0] ? out.reason : "no statistics");

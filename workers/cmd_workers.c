@@ -72,12 +72,8 @@ int mt_cmd_measure(int argc, char **argv)
         mt_cli_list_clear(&sets);
         return MT_EXIT_USAGE;
     }
-    rc = mt_session_open_legal(&s, pos[0], sets.v, sets.n);
-    mt_cli_list_clear(&sets);
-    if (rc) {
-        mt_session_clear(&s);
+    if ((rc = mt_session_open_legal(&s, pos[0], &sets)))
         return rc;
-    }
     d = mt_diag_new();
     st = mt_store_open(dir, s.contract, d);
     if (!st) {

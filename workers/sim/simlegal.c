@@ -1504,6 +1504,26 @@ static int tc_moe(chk *k)
     return 0;
 }
 
+/* The first word of the space-separated words that allowed does not hold,
+ * into w (cut to wn - 1 bytes): 1; 0 when allowed holds every one. */
+static int word_not_in(const char *words, const char *allowed, char *w, size_t wn)
+{
+    const char *p = words;
+    while (*p) {
+        size_t l;
+        while (*p == ' ')
+            p++;
+        l = strcspn(p, " ");
+        if (!l)
+            break;
+        snprintf(w, wn, "%.*s", (int)(l < wn - 1 ? l : wn - 1), p);
+        if (!inw(allowed, w))
+            return 1;
+        p += l;
+    }
+    return 0;
+}
+
 /* CPU offloading and the recompute granularity, method and modules. */
 static int tc_recompute_modules(chk *k)
 {
@@ -1540,21 +1560,10 @@ static int tc_recompute_modules(chk *k)
     }
     snprintf(k->rm, sizeof k->rm, "%s", rms ? rms : "core_attn");
     if (k->gran == 2) {
-        const char *p = k->rm;
-        while (*p) {
-            char w[48];
-            size_t l;
-            while (*p == ' ')
-                p++;
-            l = strcspn(p, " ");
-            if (!l)
-                break;
-            snprintf(w, sizeof w, "%.*s", (int)(l < 47 ? l : 47), p);
-            if (!inw(allowed, w))
-                return TAE("Invalid choices for recompute_modules: {'%s'}. Allowed modules are: {%s}", w,
-                           allowed);
-            p += l;
-        }
+        char w[48];
+        if (word_not_in(k->rm, allowed, w, sizeof w))
+            return TAE("Invalid choices for recompute_modules: {'%s'}. Allowed modules are: {%s}", w,
+                       allowed);
         if (inw(k->rm, "moe_act") && !on(k, "moe_grouped_gemm"))
             return TAE("moe_act in recompute_modules is only supported with moe_grouped_gemm.");
         if (inw(k->rm, "mla_up_proj") && !on(k, "multi_latent_attention"))
@@ -1591,24 +1600,14 @@ static int tc_offload_modules(chk *k)
                                          "core_attn attn_proj expert_fc1 moe_act attn_norm mlp_norm "
                                          "qkv_linear fused_group_mlp gdp_qkv"};
     const char *oa = k->v == 18 ? off_ok[0] : k->v == 19 ? off_ok[1] : off_ok[2];
-    const char *om = S(k, "offload_modules"), *p;
+    const char *om = S(k, "offload_modules");
+    char w[48];
     if (k->cpu_offloading)
         return TAE("fine_grained_activation_offloading cannot be enabled with cpu_offloading.");
     if (!nwords(om))
         return TAE("AssertionError (no message)");
-    for (p = om; *p;) {
-        char w[48];
-        size_t l;
-        while (*p == ' ')
-            p++;
-        l = strcspn(p, " ");
-        if (!l)
-            break;
-        snprintf(w, sizeof w, "%.*s", (int)(l < 47 ? l : 47), p);
-        if (!inw(oa, w))
-            return TAE("Invalid choices for offload_modules: {'%s'}. Allowed modules are: {%s}", w, oa);
-        p += l;
-    }
+    if (word_not_in(om, oa, w, sizeof w))
+        return TAE("Invalid choices for offload_modules: {'%s'}. Allowed modules are: {%s}", w, oa);
     if (inw(om, "attn_proj") && !inw(om, "core_attn"))
         return TVE("attn_proj cannot be set to offload_modules alone without core_attn because the "
                    "input of attn_proj is the output of core_attn, which is needed in "
