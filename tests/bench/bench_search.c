@@ -771,11 +771,12 @@ int main(int argc, char **argv)
                      100 * o.gh_med / g.gh_med);
         else
             snprintf(gtxt, sizeof gtxt, "n/a");
-        snprintf(rtxt, sizeof rtxt, "%s (%.1f%% vs %.1f%%)",
+        /* two decimals: medians that round alike at one can still differ */
+        snprintf(rtxt, sizeof rtxt, "%s (%.2f%% vs %.2f%%)",
                  o.share_med > r.share_med ? "met" : "MISSED", 100 * o.share_med,
                  100 * r.share_med);
         if (tpe && !b->tpe_err[0] && t.n)
-            snprintf(ttxt, sizeof ttxt, "%s (%.1f%% vs %.1f%%)",
+            snprintf(ttxt, sizeof ttxt, "%s (%.2f%% vs %.2f%%)",
                      o.share_med > t.share_med ? "met" : "MISSED", 100 * o.share_med,
                      100 * t.share_med);
         else
