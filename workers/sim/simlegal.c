@@ -276,6 +276,21 @@ static int is(const chk *k, const char *dest, const char *val)
     return v && !strcmp(v, val);
 }
 
+/* The next space-separated word at *p into w (cut to wn - 1 bytes), *p
+ * moved past it: 1; 0 when none is left. */
+static int next_word(const char **p, char *w, size_t wn)
+{
+    size_t l;
+    while (**p == ' ')
+        (*p)++;
+    l = strcspn(*p, " ");
+    if (!l)
+        return 0;
+    snprintf(w, wn, "%.*s", (int)(l < wn - 1 ? l : wn - 1), *p);
+    *p += l;
+    return 1;
+}
+
 /* Whether the space-separated list holds the word. */
 static int inw(const char *list, const char *w)
 {
@@ -743,19 +758,10 @@ static int va_graphs(chk *k)
             k->infer_block = 1;
         if (fi)
             snprintf(k->impl, sizeof k->impl, "full_iteration");
-        for (p = raw; *p;) {
-            char w[32];
-            size_t l;
-            while (*p == ' ')
-                p++;
-            l = strcspn(p, " ");
-            if (!l)
-                break;
-            snprintf(w, sizeof w, "%.*s", (int)(l < 31 ? l : 31), p);
+        char w[32];
+        for (p = raw; next_word(&p, w, sizeof w);)
             if (strcmp(w, "full_iteration") && strcmp(w, "full_iteration_inference"))
                 addw(k->g, sizeof k->g, w);
-            p += l;
-        }
     }
     return 0;
 }
@@ -1509,18 +1515,9 @@ static int tc_moe(chk *k)
 static int word_not_in(const char *words, const char *allowed, char *w, size_t wn)
 {
     const char *p = words;
-    while (*p) {
-        size_t l;
-        while (*p == ' ')
-            p++;
-        l = strcspn(p, " ");
-        if (!l)
-            break;
-        snprintf(w, wn, "%.*s", (int)(l < wn - 1 ? l : wn - 1), p);
+    while (next_word(&p, w, wn))
         if (!inw(allowed, w))
             return 1;
-        p += l;
-    }
     return 0;
 }
 
