@@ -162,7 +162,7 @@ START_TEST(point_d_peak_and_savings)
 {
     run r = point_d();
     mt_mem_estimate m;
-    double base, v, half;
+    double base, v, half, fp4, mx;
     reset_misses();
     est(&r, &m);
     base = m.hottest->total;
@@ -189,9 +189,23 @@ START_TEST(point_d_peak_and_savings)
     tk_set(r.t, "recompute_modules=");
     tk_set(r.t, "fp8_format=e4m3");
     tk_set(r.t, "fp8_recipe=tensorwise");
-    near("D: FP8 activations save", base - peak(&r), 16.0);
+    v = base - peak(&r);
+    near("D: FP8 activations save", v, 16.0);
+    /* the quantized inputs' sizes: FP8 one byte, MXFP8 one plus an E8M0
+     * scale per 32 values, NVFP4 half a byte plus an E4M3 scale per 16; the
+     * peak is linear in that size, so NVFP4's step below FP8 is (1 - 0.5625)
+     * / (1.03125 - 1) = 14 times MXFP8's step above it */
+    tk_set(r.t, "fp8_recipe=mxfp8");
+    mx = base - peak(&r);
     tk_set(r.t, "fp8_format=none");
     tk_set(r.t, "fp8_recipe=none");
+    tk_set(r.t, "fp4_format=e2m1");
+    tk_set(r.t, "fp4_recipe=nvfp4");
+    fp4 = base - peak(&r);
+    ck_assert_double_gt(v - mx, 0);
+    ck_assert_double_eq_tol((fp4 - v) / (v - mx), (1 - (0.5 + 1.0 / 16)) / (1.0 / 32), 0.07);
+    tk_set(r.t, "fp4_format=none");
+    tk_set(r.t, "fp4_recipe=none");
     /* optimizer offload: 15-20 GB; the offload fraction is not published, so
      * the full offload must reach the range and the saving be linear in it */
     tk_set(r.t, "use_precision_aware_optimizer=true");
