@@ -778,6 +778,17 @@ static const char *fp_host(const cJSON *fp)
                : NULL;
 }
 
+/* A failed run of one arm (who: "candidate" or "control") as out's
+ * refusal r: its failure, reason and whether it ran out of memory; 1. */
+static int arm_failed(ab_out *out, ab_refusal r, const char *who, const mt_job_memo *m)
+{
+    snprintf(out->failure, sizeof out->failure, "run failed: %s (%s)", m->outcome, m->evidence);
+    snprintf(out->reason, sizeof out->reason, "the %s's %s", who, out->failure);
+    out->refusal = r;
+    out->failed_oom = !strncmp(m->outcome, "oom", 3);
+    return 1;
+}
+
 /* The refusal of one replicate pair (a lost or failed run, or another
  * machine than the comparison's), set in out: 1, or 0 when it may be judged. */
 static int ab_pair_refused(const cJSON *c, const cJSON *x, const mt_job_memo *cm,
@@ -792,19 +803,9 @@ static int ab_pair_refused(const cJSON *c, const cJSON *x, const mt_job_memo *cm
         out->refusal = AB_RUN_LOST;
         return 1;
     } else if (!mt_exec_job_ok(x)) {
-        snprintf(out->failure, sizeof out->failure, "run failed: %s (%s)", xm->outcome,
-                 xm->evidence);
-        snprintf(out->reason, sizeof out->reason, "the candidate's %s", out->failure);
-        out->refusal = AB_CANDIDATE_FAILED;
-        out->failed_oom = !strncmp(xm->outcome, "oom", 3);
-        return 1;
+        return arm_failed(out, AB_CANDIDATE_FAILED, "candidate", xm);
     } else if (!mt_exec_job_ok(c)) {
-        snprintf(out->failure, sizeof out->failure, "run failed: %s (%s)", cm->outcome,
-                 cm->evidence);
-        snprintf(out->reason, sizeof out->reason, "the control's %s", out->failure);
-        out->refusal = AB_CONTROL_FAILED;
-        out->failed_oom = !strncmp(cm->outcome, "oom", 3);
-        return 1;
+        return arm_failed(out, AB_CONTROL_FAILED, "control", cm);
     } else {
         /* every replicate of both arms on the machine of the first
          * control run: the same nodes, GPUs, driver, CUDA, NCCL,
