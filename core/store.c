@@ -1,5 +1,6 @@
 #include "store.h"
 
+#include "clock.h"
 #include "sha256.h"
 
 #include <cjson/cJSON.h>
@@ -172,13 +173,6 @@ static const char *const st_sql[ST_COUNT] = {
     [ST_GET_MEMO] = "SELECT value FROM memo WHERE key = ?1",
     [ST_PUT_MEMO] = "INSERT OR IGNORE INTO memo(key, value, created) VALUES (?1, ?2, ?3)",
 };
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 static char *dupstr(const char *s)
 {
@@ -667,7 +661,7 @@ static int schema_version_check(mt_store *s, const mt_contract *c, mt_diag *d)
         snprintf(sql, sizeof sql,
                  "PRAGMA application_id = %d; INSERT INTO schema_version VALUES (%d, %.6f, "
                  "'created')",
-                 MT_STORE_APP_ID, MT_STORE_SCHEMA_VERSION, now_s());
+                 MT_STORE_APP_ID, MT_STORE_SCHEMA_VERSION, mt_clock_wall_s());
         if (exec(s, sql, d, "cannot record the schema version"))
             return -1;
     }
@@ -744,7 +738,7 @@ static int record_contract(mt_store *s, const mt_contract *c, mt_diag *d)
     bind_text(st, 2, c->name);
     bind_text(st, 3, c->path);
     bind_text(st, 4, c->canonical);
-    sqlite3_bind_double(st, 5, now_s());
+    sqlite3_bind_double(st, 5, mt_clock_wall_s());
     if (sqlite3_step(st) != SQLITE_DONE) {
         db_error(s, d, "cannot record the contract");
         goto out;
@@ -1104,7 +1098,7 @@ static int put_config(mt_store *s, const char *id, const char *canonical, mt_dia
         return -1;
     bind_text(st, 1, id);
     bind_text(st, 2, canonical);
-    sqlite3_bind_double(st, 3, now_s());
+    sqlite3_bind_double(st, 3, mt_clock_wall_s());
     if (sqlite3_step(st) != SQLITE_DONE) {
         db_error(s, d, "cannot store a config");
         return -1;
@@ -1397,7 +1391,7 @@ int mt_store_add_event(mt_store *s, double time, const char *kind, const char *t
     if ((tok = tx_begin(s, d)) < 0)
         return -1;
     if ((st = stmt(s, ST_PUT_EVENT, d))) {
-        sqlite3_bind_double(st, 1, isnan(time) ? now_s() : time);
+        sqlite3_bind_double(st, 1, isnan(time) ? mt_clock_wall_s() : time);
         bind_text(st, 2, kind);
         bind_text(st, 3, text);
         ok = sqlite3_step(st) == SQLITE_DONE;
@@ -1442,7 +1436,7 @@ int mt_store_memo_put(mt_store *s, const char *key, const char *value, mt_diag *
     if ((st = stmt(s, ST_PUT_MEMO, d))) {
         bind_text(st, 1, key);
         bind_text(st, 2, value);
-        sqlite3_bind_double(st, 3, now_s());
+        sqlite3_bind_double(st, 3, mt_clock_wall_s());
         ok = sqlite3_step(st) == SQLITE_DONE;
         if (!ok)
             db_error(s, d, "cannot store the memo (is the value valid JSON?)");
@@ -1519,7 +1513,7 @@ int mt_store_add_decision(mt_store *s, const mt_store_decision *x, int64_t *id, 
     bind_text(st, 5, x->verdict);
     bind_text(st, 6, x->statistics);
     bind_text(st, 7, x->evidence);
-    sqlite3_bind_double(st, 8, isnan(x->created) ? now_s() : x->created);
+    sqlite3_bind_double(st, 8, isnan(x->created) ? mt_clock_wall_s() : x->created);
     if (sqlite3_step(st) != SQLITE_DONE) {
         db_error(s, d, "cannot store a decision");
         goto out;

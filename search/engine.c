@@ -5,6 +5,7 @@
  */
 #include "engine_int.h"
 
+#include "clock.h"
 #include "config.h"
 #include "gate.h"
 #include "job_memo.h"
@@ -66,13 +67,6 @@ const char *mt_strategy_name(int s)
     return s == MT_STRATEGY_GRID ? "grid" : s == MT_STRATEGY_RANDOM ? "random" : "ofat";
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- progress ----------------------------------------------------------------------------- */
 
 /* An arm's throughput in status.json: NAME_tflops, NAME_tflops_source,
@@ -92,7 +86,7 @@ static void status_arm(cJSON *o, const char *name, const cJSON *arm)
 
 static void write_status(mt__eng *e, const char *line)
 {
-    double used = mt_exec_gpu_hours(e->x), el = now_s() - e->started;
+    double used = mt_exec_gpu_hours(e->x), el = mt_clock_wall_s() - e->started;
     cJSON *o = mt_status_spent(e->phase, line, e->x, e->budget_gh, e->budget_runs);
     if (isfinite(e->best_ms) && isfinite(e->baseline_ms) && e->baseline_ms > 0) {
         cJSON_AddNumberToObject(o, "best_ms", e->best_ms);
@@ -448,8 +442,8 @@ static int afford(mt__eng *e, int n)
                  mt_exec_runs(e->x), e->budget_runs, rruns);
         return 0;
     }
-    wall_per = mt_exec_executed(e->x) > 0 ? (now_s() - e->started) / mt_exec_executed(e->x) : 0;
-    if (e->until > 0 && now_s() + (n + 2.5 * rruns) * wall_per > e->until) {
+    wall_per = mt_exec_executed(e->x) > 0 ? (mt_clock_wall_s() - e->started) / mt_exec_executed(e->x) : 0;
+    if (e->until > 0 && mt_clock_wall_s() + (n + 2.5 * rruns) * wall_per > e->until) {
         snprintf(e->stopped, sizeof e->stopped, "deadline (validation needs about %.0f s)",
                  2.5 * rruns * wall_per);
         return 0;
@@ -3719,7 +3713,7 @@ static void eng_init(mt__eng *e, mt_registry *reg, mt_contract *c, const mt_tune
     e->o = *o;
     e->res = out;
     e->d = d;
-    e->started = now_s();
+    e->started = mt_clock_wall_s();
     e->budget_gh = o->gpu_hours > 0 ? o->gpu_hours : c->gpu_hours;
     e->budget_runs = o->runs > 0 ? o->runs : c->max_runs;
     e->until = o->until > 0 ? o->until : e->started + c->deadline_hours * 3600;

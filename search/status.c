@@ -4,6 +4,8 @@
  */
 #include "status.h"
 
+#include "clock.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <pthread.h>
@@ -12,13 +14,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* status.json is written by a tune or a bisection and, once, by
  * mt_tune_mark_stopped from another thread: whoever writes holds this, so a
@@ -81,7 +76,7 @@ int mt_tune_mark_stopped(const char *dir, const char *signal, const char *resume
     cJSON_AddStringToObject(o, "signal", signal);
     cJSON_AddStringToObject(o, "resume", resume);
     cJSON_AddNumberToObject(o, "pid", (double)getpid());
-    cJSON_AddNumberToObject(o, "updated", now_s());
+    cJSON_AddNumberToObject(o, "updated", mt_clock_wall_s());
     status_put(dir, "status.json.stop", o);
     cJSON_Delete(o);
     return 0;
@@ -96,7 +91,7 @@ cJSON *mt_status_spent(const char *phase, const char *line, const mt_exec *x, do
     if (mt_exec_live(x)[0])
         cJSON_AddStringToObject(o, "live", mt_exec_live(x));
     cJSON_AddNumberToObject(o, "pid", (double)getpid());
-    cJSON_AddNumberToObject(o, "updated", now_s());
+    cJSON_AddNumberToObject(o, "updated", mt_clock_wall_s());
     cJSON_AddNumberToObject(o, "gpu_hours", mt_exec_gpu_hours(x));
     cJSON_AddNumberToObject(o, "gpu_hours_budget", budget_gh);
     cJSON_AddNumberToObject(o, "runs", mt_exec_runs(x));

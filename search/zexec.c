@@ -12,6 +12,7 @@
  */
 #include "exec_int.h"
 
+#include "clock.h"
 #include "config.h"
 #include "job_memo.h"
 #include "keys.h"
@@ -83,13 +84,6 @@ typedef struct zx {
     size_t npins;
 } zx;
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void zlog(mt_exec *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void zlog(mt_exec *e, const char *fmt, ...)
 {
@@ -152,7 +146,7 @@ static void expect_workers(mt_exec *e)
     }
     mt_store_events_free(ev, n);
     mt_diag_destroy(&d);
-    z->expect_until = now_s() + (e->o.job_grace_s > 0 ? e->o.job_grace_s : MT_PROTO_JOB_GRACE_S);
+    z->expect_until = mt_clock_wall_s() + (e->o.job_grace_s > 0 ? e->o.job_grace_s : MT_PROTO_JOB_GRACE_S);
 }
 
 int mt_zexec_open(mt_exec *e)
@@ -547,7 +541,7 @@ static void on_ready(mt_exec *e, const mt_proto_msg *m)
         zlog(e, "worker %s (%s, %d GPUs%s%s, %s) is ready", w->name, r.host, w->gpus,
              w->gpu_type[0] ? " " : "", w->gpu_type, w->launchers);
     w->alive = 1;
-    w->last_seen = now_s();
+    w->last_seen = mt_clock_wall_s();
     if (z->nexpect) {
         expect_drop(z, w->name);
         if (!z->nexpect)
@@ -876,7 +870,7 @@ static void dispatch(mt_exec *e)
         free(canon);
         zj->state = ZJ_SENT;
         zj->worker = (int)(w - z->w);
-        zj->sent_at = now_s();
+        zj->sent_at = mt_clock_wall_s();
         w->job = (int)j;
     }
     free(contract_text);
@@ -893,7 +887,7 @@ static void handle(mt_exec *e, mt_proto_msg *m)
             zlog(e, "worker %s is reachable again", w->name);
             w->alive = 1;
         }
-        w->last_seen = now_s();
+        w->last_seen = mt_clock_wall_s();
     }
     switch (m->command) {
     case MT_PROTO_READY:
@@ -979,7 +973,7 @@ unknown: {
 static void tick(mt_exec *e)
 {
     zx *z = e->zx;
-    double t = now_s(), hb = MT_PROTO_HEARTBEAT_MS / 1000.0;
+    double t = mt_clock_wall_s(), hb = MT_PROTO_HEARTBEAT_MS / 1000.0;
     double grace = e->o.job_grace_s > 0 ? e->o.job_grace_s : MT_PROTO_JOB_GRACE_S;
     size_t i, j;
     if (t - z->last_hb >= hb) {
@@ -1038,7 +1032,7 @@ int mt_zexec_run(mt_exec *e, mt_exec_job *v, size_t n)
 {
     zx *z = e->zx;
     size_t i, left;
-    double last_able = now_s(), last_status = 0;
+    double last_able = mt_clock_wall_s(), last_status = 0;
     char err[512];
     z->jobs = calloc(n ? n : 1, sizeof *z->jobs);
     z->njobs = 0;
@@ -1059,7 +1053,7 @@ int mt_zexec_run(mt_exec *e, mt_exec_job *v, size_t n)
             left += z->jobs[i].state != ZJ_DONE;
         if (!left)
             break;
-        if (z->nexpect && now_s() < z->expect_until) {
+        if (z->nexpect && mt_clock_wall_s() < z->expect_until) {
             if (!z->expect_logged) {
                 char names[600] = "";
                 z->expect_logged = 1;
@@ -1069,7 +1063,7 @@ int mt_zexec_run(mt_exec *e, mt_exec_job *v, size_t n)
                 }
                 zlog(e, "resumed: waiting up to %.0f s for the previous coordinator's workers (%s) "
                      "before dispatching, so that a job one still runs is not launched again",
-                     z->expect_until - now_s(), names);
+                     z->expect_until - mt_clock_wall_s(), names);
             }
         } else {
             if (z->nexpect) {
@@ -1100,10 +1094,10 @@ int mt_zexec_run(mt_exec *e, mt_exec_job *v, size_t n)
             }
         }
         tick(e);
-        if (now_s() - last_status > 1.0) {
+        if (mt_clock_wall_s() - last_status > 1.0) {
             if (e->env.on_live)
                 e->env.on_live(e->env.ctx);
-            last_status = now_s();
+            last_status = mt_clock_wall_s();
         }
         if (e->o.worker_wait_s > 0) {
             size_t able = 0;
@@ -1117,8 +1111,8 @@ int mt_zexec_run(mt_exec *e, mt_exec_job *v, size_t n)
             /* the wait counts from the last moment a worker could run the
              * jobs: a worker silent for a while mid-tune is not fatal */
             if (able)
-                last_able = now_s();
-            if (!able && now_s() - last_able > e->o.worker_wait_s) {
+                last_able = mt_clock_wall_s();
+            if (!able && mt_clock_wall_s() - last_able > e->o.worker_wait_s) {
                 /* connected workers that cannot run the jobs are no better
                  * than none: the jobs would wait forever */
                 char why[4096] = "";

@@ -1,4 +1,5 @@
 #include "measure.h"
+#include "clock.h"
 #include "dialect.h"
 
 #include "config.h"
@@ -45,13 +46,6 @@ void mt_measure_sim_env(const mt_contract *c, const char *routing, mt_kv *env)
         mt_kv_set(env, "MOETUNE_SIM_TE", te);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 /* What the line and iteration callbacks share. */
 typedef struct glue {
     const struct mt_measure_spec *spec;
@@ -70,7 +64,7 @@ typedef struct glue {
 static void on_iteration(void *ctx, const mt_iteration *it)
 {
     glue *g = ctx;
-    double t = now_s();
+    double t = mt_clock_mono_s();
     (void)it;
     if (!g->run)
         return;
@@ -91,14 +85,14 @@ static void on_line(void *ctx, int stream, const char *line, size_t n)
     if (g->spec && g->spec->on_line && memmem(line, n, " iteration ", 11))
         g->spec->on_line(g->spec->line_ctx, line, n);
     if (g->launch && g->launch->kind == MT_LAUNCHER_SRUN && !g->hosts.n && g->hosts_asked < 4 &&
-        now_s() - g->hosts_at > 0.3) {
+        mt_clock_mono_s() - g->hosts_at > 0.3) {
         /* the nodes Slurm gave the step, while it is live: the run's node
          * list (fingerprint) and where each rank ran (evidence); asked at
          * the first line, and again (at most 4 times) when squeue did not
          * list the step yet */
         mt_diag *hd = mt_diag_new();
         g->hosts_asked++;
-        g->hosts_at = now_s();
+        g->hosts_at = mt_clock_mono_s();
         if (mt_launch_hosts(g->launch, &g->hosts, hd) != 0)
             mt_strlist_clear(&g->hosts);
         mt_diag_destroy(&hd);

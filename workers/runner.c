@@ -25,6 +25,8 @@
  */
 #include "runner.h"
 
+#include "clock.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -98,13 +100,6 @@ typedef struct walk {
     size_t cap;
     int blind; /* the test hook: the walk finds no descendant */
 } walk;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void send_msg(int sock, int kind, int a, int b)
 {
@@ -416,7 +411,7 @@ static int shepherd_stop(shep *h)
     int r;
     h->stopping = 1;
     r = signal_tree(&h->w, h->self, h->job, SIGTERM);
-    h->deadline = now_s() + (double)h->a->grace_ms / 1000.0;
+    h->deadline = mt_clock_mono_s() + (double)h->a->grace_ms / 1000.0;
     return r;
 }
 
@@ -458,13 +453,13 @@ static __attribute__((noreturn)) void shepherd_main(const shep_args *a)
         /* the main process is gone but something it started lives on */
         if (!h.job_alive && !h.stopping)
             h.leftovers = shepherd_stop(&h);
-        if (h.stopping && !h.killing && now_s() >= h.deadline)
+        if (h.stopping && !h.killing && mt_clock_mono_s() >= h.deadline)
             h.killing = 1;
         if (h.killing) {
             signal_tree(&h.w, h.self, h.job, SIGKILL);
             timeout = 20;
         } else if (h.stopping) {
-            timeout = (int)((h.deadline - now_s()) * 1000.0) + 1;
+            timeout = (int)((h.deadline - mt_clock_mono_s()) * 1000.0) + 1;
         }
         pf[0].fd = h.parent_gone ? -1 : a->sock;
         pf[0].events = POLLIN;
@@ -748,7 +743,7 @@ mt_run *mt_runner_start(const mt_run_spec *spec, mt_diag *d)
     run->grace_s = spec->grace_s > 0 ? spec->grace_s : 10;
     run->callbacks = 1;
     run->stop_outcome = -1;
-    run->t_start = now_s();
+    run->t_start = mt_clock_mono_s();
     if (prepare(run, spec, d) != 0) {
         mt_runner_destroy(&run);
         return NULL;
@@ -833,7 +828,7 @@ void mt_runner_progress(mt_run *run)
 {
     if (!run)
         return;
-    run->t_last_progress = now_s();
+    run->t_last_progress = mt_clock_mono_s();
     run->r.progress++;
 }
 
@@ -993,7 +988,7 @@ static int begin_stop(mt_run *run, mt_diag *hook_diag)
     if (run->stopping)
         return 0;
     run->stopping = 1;
-    run->t_stop = now_s();
+    run->t_stop = mt_clock_mono_s();
     if (run->exited || run->done)
         return 0;
     if (run->on_stop && hook_diag && run->on_stop(run->stop_ctx, hook_diag) != 0) {
@@ -1037,7 +1032,7 @@ static void on_msg(mt_run *run, const shep_msg *m)
         break;
     case MSG_EXITED:
         run->exited = 1;
-        run->t_exit = now_s();
+        run->t_exit = mt_clock_mono_s();
         if (WIFEXITED(m->a)) {
             run->r.exited = 1;
             run->r.exit_code = WEXITSTATUS(m->a);
@@ -1185,7 +1180,7 @@ int mt_runner_wait(mt_run *run, mt_run_result *res)
     while (run->sock >= 0 || run->fd[1] >= 0 || run->fd[2] >= 0) {
         struct pollfd pf[3];
         int np = 0, timeout = -1, i;
-        double now = now_s();
+        double now = mt_clock_mono_s();
         if (run->cancel && *run->cancel)
             mt_runner_stop(run, MT_OUTCOME_INFRA, "cancelled");
         if (run->stop_pending && !run->stopping)
@@ -1266,7 +1261,7 @@ int mt_runner_wait(mt_run *run, mt_run_result *res)
             ;
         run->shepherd = 0;
     }
-    run->r.wall_s = (run->exited ? run->t_exit : now_s()) - run->t_start;
+    run->r.wall_s = (run->exited ? run->t_exit : mt_clock_mono_s()) - run->t_start;
     if (run->r.launch_errno)
         run->r.wall_s = 0;
     conclude(run);

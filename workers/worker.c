@@ -3,6 +3,7 @@
  */
 #include "worker.h"
 
+#include "clock.h"
 #include "config.h"
 #include "keys.h"
 #include "launch.h"
@@ -75,13 +76,6 @@ typedef struct wk {
     void *mon;
     char refused[400]; /* why the last handshake failed, "" after one succeeded */
 } wk;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void logf_(wk *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void logf_(wk *w, const char *fmt, ...)
@@ -445,7 +439,7 @@ static void send_ready(wk *w)
     send_msg(w, MT_PROTO_READY,
              mt_proto_ready_body(&r, launch, nl, w->o.allow, w->o.n_allow, &running,
                                  w->busy ? 1 : 0, fin, w->npend));
-    w->last_ready = now_s();
+    w->last_ready = mt_clock_wall_s();
 }
 
 static void send_heartbeat(wk *w)
@@ -454,11 +448,11 @@ static void send_heartbeat(wk *w)
     mt_proto_jobref running;
     memset(&h, 0, sizeof h);
     h.seq = w->hb_seq++;
-    h.time = now_s();
+    h.time = mt_clock_wall_s();
     running.job_id = w->job_id;
     running.retry = w->retry;
     send_msg(w, MT_PROTO_HEARTBEAT, mt_proto_heartbeat_body(&h, &running, w->busy ? 1 : 0));
-    w->last_hb = now_s();
+    w->last_hb = mt_clock_wall_s();
 }
 
 static void send_ack(wk *w, const char *job_id, int retry, int accepted, const char *reason)
@@ -482,20 +476,20 @@ static void flush_progress(wk *w)
     p.job_id = w->job_id;
     p.retry = w->retry;
     p.iteration = w->iteration;
-    p.elapsed_s = now_s() - w->started;
+    p.elapsed_s = mt_clock_wall_s() - w->started;
     p.step_ms = NAN;
     send_msg(w, MT_PROTO_PROGRESS,
              mt_proto_progress_body(&p, (const char *const *)w->lines, w->nlines));
     for (i = 0; i < w->nlines; i++)
         free(w->lines[i]);
     w->nlines = 0;
-    w->last_progress = now_s();
+    w->last_progress = mt_clock_wall_s();
 }
 
 static void resend_results(wk *w, int all)
 {
     size_t i;
-    double t = now_s();
+    double t = mt_clock_wall_s();
     char err[256];
     for (i = 0; i < w->npend; i++) {
         if (!all && t - w->pend[i].last_sent < 2.0)
@@ -725,7 +719,7 @@ static void hold_result(wk *w, const char *job_id, int retry, cJSON *body)
         i = w->npend - 1;
     }
     if (mt_proto_send(w->sock, NULL, 0, MT_PROTO_RESULT, w->pend[i].body, err, sizeof err) == 0)
-        w->pend[i].last_sent = now_s();
+        w->pend[i].last_sent = mt_clock_wall_s();
 }
 
 /* A job the worker already has: running (acknowledged again), another one
@@ -961,7 +955,7 @@ static void job_running(wk *w, const mt_proto_job *j, pid_t pid, int fd, mt_cont
     w->pipe_fd = fd;
     snprintf(w->job_id, sizeof w->job_id, "%s", j->job_id);
     w->retry = j->retry;
-    w->started = now_s();
+    w->started = mt_clock_wall_s();
     w->iteration = -1;
     w->npartial = 0;
     w->cancelled = 0;
@@ -1127,7 +1121,7 @@ static void echo_job(wk *w, const mt_proto_msg *msg)
     mt_store_gpu_mem g[8];
     char config_id[17] = "0000000000000000";
     const char *p;
-    double t = now_s();
+    double t = mt_clock_wall_s();
     size_t i;
     if (mt_proto_get_job(msg, &j))
         return;
@@ -1179,7 +1173,7 @@ static void handle(wk *w, mt_proto_msg *m)
 {
     mt_proto_jobref ref;
     size_t i;
-    w->last_heard = now_s();
+    w->last_heard = mt_clock_wall_s();
     if (w->lost) {
         w->lost = 0;
         logf_(w, "the coordinator is back: re-announcing");
@@ -1209,7 +1203,7 @@ static void handle(wk *w, mt_proto_msg *m)
          * does not know: answered once per heartbeat interval, so a burst
          * of them does not send every held result again each time */
         if (mt_proto_get_heartbeat(m, &h) == 0 && h.reannounce &&
-            now_s() - w->last_ready >= MT_PROTO_HEARTBEAT_MS / 1000.0) {
+            mt_clock_wall_s() - w->last_ready >= MT_PROTO_HEARTBEAT_MS / 1000.0) {
             send_ready(w);
             resend_results(w, 1);
         }
@@ -1306,7 +1300,7 @@ static void read_signals(wk *w)
  * idle past o->exit_when_idle_s. */
 static int keep_alive(wk *w, const mt_worker_opts *o, double hb)
 {
-    double t = now_s();
+    double t = mt_clock_wall_s();
     if (t - w->last_hb >= hb)
         send_heartbeat(w);
     if (w->busy && t - w->last_progress >= hb)
@@ -1422,7 +1416,7 @@ int mt_worker_main(const mt_worker_opts *o)
         goto out;
     }
     logf_(&w, "connecting to %s", o->connect);
-    w.last_heard = now_s();
+    w.last_heard = mt_clock_wall_s();
     send_ready(&w);
     send_heartbeat(&w);
     serve(&w, o, hb);
