@@ -18,7 +18,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define N 64
@@ -492,6 +495,49 @@ START_TEST(prepare_killed_half_way_runs_again_on_an_empty_directory)
 }
 END_TEST
 
+/* The process preparing a revision is killed (SIGKILL, as a bisection is)
+ * while its step, deaf to SIGTERM, still works in the directory: the next
+ * prepare of that revision waits for the step's processes to be gone before
+ * it empties the directory, so the dying step's last write (by the
+ * directory's absolute path, as `git clone REPO {work}` writes) cannot land
+ * in the fresh one. */
+START_TEST(prepare_after_a_kill_waits_for_the_killed_step)
+{
+    char *w = work_dir("killed"), out[32], ev[512], path[400], *text;
+    const char *slow[] = {"sh -c 'trap \"\" TERM; touch ../started; sleep 1; echo old >> $MOETUNE_WORK/writers'"};
+    const char *quick[] = {"sh -c 'echo new >> writers'"};
+    struct timespec nap = {0, 10 * 1000000L};
+    mt_diag *d = mt_diag_new();
+    pid_t pid;
+    int i;
+    fflush(NULL);
+    pid = fork();
+    ck_assert_int_ge(pid, 0);
+    if (pid == 0)
+        _exit(mt_prepare_run(slow, 1, "r6", NULL, w, 30, out, sizeof out, ev, sizeof ev, d));
+    snprintf(path, sizeof path, "%s/../started", w);
+    for (i = 0; i < 1000 && access(path, F_OK) != 0; i++)
+        nanosleep(&nap, NULL);
+    ck_assert_int_eq(access(path, F_OK), 0);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    ck_assert_int_eq(
+        mt_prepare_run(quick, 1, "r6", NULL, w, 30, out, sizeof out, ev, sizeof ev, d),
+        MT_PREP_OK);
+    /* past the killed step's own end (1 s after it started) */
+    nap.tv_nsec = 0;
+    nap.tv_sec = 2;
+    nanosleep(&nap, NULL);
+    snprintf(path, sizeof path, "%s/writers", w);
+    text = tk_slurp(path);
+    ck_assert_ptr_nonnull(text);
+    ck_assert_str_eq(text, "new\n");
+    free(text);
+    free(w);
+    mt_diag_destroy(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("bisect");
@@ -515,6 +561,7 @@ static Suite *suite(void)
     tcase_add_test(t, prepare_templates_split_and_expand);
     tcase_add_test(t, prepare_runs_once_and_types_its_outcome);
     tcase_add_test(t, prepare_killed_half_way_runs_again_on_an_empty_directory);
+    tcase_add_test(t, prepare_after_a_kill_waits_for_the_killed_step);
     suite_add_tcase(s, t);
     return s;
 }

@@ -320,6 +320,11 @@ int mt_prepare_run(const char *const *tmpl, size_t n, const char *rev, const cha
         rs.time_limit_s = time_limit_s > 0 ? time_limit_s : 3600;
         rs.on_line = on_line;
         rs.line_ctx = &last;
+        /* the step's processes hold the lock too: should this process be
+         * killed, the next one to prepare the revision waits until the
+         * step's shepherd has stopped them, not racing a dying clone for
+         * the work directory */
+        rs.hold_fd = fd;
         run = mt_runner_start(&rs, d);
         if (!run) {
             snprintf(outcome, no, "launch_error");

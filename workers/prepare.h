@@ -17,7 +17,10 @@
  * revision is prepared once however many replicates measure it and however
  * often the bisection is killed and resumed; concurrent jobs of the same
  * revision wait on a lock (WORK.lock).  A prepare killed half way left no
- * record: it is run again on a freshly emptied work directory.
+ * record: it is run again on a freshly emptied work directory.  The step's
+ * own processes hold the lock as well (through their shepherd, until the
+ * last of them is gone), so that run waits for a killed step's processes to
+ * be stopped instead of racing them for the directory.
  */
 #ifndef MT_PREPARE_H
 #define MT_PREPARE_H

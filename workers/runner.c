@@ -83,6 +83,7 @@ typedef struct shep_args {
     char *const *envp;
     const char *cwd;
     int sock, out_w, err_w;
+    int hold_fd; /* kept open by the shepherd alone; -1: none */
     long grace_ms;
     int no_walk; /* MOETUNE_RUNNER_FAULT=no_proc_walk (tests only) */
 } shep_args;
@@ -433,15 +434,15 @@ static void shepherd_read_parent(shep *h)
 static __attribute__((noreturn)) void shepherd_main(const shep_args *a)
 {
     struct pollfd pf[2];
-    int keep[3];
+    int keep[4];
     shep h;
 
     memset(&h, 0, sizeof h);
     h.a = a;
     h.job_alive = 1;
     h.self = getpid();
-    keep[0] = a->sock, keep[1] = a->out_w, keep[2] = a->err_w;
-    close_except(keep, 3);
+    keep[0] = a->sock, keep[1] = a->out_w, keep[2] = a->err_w, keep[3] = a->hold_fd;
+    close_except(keep, a->hold_fd > 2 ? 4 : 3);
     h.sfd = shepherd_signals();
     h.w.blind = a->no_walk;
     shepherd_fork(&h);
@@ -792,6 +793,7 @@ mt_run *mt_runner_start(const mt_run_spec *spec, mt_diag *d)
     a.sock = sp[1];
     a.out_w = out[1];
     a.err_w = err[1];
+    a.hold_fd = spec->hold_fd > 2 ? spec->hold_fd : -1;
     a.grace_ms = (long)(run->grace_s * 1000.0);
     fault = getenv("MOETUNE_RUNNER_FAULT"); /* before fork: getenv is not async-signal-safe */
     a.no_walk = fault && !strcmp(fault, "no_proc_walk");

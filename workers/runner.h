@@ -99,6 +99,11 @@ typedef struct mt_run_spec {
      * (outcome infra, "cancelled"), the stop hook (scancel) included; while
      * it is set, the wait looks at it at least every 200 ms. */
     volatile sig_atomic_t *cancel;
+    /* 0, or a descriptor above 2 that the run's shepherd keeps open (the
+     * job does not get it) until the job's last descendant is gone: a lock
+     * held through it outlives a killed caller for as long as the run's
+     * processes do (the prepare step's lock, workers/prepare.c). */
+    int hold_fd;
 } mt_run_spec;
 
 typedef struct mt_run_result {
