@@ -37,142 +37,143 @@ enum special {
 
 typedef struct flag {
     const char *flag;      /* without the leading dashes */
-    const char *canonical; /* sim_cfg_set name */
+    const char *canonical; /* sim_cfg_set name; NULL = the flag with '_' for '-' */
     enum kind kind;
     enum special special;
     const char *metavar;   /* for the usage line; NULL = upper-cased dest */
 } flag;
 
+/* A flag whose sim_cfg_set name is its own with '_' for '-', and no special handling. */
+#define F_VAL(name) {name, NULL, K_VAL, S_NONE, NULL}
+#define F_BOOL(name) {name, NULL, K_BOOL, S_NONE, NULL}
+#define F_LIST(name) {name, NULL, K_LIST, S_NONE, NULL}
+#define F_ONE_OF(name, choices) {name, NULL, K_VAL, S_NONE, choices}
+/* One of the sim's own valued flags: its sim_cfg_set name and its metavar. */
+#define F_SIM(name, canonical, metavar) {name, canonical, K_VAL, S_NONE, metavar}
+
 /* Every flag moetune renders (core/render.c and each plugin's knobs), the
  * Megatron flags around them the issue names, and the sim's own. */
 static const flag flags[] = {
     /* model shape */
-    {"num-layers", "num_layers", K_VAL, S_NONE, NULL},
-    {"hidden-size", "hidden_size", K_VAL, S_NONE, NULL},
-    {"ffn-hidden-size", "ffn_hidden_size", K_VAL, S_NONE, NULL},
-    {"num-attention-heads", "num_attention_heads", K_VAL, S_NONE, NULL},
-    {"group-query-attention", "group_query_attention", K_BOOL, S_NONE, NULL},
-    {"num-query-groups", "num_query_groups", K_VAL, S_NONE, NULL},
-    {"kv-channels", "kv_channels", K_VAL, S_NONE, NULL},
-    {"num-experts", "num_experts", K_VAL, S_NONE, NULL},
-    {"moe-router-topk", "moe_router_topk", K_VAL, S_NONE, NULL},
-    {"moe-ffn-hidden-size", "moe_ffn_hidden_size", K_VAL, S_NONE, NULL},
-    {"moe-shared-expert-intermediate-size", "moe_shared_expert_intermediate_size", K_VAL, S_NONE,
-     NULL},
-    {"moe-layer-freq", "moe_layer_freq", K_VAL, S_LAYER_FREQ, NULL},
-    {"multi-latent-attention", "multi_latent_attention", K_BOOL, S_NONE, NULL},
-    {"q-lora-rank", "q_lora_rank", K_VAL, S_NONE, NULL},
-    {"kv-lora-rank", "kv_lora_rank", K_VAL, S_NONE, NULL},
-    {"qk-head-dim", "qk_head_dim", K_VAL, S_NONE, NULL},
-    {"qk-pos-emb-head-dim", "qk_pos_emb_head_dim", K_VAL, S_NONE, NULL},
-    {"v-head-dim", "v_head_dim", K_VAL, S_NONE, NULL},
-    {"mtp-num-layers", "mtp_num_layers", K_VAL, S_NONE, NULL},
-    {"vocab-size", "vocab_size", K_VAL, S_NONE, NULL},
-    {"seq-length", "seq_length", K_VAL, S_NONE, NULL},
-    {"max-position-embeddings", "max_position_embeddings", K_VAL, S_NONE, NULL},
+    F_VAL("num-layers"),
+    F_VAL("hidden-size"),
+    F_VAL("ffn-hidden-size"),
+    F_VAL("num-attention-heads"),
+    F_BOOL("group-query-attention"),
+    F_VAL("num-query-groups"),
+    F_VAL("kv-channels"),
+    F_VAL("num-experts"),
+    F_VAL("moe-router-topk"),
+    F_VAL("moe-ffn-hidden-size"),
+    F_VAL("moe-shared-expert-intermediate-size"),
+    {"moe-layer-freq", NULL, K_VAL, S_LAYER_FREQ, NULL},
+    F_BOOL("multi-latent-attention"),
+    F_VAL("q-lora-rank"),
+    F_VAL("kv-lora-rank"),
+    F_VAL("qk-head-dim"),
+    F_VAL("qk-pos-emb-head-dim"),
+    F_VAL("v-head-dim"),
+    F_VAL("mtp-num-layers"),
+    F_VAL("vocab-size"),
+    F_VAL("seq-length"),
+    F_VAL("max-position-embeddings"),
     /* parallelism and batch */
-    {"tensor-model-parallel-size", "tensor_model_parallel_size", K_VAL, S_NONE, NULL},
-    {"pipeline-model-parallel-size", "pipeline_model_parallel_size", K_VAL, S_NONE, NULL},
-    {"context-parallel-size", "context_parallel_size", K_VAL, S_NONE, NULL},
-    {"expert-model-parallel-size", "expert_model_parallel_size", K_VAL, S_NONE, NULL},
-    {"expert-tensor-parallel-size", "expert_tensor_parallel_size", K_VAL, S_NONE, NULL},
-    {"sequence-parallel", "sequence_parallel", K_BOOL, S_NONE, NULL},
-    {"num-layers-per-virtual-pipeline-stage", "num_layers_per_virtual_pipeline_stage", K_VAL,
-     S_NONE, NULL},
-    {"num-virtual-stages-per-pipeline-rank", "num_virtual_stages_per_pipeline_rank", K_VAL, S_NONE,
-     NULL},
-    {"pipeline-model-parallel-layout", "pipeline_model_parallel_layout", K_VAL, S_NONE, NULL},
-    {"decoder-first-pipeline-num-layers", "decoder_first_pipeline_num_layers", K_VAL, S_NONE, NULL},
-    {"decoder-last-pipeline-num-layers", "decoder_last_pipeline_num_layers", K_VAL, S_NONE, NULL},
-    {"micro-batch-size", "micro_batch_size", K_VAL, S_NONE, NULL},
-    {"global-batch-size", "global_batch_size", K_VAL, S_NONE, NULL},
-    {"train-iters", "train_iters", K_VAL, S_NONE, NULL},
+    F_VAL("tensor-model-parallel-size"),
+    F_VAL("pipeline-model-parallel-size"),
+    F_VAL("context-parallel-size"),
+    F_VAL("expert-model-parallel-size"),
+    F_VAL("expert-tensor-parallel-size"),
+    F_BOOL("sequence-parallel"),
+    F_VAL("num-layers-per-virtual-pipeline-stage"),
+    F_VAL("num-virtual-stages-per-pipeline-rank"),
+    F_VAL("pipeline-model-parallel-layout"),
+    F_VAL("decoder-first-pipeline-num-layers"),
+    F_VAL("decoder-last-pipeline-num-layers"),
+    F_VAL("micro-batch-size"),
+    F_VAL("global-batch-size"),
+    F_VAL("train-iters"),
     /* recompute and offload */
-    {"recompute-granularity", "recompute_granularity", K_VAL, S_NONE, "{full,selective}"},
-    {"recompute-method", "recompute_method", K_VAL, S_NONE, "{uniform,block}"},
-    {"recompute-num-layers", "recompute_num_layers", K_VAL, S_NONE, NULL},
-    {"recompute-modules", "recompute_modules", K_LIST, S_NONE, NULL},
-    {"fine-grained-activation-offloading", "fine_grained_activation_offloading", K_BOOL, S_NONE,
-     NULL},
-    {"offload-modules", "offload_modules", K_LIST, S_NONE, NULL},
-    {"optimizer-cpu-offload", "optimizer_cpu_offload", K_BOOL, S_NONE, NULL},
-    {"optimizer-offload-fraction", "optimizer_offload_fraction", K_VAL, S_NONE, NULL},
-    {"use-precision-aware-optimizer", "use_precision_aware_optimizer", K_BOOL, S_NONE, NULL},
-    {"exp-avg-dtype", "exp_avg_dtype", K_VAL, S_NONE, "{fp32,fp16,bf16,fp8}"},
-    {"exp-avg-sq-dtype", "exp_avg_sq_dtype", K_VAL, S_NONE, "{fp32,fp16,bf16,fp8}"},
-    {"main-params-dtype", "main_params_dtype", K_VAL, S_NONE, "{fp32,fp16}"},
+    F_ONE_OF("recompute-granularity", "{full,selective}"),
+    F_ONE_OF("recompute-method", "{uniform,block}"),
+    F_VAL("recompute-num-layers"),
+    F_LIST("recompute-modules"),
+    F_BOOL("fine-grained-activation-offloading"),
+    F_LIST("offload-modules"),
+    F_BOOL("optimizer-cpu-offload"),
+    F_VAL("optimizer-offload-fraction"),
+    F_BOOL("use-precision-aware-optimizer"),
+    F_ONE_OF("exp-avg-dtype", "{fp32,fp16,bf16,fp8}"),
+    F_ONE_OF("exp-avg-sq-dtype", "{fp32,fp16,bf16,fp8}"),
+    F_ONE_OF("main-params-dtype", "{fp32,fp16}"),
     /* dispatcher */
-    {"moe-token-dispatcher-type", "moe_token_dispatcher_type", K_VAL, S_NONE,
-     "{allgather,alltoall,flex}"},
-    {"moe-flex-dispatcher-backend", "moe_flex_dispatcher_backend", K_VAL, S_NONE,
-     "{deepep,hybridep,ncclep}"},
-    {"moe-flex-dispatcher-num-sms", "moe_flex_dispatcher_num_sms", K_VAL, S_NONE, NULL},
-    {"moe-permute-fusion", "moe_permute_fusion", K_BOOL, S_NONE, NULL},
-    {"moe-grouped-gemm", "moe_grouped_gemm", K_BOOL, S_NONE, NULL},
-    {"moe-router-force-load-balancing", "moe_router_force_load_balancing", K_BOOL, S_NONE, NULL},
-    {"moe-expert-capacity-factor", "moe_expert_capacity_factor", K_VAL, S_NONE, NULL},
-    {"moe-pad-expert-input-to-capacity", "moe_pad_expert_input_to_capacity", K_BOOL, S_NONE, NULL},
+    F_ONE_OF("moe-token-dispatcher-type", "{allgather,alltoall,flex}"),
+    F_ONE_OF("moe-flex-dispatcher-backend", "{deepep,hybridep,ncclep}"),
+    F_VAL("moe-flex-dispatcher-num-sms"),
+    F_BOOL("moe-permute-fusion"),
+    F_BOOL("moe-grouped-gemm"),
+    F_BOOL("moe-router-force-load-balancing"),
+    F_VAL("moe-expert-capacity-factor"),
+    F_BOOL("moe-pad-expert-input-to-capacity"),
     /* overlap */
-    {"overlap-moe-expert-parallel-comm", "overlap_moe_expert_parallel_comm", K_BOOL, S_NONE, NULL},
-    {"delay-wgrad-compute", "delay_wgrad_compute", K_BOOL, S_NONE, NULL},
-    {"moe-shared-expert-overlap", "moe_shared_expert_overlap", K_BOOL, S_NONE, NULL},
-    {"overlap-grad-reduce", "overlap_grad_reduce", K_BOOL, S_NONE, NULL},
-    {"overlap-param-gather", "overlap_param_gather", K_BOOL, S_NONE, NULL},
-    {"tp-comm-overlap", "tp_comm_overlap", K_BOOL, S_NONE, NULL},
-    {"use-distributed-optimizer", "use_distributed_optimizer", K_BOOL, S_NONE, NULL},
+    F_BOOL("overlap-moe-expert-parallel-comm"),
+    F_BOOL("delay-wgrad-compute"),
+    F_BOOL("moe-shared-expert-overlap"),
+    F_BOOL("overlap-grad-reduce"),
+    F_BOOL("overlap-param-gather"),
+    F_BOOL("tp-comm-overlap"),
+    F_BOOL("use-distributed-optimizer"),
     /* precision */
-    {"bf16", "bf16", K_BOOL, S_NONE, NULL},
-    {"fp16", "fp16", K_BOOL, S_NONE, NULL},
-    {"fp8-format", "fp8_format", K_VAL, S_NONE, "{e4m3,hybrid}"},
-    {"fp8-recipe", "fp8_recipe", K_VAL, S_NONE, "{tensorwise,delayed,mxfp8,blockwise}"},
-    {"fp4-format", "fp4_format", K_VAL, S_NONE, "{e2m1}"},
-    {"fp4-recipe", "fp4_recipe", K_VAL, S_NONE, "{nvfp4}"},
-    {"moe-router-dtype", "moe_router_dtype", K_VAL, S_ROUTER_DTYPE, "{fp32,fp64}"},
+    F_BOOL("bf16"),
+    F_BOOL("fp16"),
+    F_ONE_OF("fp8-format", "{e4m3,hybrid}"),
+    F_ONE_OF("fp8-recipe", "{tensorwise,delayed,mxfp8,blockwise}"),
+    F_ONE_OF("fp4-format", "{e2m1}"),
+    F_ONE_OF("fp4-recipe", "{nvfp4}"),
+    {"moe-router-dtype", NULL, K_VAL, S_ROUTER_DTYPE, "{fp32,fp64}"},
     /* CUDA graphs */
-    {"cuda-graph-impl", "cuda_graph_impl", K_VAL, S_NONE,
-     "{none,local,transformer_engine,full_iteration}"},
-    {"cuda-graph-modules", "cuda_graph_modules", K_LIST, S_NONE, NULL},
+    F_ONE_OF("cuda-graph-impl", "{none,local,transformer_engine,full_iteration}"),
+    F_LIST("cuda-graph-modules"),
     {"cuda-graph-scope", "cuda_graph_modules", K_LIST, S_GRAPH_SCOPE, NULL},
-    {"cuda-graph-warmup-steps", "cuda_graph_warmup_steps", K_VAL, S_NONE, NULL},
+    F_VAL("cuda-graph-warmup-steps"),
     /* host */
-    {"manual-gc", "manual_gc", K_BOOL, S_NONE, NULL},
-    {"manual-gc-interval", "manual_gc_interval", K_VAL, S_NONE, NULL},
-    {"moe-router-fusion", "moe_router_fusion", K_BOOL, S_NONE, NULL},
+    F_BOOL("manual-gc"),
+    F_VAL("manual-gc-interval"),
+    F_BOOL("moe-router-fusion"),
     /* run, logging, profiling */
-    {"log-interval", "log_interval", K_VAL, S_NONE, NULL},
-    {"log-throughput", "log_throughput", K_BOOL, S_NONE, NULL},
-    {"eval-interval", "eval_interval", K_VAL, S_NONE, NULL},
-    {"eval-iters", "eval_iters", K_VAL, S_NONE, NULL},
-    {"save-interval", "save_interval", K_VAL, S_NONE, NULL},
-    {"seed", "seed", K_VAL, S_NONE, NULL},
-    {"mock-data", "mock_data", K_BOOL, S_NONE, NULL},
-    {"profile", "profile", K_BOOL, S_NONE, NULL},
-    {"profile-step-start", "profile_step_start", K_VAL, S_NONE, NULL},
-    {"profile-step-end", "profile_step_end", K_VAL, S_NONE, NULL},
-    {"use-pytorch-profiler", "use_pytorch_profiler", K_BOOL, S_NONE, NULL},
-    {"tensorboard-dir", "tensorboard_dir", K_VAL, S_NONE, NULL},
+    F_VAL("log-interval"),
+    F_BOOL("log-throughput"),
+    F_VAL("eval-interval"),
+    F_VAL("eval-iters"),
+    F_VAL("save-interval"),
+    F_VAL("seed"),
+    F_BOOL("mock-data"),
+    F_BOOL("profile"),
+    F_VAL("profile-step-start"),
+    F_VAL("profile-step-end"),
+    F_BOOL("use-pytorch-profiler"),
+    F_VAL("tensorboard-dir"),
     /* the sim's own */
-    {"sim-gpu", "gpu", K_VAL, S_NONE, "GPU"},
-    {"sim-gpus-per-node", "gpus_per_node", K_VAL, S_NONE, "N"},
-    {"sim-nodes", "nodes", K_VAL, S_NONE, "N"},
-    {"sim-nvlink-domain", "nvlink_domain", K_VAL, S_NONE, "N"},
+    F_SIM("sim-gpu", "gpu", "GPU"),
+    F_SIM("sim-gpus-per-node", "gpus_per_node", "N"),
+    F_SIM("sim-nodes", "nodes", "N"),
+    F_SIM("sim-nvlink-domain", "nvlink_domain", "N"),
     {"sim-stack", "stack", K_VAL, S_STACK, "FILE"},
     {"sim-seed", "seed", K_VAL, S_SEED, "N"},
-    {"sim-replicate", "replicate", K_VAL, S_NONE, "N"},
-    {"sim-noise-offset", "noise_offset_sd", K_VAL, S_NONE, "SD"},
-    {"sim-noise-jitter", "noise_jitter_cv", K_VAL, S_NONE, "CV"},
-    {"sim-noise-rho", "noise_rho", K_VAL, S_NONE, "RHO"},
+    F_SIM("sim-replicate", "replicate", "N"),
+    F_SIM("sim-noise-offset", "noise_offset_sd", "SD"),
+    F_SIM("sim-noise-jitter", "noise_jitter_cv", "CV"),
+    F_SIM("sim-noise-rho", "noise_rho", "RHO"),
     {"sim-routing", "routing", K_VAL, S_ROUTING, "{forced,natural}"},
-    {"sim-startup-s", "startup_s", K_VAL, S_NONE, "SECONDS"},
-    {"sim-time-scale", "time_scale", K_VAL, S_NONE, "SCALE"},
-    {"sim-inject", "inject", K_VAL, S_NONE, "{nan,skip,hang,nccl,crash,degrade}"},
-    {"sim-inject-step", "inject_step", K_VAL, S_NONE, "STEP"},
-    {"sim-inject-rank", "inject_rank", K_VAL, S_NONE, "RANK"},
-    {"sim-step-scale", "step_scale", K_VAL, S_NONE, "FACTOR"},
-    {"sim-loss-shift", "loss_shift", K_VAL, S_NONE, "FRACTION"},
-    {"sim-memory-file", "memory_file", K_VAL, S_NONE, "PATH"},
-    {"sim-cpu-bind", "launcher.cpu_bind", K_VAL, S_NONE, "{none,numa}"},
-    {"bridge", "bridge", K_BOOL, S_NONE, NULL},
+    F_SIM("sim-startup-s", "startup_s", "SECONDS"),
+    F_SIM("sim-time-scale", "time_scale", "SCALE"),
+    F_SIM("sim-inject", "inject", "{nan,skip,hang,nccl,crash,degrade}"),
+    F_SIM("sim-inject-step", "inject_step", "STEP"),
+    F_SIM("sim-inject-rank", "inject_rank", "RANK"),
+    F_SIM("sim-step-scale", "step_scale", "FACTOR"),
+    F_SIM("sim-loss-shift", "loss_shift", "FRACTION"),
+    F_SIM("sim-memory-file", "memory_file", "PATH"),
+    F_SIM("sim-cpu-bind", "launcher.cpu_bind", "{none,numa}"),
+    F_BOOL("bridge"),
 };
 #define N_FLAGS (sizeof flags / sizeof flags[0])
 
@@ -183,6 +184,18 @@ static const flag *find_flag(const char *name, size_t len)
         if (strlen(flags[i].flag) == len && !strncmp(flags[i].flag, name, len))
             return &flags[i];
     return NULL;
+}
+
+/* The flag's sim_cfg_set name; `buf` holds it when it is derived. */
+static const char *flag_dest(const flag *f, char buf[static 80])
+{
+    size_t i;
+    if (f->canonical)
+        return f->canonical;
+    for (i = 0; f->flag[i] && i < 79; i++)
+        buf[i] = f->flag[i] == '-' ? '_' : f->flag[i];
+    buf[i] = 0;
+    return buf;
 }
 
 static int is_sim_flag(const flag *f) { return !strncmp(f->flag, "sim-", 4) || !strcmp(f->flag, "bridge"); }
@@ -357,14 +370,14 @@ static const envmap envs[] = {
 static int apply_env(parse_state *ps)
 {
     size_t i;
-    char why[1024], msg[1400];
+    char why[1024], msg[1400], dest[80];
     const char *v;
     for (i = 0; i < sizeof envs / sizeof envs[0]; i++) {
         const flag *f = find_flag(envs[i].flag, strlen(envs[i].flag));
         v = getenv(envs[i].var);
         if (!v || !*v || !f)
             continue;
-        if (apply(ps, f, f->canonical, v, why, sizeof why)) {
+        if (apply(ps, f, flag_dest(f, dest), v, why, sizeof why)) {
             snprintf(msg, sizeof msg, "environment %s: %.1200s", envs[i].var, why);
             return argparse_error(ps->err, ps->o, ps->bridge, msg);
         }
@@ -653,8 +666,9 @@ static int apply_bridge_value(parse_state *ps, const bfield *bf, const char *val
 {
     const flag *f = NULL;
     size_t k;
+    char dest[80];
     for (k = 0; k < N_FLAGS; k++)
-        if (!strcmp(flags[k].canonical, bf->canonical) && flags[k].special != S_GRAPH_SCOPE) {
+        if (!strcmp(flag_dest(&flags[k], dest), bf->canonical) && flags[k].special != S_GRAPH_SCOPE) {
             f = &flags[k];
             break;
         }
@@ -944,7 +958,8 @@ static int parse_stack_versions(parse_state *ps, const mt_mlm_dialect **dialect)
 static int parse_flag(parse_state *ps, const flag *f, const char *inline_val, int argc,
                       char *const argv[], int *i)
 {
-    char why[1024], msg[1400];
+    char why[1024], msg[1400], buf[80];
+    const char *dest = flag_dest(f, buf);
     int rc;
 
     switch (f->kind) {
@@ -954,8 +969,8 @@ static int parse_flag(parse_state *ps, const flag *f, const char *inline_val, in
                      f->flag, inline_val);
             return argparse_error(ps->err, ps->o, ps->bridge, msg);
         }
-        if (apply(ps, f, f->canonical, inline_val ? inline_val : "true", why, sizeof why))
-            return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
+        if (apply(ps, f, dest, inline_val ? inline_val : "true", why, sizeof why))
+            return value_error(ps->err, ps->o, ps->bridge, f->flag, dest, why);
         break;
     case K_VAL: {
         const char *v = inline_val;
@@ -966,8 +981,8 @@ static int parse_flag(parse_state *ps, const flag *f, const char *inline_val, in
             }
             v = argv[++*i];
         }
-        if (apply(ps, f, f->canonical, v, why, sizeof why))
-            return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
+        if (apply(ps, f, dest, v, why, sizeof why))
+            return value_error(ps->err, ps->o, ps->bridge, f->flag, dest, why);
         break;
     }
     case K_LIST: {
@@ -983,10 +998,10 @@ static int parse_flag(parse_state *ps, const flag *f, const char *inline_val, in
         }
         if (!joined)
             return PARSE_NOMEM;
-        rc = apply(ps, f, f->canonical, joined, why, sizeof why);
+        rc = apply(ps, f, dest, joined, why, sizeof why);
         free(joined);
         if (rc)
-            return value_error(ps->err, ps->o, ps->bridge, f->flag, f->canonical, why);
+            return value_error(ps->err, ps->o, ps->bridge, f->flag, dest, why);
         break;
     }
     }

@@ -1217,6 +1217,26 @@ static int tc_layout(chk *k, const char *layout)
     return rc;
 }
 
+/* The first or the last pipeline stage's own layer count (`which` is "first" or "last"):
+ * TransformerConfig's checks on it, then its layers and its stage leave the middle's. */
+static int tc_edge_stage(chk *k, const char *which, long *rem, long *pps)
+{
+    char knob[64];
+    snprintf(knob, sizeof knob, "decoder_%s_pipeline_num_layers", which);
+    long n = I(k, knob, 0);
+    if (n <= 0)
+        return TVE("num_layers_in_%s_pipeline_stage must be larger than 0", which);
+    if (k->vpp_set && k->vpp == 0)
+        return ZDIV(WT);
+    if (k->vpp_set && pymod(n, k->vpp))
+        return TVE("number of layers at %s stage: %ldmust be divisible by virtual pipeline"
+                   "parallel degree %ld",
+                   which, n, k->vpp);
+    *rem -= n;
+    (*pps)--;
+    return 0;
+}
+
 static int tc_pipeline(chk *k)
 {
     const char *layout = S(k, "pipeline_model_parallel_layout");
@@ -1240,32 +1260,11 @@ static int tc_pipeline(chk *k)
     }
     if (first || last) {
         long rem = I(k, "num_layers", 0), pps = k->pp;
-        if (first) {
-            long f = I(k, "decoder_first_pipeline_num_layers", 0);
-            if (f <= 0)
-                return TVE("num_layers_in_first_pipeline_stage must be larger than 0");
-            if (k->vpp_set && k->vpp == 0)
-                return ZDIV(WT);
-            if (k->vpp_set && pymod(f, k->vpp))
-                return TVE("number of layers at first stage: %ldmust be divisible by virtual pipeline"
-                           "parallel degree %ld",
-                           f, k->vpp);
-            rem -= f;
-            pps--;
-        }
-        if (last) {
-            long l = I(k, "decoder_last_pipeline_num_layers", 0);
-            if (l <= 0)
-                return TVE("num_layers_in_last_pipeline_stage must be larger than 0");
-            if (k->vpp_set && k->vpp == 0)
-                return ZDIV(WT);
-            if (k->vpp_set && pymod(l, k->vpp))
-                return TVE("number of layers at last stage: %ldmust be divisible by virtual pipeline"
-                           "parallel degree %ld",
-                           l, k->vpp);
-            rem -= l;
-            pps--;
-        }
+        int rc;
+        if (first && (rc = tc_edge_stage(k, "first", &rem, &pps)))
+            return rc;
+        if (last && (rc = tc_edge_stage(k, "last", &rem, &pps)))
+            return rc;
         if (k->v >= 18 && (rem != 0) != (pps != 0))
             return TVE("Mismatch: %ld middle layers remaining but %ld middle PP stages available.", rem, pps);
         if (pps && pymod(rem, pps))
