@@ -29,20 +29,6 @@ static int version(const mt_ctx_v1 *ctx)
     return MAIN;
 }
 
-
-
-/* Python's a % b (sign of b); b != 0. */
-static long pymod(long a, long b)
-{
-    long r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-
-static long pydiv(long a, long b)
-{
-    return (a - pymod(a, b)) / b;
-}
-
 /* Number of words of a space-joined list. */
 static long list_len(const char *v)
 {
@@ -611,7 +597,7 @@ static void check_parallel_args(const mt_ctx_v1 *ctx, mt_sink *s)
                            "ZeroDivisionError: integer modulo by zero (%s %ld %% %s 0) -- "
                            "%s must be at least 1",
                            pairs[i][2], shards, pairs[i][3], pairs[i][3]);
-            else if (pymod(shards, t))
+            else if (pk_pymod(shards, t))
                 pk_startup(s, "core.tp_weight_shards_not_multiple", pairs[i][0],
                            "%s (%ld) must be divisible by %s (%ld). -- use a multiple of %ld",
                            pairs[i][2], shards, pairs[i][3], t, t);
@@ -719,7 +705,7 @@ static void check_batch(const mt_ctx_v1 *ctx, mt_sink *s)
                        "ZeroDivisionError: integer modulo by zero (eval_micro_batch_size %ld * "
                        "data_parallel_size %ld) -- make both positive",
                        em, dp);
-        else if (pymod(eg, div)) {
+        else if (pk_pymod(eg, div)) {
             if (ver == MAIN)
                 pk_startup(s, "core.eval_gbs_divisible", "micro_batch_size global_batch_size",
                            "eval_global_batch_size (%ld) must be divisible by "
@@ -784,7 +770,7 @@ static void check_shape(const mt_ctx_v1 *ctx, mt_sink *s)
                        "ZeroDivisionError: integer modulo by zero (hidden_size %ld %% "
                        "num_attention_heads 0) -- num_attention_heads must be at least 1",
                        hidden);
-        else if (pymod(hidden, heads))
+        else if (pk_pymod(hidden, heads))
             pk_startup(s, "core.kv_channels_heads_divisible", "hidden_size num_attention_heads",
                        "AssertionError (no message): hidden_size %ld is not divisible by "
                        "num_attention_heads %ld, so kv_channels has no default -- set "
@@ -793,7 +779,7 @@ static void check_shape(const mt_ctx_v1 *ctx, mt_sink *s)
     }
     /* A: sequence length vs CP and max positions. */
     if (pk_arg_long(ctx, "seq_length", &seq) || pk_arg_long(ctx, "encoder_seq_length", &seq)) {
-        if (cp > 1 && pymod(seq, 2 * cp))
+        if (cp > 1 && pk_pymod(seq, 2 * cp))
             pk_startup(s, "core.seq_len_cp_multiple", "seq_length context_parallel_size",
                        "seq-length should be a multiple of 2 * context-parallel-size if "
                        "context-parallel-size > 1. -- seq_length %ld, CP %ld",
@@ -862,7 +848,7 @@ static void check_moe(const mt_ctx_v1 *ctx, mt_sink *s)
             pk_startup(s, "core.ep_needs_experts", "expert_model_parallel_size",
                        "num_experts must be non None to use expert model parallelism -- set "
                        "EP 1 for a dense model");
-        else if (have_experts && pymod(experts, ep))
+        else if (have_experts && pk_pymod(experts, ep))
             pk_startup(s, "core.experts_not_multiple_of_ep", "expert_model_parallel_size",
                        "Number of experts should be a multiple of expert model parallel_size. "
                        "-- %ld experts over EP %ld",
@@ -934,7 +920,7 @@ static void check_moe(const mt_ctx_v1 *ctx, mt_sink *s)
                            "TypeError: unsupported operand type(s) for %%: 'NoneType' and 'int' "
                            "(group-limited routing without --num-experts) -- set the expert "
                            "count");
-            else if (pymod(experts, groups))
+            else if (pk_pymod(experts, groups))
                 pk_startup(s, "core.group_topk_experts_divisible", "moe_router_num_groups",
                            "num_moe_experts (%ld) should be divisible by moe_router_num_groups "
                            "(%ld).",
@@ -961,7 +947,7 @@ static void check_config(const mt_ctx_v1 *ctx, mt_sink *s)
      * overlap plugin's (overlap.r015_ep_tp_without_sp_nameerror). */
     if (tp == 0 || !pk_arg_long(ctx, "num_attention_heads", &heads))
         return;
-    if (pymod(heads, tp))
+    if (pk_pymod(heads, tp))
         pk_startup(s, "core.heads_not_multiple_of_tp", "tensor_model_parallel_size",
                    "num_attention_heads (%ld) must be a multiple of tensor_model_parallel_size "
                    "(%ld). -- pick a TP that divides the head count",
@@ -969,12 +955,12 @@ static void check_config(const mt_ctx_v1 *ctx, mt_sink *s)
     groups = heads;
     if (pk_arg_on(ctx, "group_query_attention"))
         groups = pk_arg_int(ctx, "num_query_groups", heads);
-    if (ver == R15 && pymod(groups, tp))
+    if (ver == R15 && pk_pymod(groups, tp))
         pk_startup(s, "core.query_groups_vs_tp", "tensor_model_parallel_size",
                    "num_query_groups (%ld) must be a multiple of tensor_model_parallel_size "
                    "(%ld). -- pick a TP that divides the query groups",
                    groups, tp);
-    else if (ver >= V18 && pymod(groups, tp) && (groups == 0 || pymod(tp, groups)))
+    else if (ver >= V18 && pk_pymod(groups, tp) && (groups == 0 || pk_pymod(tp, groups)))
         pk_startup(s, "core.query_groups_vs_tp", "tensor_model_parallel_size",
                    "num_query_groups (%ld) must be a multiple or divisor of "
                    "tensor_model_parallel_size (%ld). -- pick a TP that divides or is divided "
@@ -1208,7 +1194,7 @@ static void check_logging(const mt_ctx_v1 *ctx, mt_sink *s)
                    "ZeroDivisionError: integer modulo by zero (log_memory_interval %ld %% "
                    "log_interval 0) -- log_interval must be at least 1",
                    mem);
-    else if (pymod(mem, every))
+    else if (pk_pymod(mem, every))
         pk_startup(s, "core.log_memory_interval", "log_interval",
                    "AssertionError (no message): log_memory_interval %ld is not a multiple of "
                    "log_interval %ld -- make it one",
@@ -1225,7 +1211,6 @@ static void check_core(const mt_ctx_v1 *ctx, mt_sink *s)
     check_moe(ctx, s);
     check_config(ctx, s);
     check_layout(ctx, s);
-    (void)pydiv;
 }
 
 void mt_core_check(const mt_ctx_v1 *ctx, mt_violations *out)

@@ -318,6 +318,16 @@ static inline int pk_te_ge(const mt_ctx_v1 *ctx, const char *v)
     return have && pk_vercmp(have, v) >= 0;
 }
 
+/* Python's integer a % b and a // b (the remainder takes b's sign), as Megatron's
+ * validation computes them; b != 0. */
+static inline long pk_pymod(long a, long b)
+{
+    long r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+
+static inline long pk_pydiv(long a, long b) { return (a - pk_pymod(a, b)) / b; }
+
 /* The GPU's compute capability as major*10 + minor (90, 100, 103). */
 static inline int pk_capability(const mt_ctx_v1 *ctx)
 {

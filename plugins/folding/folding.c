@@ -676,17 +676,6 @@ static int fold_version(const mt_ctx_v1 *ctx)
     return V_MAIN;
 }
 
-/* Python's a % b and a // b (b != 0). */
-static long py_mod(long a, long b)
-{
-    long r = a % b;
-    return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-
-static long py_div(long a, long b)
-{
-    return (a - py_mod(a, b)) / b;
-}
 
 
 
@@ -728,7 +717,7 @@ static void startup_validate_args(const mt_ctx_v1 *ctx, mt_sink *s)
                            "%s (%ld) must be >= %s (%ld). -- the shard count covers TP times "
                            "the weight-remat factor; use a multiple of %ld",
                            pairs[i][0], shards, pairs[i][1], t, t);
-            else if (i == 0 && t > 0 && py_mod(shards, t) == 0)
+            else if (i == 0 && t > 0 && pk_pymod(shards, t) == 0)
                 gtp = shards / t;
         }
     }
@@ -743,7 +732,7 @@ static void startup_validate_args(const mt_ctx_v1 *ctx, mt_sink *s)
                    "total_model_size 0: TP %ld, PP %ld, CP %ld) -- every parallel size must be "
                    "at least 1",
                    world, tp, pp, cp);
-    else if (py_mod(world, total))
+    else if (pk_pymod(world, total))
         pk_startup(s, "folding.world_not_divisible_by_model_size",
                    "tensor_model_parallel_size pipeline_model_parallel_size "
                    "context_parallel_size",
@@ -774,7 +763,7 @@ static void startup_validate_args(const mt_ctx_v1 *ctx, mt_sink *s)
         /* A:548 the layout's stage count over PP gives VPP */
         static char buf[1 << 16];
         long stages = pk_layout_expand(layout, buf, sizeof buf);
-        if (stages >= 0 && py_mod(stages, pp))
+        if (stages >= 0 && pk_pymod(stages, pp))
             pk_startup(s, "folding.layout_stages_not_divisible_by_pp",
                        "pipeline_model_parallel_layout pipeline_model_parallel_size",
                        "The length of pipeline_model_parallel_layout must be divisible by "
@@ -792,7 +781,7 @@ static void startup_validate_args(const mt_ctx_v1 *ctx, mt_sink *s)
                            "please use --num-virtual-stages-per-pipeline-rank to specify "
                            "virtual pipeline parallel degree when enable uneven pipeline "
                            "parallelism -- replace --num-layers-per-virtual-pipeline-stage");
-            else if (py_mod(l, pp))
+            else if (pk_pymod(l, pp))
                 pk_startup(s, "folding.vpp_layers_not_divisible_by_pp", PIPE_KNOBS,
                            "number of layers of the model must be divisible pipeline model "
                            "parallel size -- %ld layers%s over PP %ld",
@@ -802,15 +791,15 @@ static void startup_validate_args(const mt_ctx_v1 *ctx, mt_sink *s)
                            "num_layers_per_virtual_pipeline_stage",
                            "ZeroDivisionError: integer modulo by zero "
                            "(--num-layers-per-virtual-pipeline-stage 0) -- give at least 1");
-            else if (py_mod(py_div(l, pp), nlpvs))
+            else if (pk_pymod(pk_pydiv(l, pp), nlpvs))
                 pk_startup(s, "folding.vpp_stage_not_divisible_by_layers_per_vstage",
                            "num_layers_per_virtual_pipeline_stage " PIPE_KNOBS,
                            "number of layers per pipeline stage must be divisible number of "
                            "layers per virtual pipeline stage -- %ld layers per stage, %ld per "
                            "virtual stage",
-                           py_div(l, pp), nlpvs);
+                           pk_pydiv(l, pp), nlpvs);
         }
-    } else if (!uneven && pk_arg_set(ctx, "num_layers") && py_mod(layers + acc, pp)) {
+    } else if (!uneven && pk_arg_set(ctx, "num_layers") && pk_pymod(layers + acc, pp)) {
         /* A:599 the plain even split */
         pk_startup(s, "folding.layers_not_divisible_by_pp", PIPE_KNOBS,
                    "Number of layers should be divisible by the pipeline-model-parallel size "
@@ -896,7 +885,7 @@ static void startup_transformer_config(const mt_ctx_v1 *ctx, mt_sink *s)
                            "virtual stages or none");
                 return;
             }
-            if (has_v && py_mod(first, v)) {
+            if (has_v && pk_pymod(first, v)) {
                 pk_startup(s, "folding.first_stage_vpp_divisible",
                            "decoder_first_pipeline_num_layers num_virtual_stages_per_pipeline_rank",
                            "number of layers at first stage: %ldmust be divisible by virtual "
@@ -924,7 +913,7 @@ static void startup_transformer_config(const mt_ctx_v1 *ctx, mt_sink *s)
                            "virtual stages or none");
                 return;
             }
-            if (has_v && py_mod(last, v)) {
+            if (has_v && pk_pymod(last, v)) {
                 pk_startup(s, "folding.last_stage_vpp_divisible",
                            "decoder_last_pipeline_num_layers num_virtual_stages_per_pipeline_rank",
                            "number of layers at last stage: %ldmust be divisible by virtual "
@@ -944,7 +933,7 @@ static void startup_transformer_config(const mt_ctx_v1 *ctx, mt_sink *s)
                        rem, pps);
             return;
         }
-        if (pps && py_mod(rem, pps)) {
+        if (pps && pk_pymod(rem, pps)) {
             pk_startup(s, "folding.middle_stage_pp_divisible", UNEVEN_KNOBS " " PIPE_KNOBS,
                        "number of layers at middle stage: %ld must be divisible bythe middle "
                        "pipeline model parallel size %ld -- adjust the first/last stage sizes",
@@ -958,13 +947,13 @@ static void startup_transformer_config(const mt_ctx_v1 *ctx, mt_sink *s)
                            "ZeroDivisionError: integer modulo by zero "
                            "(--num-virtual-stages-per-pipeline-rank 0) -- give at least 2 "
                            "virtual stages or none");
-            else if (py_mod(py_div(rem, pps), v))
+            else if (pk_pymod(pk_pydiv(rem, pps), v))
                 pk_startup(s, "folding.middle_rank_vpp_divisible",
                            "num_virtual_stages_per_pipeline_rank " UNEVEN_KNOBS,
                            "number of layers on each middle pipeline rank:%ld must be divisible "
                            "by virtualpipeline parallel degree %ld -- adjust the first/last "
                            "stage sizes or VPP",
-                           py_div(rem, pps), v);
+                           pk_pydiv(rem, pps), v);
         }
         return;
     }
@@ -973,12 +962,12 @@ static void startup_transformer_config(const mt_ctx_v1 *ctx, mt_sink *s)
         if (pp == 0)
             return;
         if (!has_v) {
-            if (py_mod(l, pp))
+            if (pk_pymod(l, pp))
                 pk_startup(s, "folding.account_for_pp_divisible_novpp", PIPE_KNOBS,
                            "number of middle layers: %ld must be divisible by middle "
                            "pipeline_model_parallel_size %ld",
                            l, pp);
-        } else if (py_mod(l, pp)) {
+        } else if (pk_pymod(l, pp)) {
             pk_startup(s, "folding.account_for_pp_divisible", PIPE_KNOBS,
                        "num_layers: %ld after enableaccount_for_embedding_in_pipeline_split or "
                        "account_for_loss_in_pipeline_split must be divisibleby "
@@ -991,14 +980,14 @@ static void startup_transformer_config(const mt_ctx_v1 *ctx, mt_sink *s)
                        "ZeroDivisionError: integer modulo by zero "
                        "(--num-virtual-stages-per-pipeline-rank 0) -- give at least 2 virtual "
                        "stages or none");
-        } else if (py_mod(py_div(l, pp), v)) {
+        } else if (pk_pymod(pk_pydiv(l, pp), v)) {
             pk_startup(s, "folding.account_for_vpp_divisible",
                        "num_virtual_stages_per_pipeline_rank " PIPE_KNOBS,
                        "number of layers on each pipeline rank: %ld(after enable "
                        "account_for_embedding_in_pipeline_split or "
                        "account_for_loss_in_pipeline_split) must be divisible "
                        "byvirtual_pipeline_model_parallel_size%ld",
-                       py_div(l, pp), v);
+                       pk_pydiv(l, pp), v);
         }
     }
 }
