@@ -54,6 +54,33 @@ cp "$T/wkeys/mtw.pub" "$T/coord/workers/"
 
 # ---- the tune, with a node lost in the middle of one job -----------------------------------
 
+# A late reader: for every third job, the worker's squeue answers as an
+# overloaded slurmctld does (a socket time-out) for as long as the job is
+# live, so the worker never learns the job's nodes while it runs.  The run's
+# node list must still come from Slurm (the ended job is still listed), never
+# be left unknown.  Every other query goes to the real squeue.
+real_squeue=$(command -v squeue)
+mkdir -p "$T/bin" "$T/sq"
+cat >"$T/bin/squeue" <<EOF
+#!/bin/bash
+name=
+for a in "\$@"; do case "\$a" in --name=*) name=\${a#--name=} ;; esac; done
+if [ -n "\$name" ] && [ "\$name" != "\${name#mt-}" ]; then
+  if [ ! -e "$T/sq/\$name" ]; then
+    n=\$(ls "$T/sq" | wc -l)
+    echo \$((n % 3 == 2)) >"$T/sq/\$name"
+  fi
+  state=\$("$real_squeue" --noheader --states=all --name="\$name" --format=%T)
+  if [ "\$(cat "$T/sq/\$name")" = 1 ] && [ "\$state" != COMPLETED ]; then
+    echo "refused \$name \$state" >>"$T/sq.log"
+    echo "squeue: error: slurm_load_jobs error: Socket timed out on send/recv operation" >&2
+    exit 1
+  fi
+fi
+exec "$real_squeue" "\$@"
+EOF
+chmod 755 "$T/bin/squeue"
+
 port=$(free_port)
 "$mt" tune "$contract" --dir "$T/tune" --workers "tcp://127.0.0.1:$port" --keys "$T/coord" \
   --worker-wait 60 >"$T/tune.out" 2>"$T/tune.err" &
@@ -61,7 +88,7 @@ tune=$!
 tunes+=($tune)
 # sim steps of about 10 ms, so that every step lives long enough for squeue to
 # list it (its node list is asked of Slurm while it runs)
-MOETUNE_SIM_TIME_SCALE=0.0003 "$mt" worker --connect "tcp://127.0.0.1:$port" --name mtw --key "$T/wkeys/mtw" \
+PATH=$T/bin:$PATH MOETUNE_SIM_TIME_SCALE=0.0003 "$mt" worker --connect "tcp://127.0.0.1:$port" --name mtw --key "$T/wkeys/mtw" \
   --server-key "$T/coord/coordinator.pub" --dir "$T/w" --launchers srun --nodes 2 --gpus 4 \
   --idle-exit 60 >"$T/worker.out" 2>"$T/worker.err" &
 daemons+=($!)
@@ -115,7 +142,7 @@ say "tune: $(grep -E '^(result|spent)' "$T/tune.out" | tr '\n' ' ')"
 
 # ---- what the runs show --------------------------------------------------------------------
 
-python3 - "$T/tune/moetune.db" <<'EOF' || fail "the stored runs: see above"
+python3 - "$T/tune/moetune.db" "$T/sq.log" <<'EOF' || fail "the stored runs: see above"
 import json, sqlite3, sys
 db = sqlite3.connect("file:%s?mode=ro" % sys.argv[1], uri=True)
 runs = [dict(zip(("id", "config_id", "kind", "replicate", "retry", "outcome", "evidence", "fp"), r))
@@ -137,8 +164,10 @@ for r in ok:
     assert rows == want, "run %d: per-GPU peaks %s" % (r["id"], rows)
     hosts = json.loads(r["fp"])["hosts"]
     assert hosts == ["mtn1", "mtn2"], "run %d: fingerprint hosts %s" % (r["id"], hosts)
+late = {l.split()[1] for l in open(sys.argv[2])}
+assert len(late) >= 3, "only %d jobs whose node list was refused while they ran" % len(late)
 print("runs: %d ok (each 8 per-rank peaks, 4 on mtn1 and 4 on mtn2; node list mtn1, mtn2), "
-      "1 infra at retry 0 (%s...) and its retry 1 ok" % (len(ok), i["evidence"][:90]))
+      "1 infra at retry 0 (%s...) and its retry 1 ok; %d jobs' nodes learnt only after they ended" % (len(ok), i["evidence"][:90], len(late)))
 EOF
 
 # every ok run's step: 8 tasks, 4 per node, 4 GPUs each

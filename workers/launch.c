@@ -714,10 +714,14 @@ int mt_launch_hosts(const mt_launch *l, mt_strlist *out, mt_diag *d)
     memset(&c, 0, sizeof c);
     c.lines = &nodes;
     c.name = l->job_name;
-    /* the step's (or the job's) compressed node list, e.g. "gpu[01-04]" */
+    /* the step's (or the job's) compressed node list, e.g. "gpu[01-04]"; a
+     * job of its own is listed in every state, so that one that has already
+     * ended is still found (slurmctld keeps it for MinJobAge, 300 s unless
+     * set); an ended step of an allocation is not listed */
     if (mt_strlist_push(&q, "squeue") || mt_strlist_push(&q, "--noheader") ||
         (l->slurm_job_id &&
          (mt_strlist_push(&q, "--steps") || push_fmt(&q, "--jobs=%s", l->slurm_job_id))) ||
+        (!l->slurm_job_id && mt_strlist_push(&q, "--states=all")) ||
         push_fmt(&q, "--name=%s", l->job_name) || mt_strlist_push(&q, "--format=%j %N"))
         goto done;
     if (slurm_cmd(l, &q, &c, d) != 0)

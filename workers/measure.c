@@ -968,6 +968,14 @@ static void run_program(const mt_measure_spec *spec, mt_launch *launch, const ch
     } else {
         mt_runner_wait(g->run, &m->run);
     }
+    if (g->run && launch && launch->kind == MT_LAUNCHER_SRUN && !g->hosts.n && !launch->slurm_job_id) {
+        /* the lines came too late to ask while the job ran (a short run, a
+         * loaded machine): its own job is still listed once it has ended */
+        mt_diag *hd = mt_diag_new();
+        if (mt_launch_hosts(launch, &g->hosts, hd) != 0)
+            mt_strlist_clear(&g->hosts);
+        mt_diag_destroy(&hd);
+    }
 }
 
 /* The machine the run ran on, as JSON: the hosts its lines named (under
